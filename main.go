@@ -1,16 +1,45 @@
 // Command svc is a local dev runtime and a self-hosted runtime for AI agents
 // and durable workflows written in TypeScript.
+//
+// Usage:
+//
+//	svc [--json] [--verbose] [--yes] <verb> [flags] [args]
+//
+// Verbs:
+//
+//	init [dir]                 scaffold a starter project (local-only, no control plane needed)
+//	dev                        boot the local runtime: PostgreSQL, journal, object storage, endpoints
+//	workflows list|schema|start list workflows, read their schemas, start runs
+//	runs list|get|cancel       inspect and cancel workflow runs
+//	link                       register a deployed container with a control plane
+//
+// Global flags (accepted anywhere on the command line):
+//
+//	--json     print one JSON envelope line on stdout: {"ok":true,"data":…} or {"ok":false,"error":…}
+//	--verbose  stream every log line, including PostgreSQL output
+//	--yes      never prompt (also implied by --json, CI=…, or stdin not being a terminal)
+//
+// Environment:
+//
+//	SVC_DEV_PORT_OFFSET  added to every dev port (API 4242, PostgreSQL 4243, object storage 4244)
+//	SVC_DATABASE_URL     use this PostgreSQL instead of starting one
+//	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
+//	                     model provider resolution (see the README's boot gate section)
+//
+// Exit codes: 0 ok, 1 generic, 2 auth, 3 no project / no target / dev not running, 4 not found.
 package main
 
 import (
+	"context"
 	"os"
-
-	_ "github.com/dop251/goja"
-	_ "github.com/evanw/esbuild/pkg/api"
-	_ "github.com/google/uuid"
-	_ "github.com/jackc/pgx/v5"
+	"os/signal"
+	"syscall"
 )
 
+// main wires the process to run and is the only place that exits.
 func main() {
-	os.Exit(0)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], newProcessIO())
+	stop()
+	os.Exit(code)
 }

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// maxLongPoll bounds GET /api/runs/{runId}?wait=….
+const maxLongPoll = 5 * time.Minute
+
+// workflowItem is a workflow list item (SPEC §2).
+type workflowItem struct {
+	Name      string `json:"name"`
+	Trigger   string `json:"trigger"`
+	HasSchema bool   `json:"hasSchema"`
+}
+
+// handleListWorkflows serves the workflow list (what `svc workflows list` prints).
+func (s *server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
+	items := []workflowItem{}
+	if cat := s.rt.catalog.Load(); cat != nil {
+		for _, name := range cat.workflowNames() {
+			wf := cat.Workflows[name]
+			items = append(items, workflowItem{Name: name, Trigger: workflowRoute(name), HasSchema: wf.InputSchema != nil || wf.OutputSchema != nil})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "items": items})
+}
+
+// handleWorkflowSchema serves a workflow's input and output schemas.
+func (s *server) handleWorkflowSchema(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	cat := s.rt.catalog.Load()
+	var wf *workflowDef
+	if cat != nil {
+		wf = cat.Workflows[name]
+	}
+	if wf == nil {
+		if _, err := s.rt.engine.validateStart(name, nil); err != nil {
+			s.writeStartError(w, err)
+			return
+		}
+	}
+	orNull := func(raw json.RawMessage) json.RawMessage {
+		if raw == nil {
+			return json.RawMessage("null")
+		}
+		return raw
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion,
+		"schema": map[string]json.RawMessage{"input": orNull(wf.InputSchema), "output": orNull(wf.OutputSchema)}})
+}
+
+// triggerHeader lets the CLI mark the runs it starts (trigger "cli").
+const triggerHeader = "x-svc-trigger"
+
+// handleStartWorkflow is POST /api/workflows/{name}/start: the body is the
+// input (empty = {}); 202 with the receipt once the start is durable.
+func (s *server) handleStartWorkflow(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if errors.Is(err, errBodyTooLarge) {
+		writeAPIError(w, http.StatusRequestEntityTooLarge, apiError{Code: "too_large", Message: "input exceeds 4 MiB"})
+		return
+	}
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_body", Message: err.Error()})
+		return
+	}
+	trigger := triggerHTTP
+	if r.Header.Get(triggerHeader) == triggerCLI {
+		trigger = triggerCLI
+	}
+	rc, err := s.rt.engine.start(startRequest{Workflow: r.PathValue("name"), Input: body, Trigger: trigger})
+	if err != nil {
+		s.writeStartError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, rc)
+}
+
+// writeStartError maps a start failure to its status (DESIGN §4).
+func (s *server) writeStartError(w http.ResponseWriter, err error) {
+	var se *startError
+	if !errors.As(err, &se) {
+		s.log.Error("start workflow", "err", err)
+		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "could not record the start"})
+		return
+	}
+	status := map[string]int{
+		"invalid_json": http.StatusBadRequest, "schema_validation": http.StatusUnprocessableEntity,
+		"workflow_not_found": http.StatusNotFound, "gate_closed": http.StatusServiceUnavailable,
+		"workflow_compile_failed": http.StatusServiceUnavailable,
+	}[se.Code]
+	writeAPIError(w, status, apiError{Code: se.Code, Message: se.Message, Violations: se.Violations})
+}
+
+// handleListRuns serves every run, newest first, and the queued triggers.
+func (s *server) handleListRuns(w http.ResponseWriter, r *http.Request) {
+	runs, queued := s.rt.engine.list()
+	if wf := r.URL.Query().Get("workflow"); wf != "" {
+		kept := runs[:0]
+		for _, run := range runs {
+			if run.WorkflowName == wf {
+				kept = append(kept, run)
+			}
+		}
+		runs = kept
+	}
+	if queued == nil {
+		queued = []queuedTrigger{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "items": runs, "queued": queued})
+}
+
+// handleGetRun serves one run; ?wait=30s long-polls until it is terminal.
+func (s *server) handleGetRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("runId")
+	if wait := r.URL.Query().Get("wait"); wait != "" {
+		d, err := time.ParseDuration(wait)
+		if err != nil || d < 0 {
+			writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_wait", Message: "wait must be a duration such as 30s"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), min(d, maxLongPoll))
+		s.rt.engine.wait(ctx, id)
+		cancel()
+	}
+	run, ok := s.rt.engine.get(id)
+	if !ok {
+		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + id + " not found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "run": run})
+}
+
+// handleCancelRun cancels an active run.
+func (s *server) handleCancelRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.rt.engine.cancelRun(r.PathValue("runId"))
+	if errors.Is(err, errRunNotFound) {
+		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + r.PathValue("runId") + " not found"})
+		return
+	}
+	if err != nil {
+		s.log.Error("cancel run", "err", err)
+		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "could not record the cancellation"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "run": run})
+}
+
+// handleResumeHook delivers the JSON body to the run waiting on the token.
+func (s *server) handleResumeHook(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		writeAPIError(w, http.StatusRequestEntityTooLarge, apiError{Code: "too_large", Message: err.Error()})
+		return
+	}
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	if !json.Valid(body) {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: "hook payload is not valid JSON"})
+		return
+	}
+	runID, err := s.rt.engine.resumeHook(r.PathValue("token"), body)
+	switch {
+	case errors.Is(err, errHookNotFound):
+		writeAPIError(w, http.StatusNotFound, apiError{Code: "hook_not_found", Message: "no run waits on this hook token"})
+	case errors.Is(err, errHookUsed):
+		writeAPIError(w, http.StatusConflict, apiError{Code: "hook_used", Message: err.Error()})
+	case err != nil:
+		s.log.Error("resume hook", "err", err)
+		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "could not record the resume"})
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]any{"schema_version": schemaVersion, "runId": runID})
+	}
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/dop251/goja"
+)
+
+// workflowDef is one compiled workflow: its module, the export holding the
+// "use workflow" function, its schemas and whether it is serial.
+type workflowDef struct {
+	Name         string
+	File         string // project-relative
+	Module       *jsModule
+	Export       string          // key of module.exports holding the workflow function
+	InputSchema  json.RawMessage // nil when not declared
+	OutputSchema json.RawMessage // nil when not declared
+	Serial       bool
+	input        *jsonSchema // compiled InputSchema, nil when absent
+}
+
+// agentDef is one compiled agent of deep-agents/<name>/index.ts.
+type agentDef struct {
+	Name   string
+	File   string
+	Module *jsModule
+}
+
+// catalog is the compiled project: every workflow and agent that compiled,
+// and the error of every file that did not. A catalog is immutable; edits
+// produce a new one.
+type catalog struct {
+	Workflows map[string]*workflowDef
+	Agents    map[string]*agentDef
+	Failed    map[string]*compileError // workflow or agent name → its error
+}
+
+// workflowNames returns the workflow names, sorted.
+func (c *catalog) workflowNames() []string { return sortedKeys(c.Workflows) }
+
+// agentNames returns the agent names, sorted.
+func (c *catalog) agentNames() []string { return sortedKeys(c.Agents) }
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// workflowOverride is one entry of svc.config.ts's `workflows` map.
+type workflowOverride struct {
+	File   string `json:"file"`
+	Serial *bool  `json:"serial"`
+}
+
+// catalogSource is what discovery found on disk before compiling.
+type catalogSource struct {
+	workflows map[string]string // name → file
+	serial    map[string]bool   // svc.config.ts serial overrides
+	agents    map[string]string // name → file
+}
+
+// discoverSources lists workflows/<name>.workflow.ts, applies svc.config.ts
+// overrides, and lists deep-agents/<name>/index.ts.
+func discoverSources(dir string, log *slog.Logger) (catalogSource, *compileError) {
+	src := catalogSource{workflows: map[string]string{}, serial: map[string]bool{}, agents: map[string]string{}}
+	wfs, _ := filepath.Glob(filepath.Join(dir, "workflows", "*.workflow.ts"))
+	for _, f := range wfs {
+		name := strings.TrimSuffix(filepath.Base(f), ".workflow.ts")
+		src.workflows[name] = filepath.ToSlash(filepath.Join("workflows", filepath.Base(f)))
+	}
+	agents, _ := filepath.Glob(filepath.Join(dir, "deep-agents", "*", "index.ts"))
+	for _, f := range agents {
+		name := filepath.Base(filepath.Dir(f))
+		src.agents[name] = filepath.ToSlash(filepath.Join("deep-agents", name, "index.ts"))
+	}
+	overrides, err := loadConfigOverrides(dir, log)
+	if err != nil {
+		return src, err
+	}
+	for name, o := range overrides {
+		if o.File != "" {
+			src.workflows[name] = filepath.ToSlash(filepath.Clean(o.File))
+		}
+		if o.Serial != nil {
+			src.serial[name] = *o.Serial
+		}
+	}
+	return src, nil
+}
+
+// loadConfigOverrides evaluates svc.config.ts (when present) and returns its
+// `workflows` overrides: export default { workflows: { name: { file, serial } } }.
+func loadConfigOverrides(dir string, log *slog.Logger) (map[string]workflowOverride, *compileError) {
+	const file = "svc.config.ts"
+	if _, err := os.Stat(filepath.Join(dir, file)); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	m, err := bundleModule(dir, file)
+	if err != nil {
+		return nil, asCompileError(file, err)
+	}
+	vm, exports, err := newModuleVM(m, vmOptions{Log: log})
+	if err != nil {
+		return nil, asCompileError(file, err)
+	}
+	cfg := exports.Get("default")
+	if cfg == nil || goja.IsUndefined(cfg) {
+		return nil, &compileError{File: file, Message: "svc.config.ts must `export default { workflows: { … } }`"}
+	}
+	var parsed struct {
+		Workflows map[string]workflowOverride `json:"workflows"`
+	}
+	if err := exportJSON(vm, cfg, &parsed); err != nil {
+		return nil, &compileError{File: file, Message: "invalid config: " + err.Error()}
+	}
+	return parsed.Workflows, nil
+}
+
+// exportJSON converts a JS value to a Go value through JSON.
+func exportJSON(vm *goja.Runtime, v goja.Value, out any) error {
+	b, err := json.Marshal(v.Export())
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// asCompileError returns err as a *compileError located in file.
+func asCompileError(file string, err error) *compileError {
+	var ce *compileError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return &compileError{File: file, Message: err.Error()}
+}
+
+// compileCatalog discovers, bundles and evaluates every workflow and agent
+// of the project in parallel. A file that fails is recorded in Failed and
+// does not stop the others.
+func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
+	src, cerr := discoverSources(dir, log)
+	if cerr != nil {
+		return nil, cerr
+	}
+	cat := &catalog{Workflows: map[string]*workflowDef{}, Agents: map[string]*agentDef{}, Failed: map[string]*compileError{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2*runtime.GOMAXPROCS(0))
+	each := func(name, file string, build func(*jsModule) error, record func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			m, err := bundleModule(dir, file)
+			if err == nil {
+				err = build(m)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				cat.Failed[name] = asCompileError(file, err)
+				return
+			}
+			record()
+		}()
+	}
+	for name, file := range src.workflows {
+		wf := &workflowDef{Name: name, File: file}
+		each(name, file, func(m *jsModule) error {
+			wf.Module = m
+			return inspectWorkflow(wf, src.serial, log)
+		}, func() { cat.Workflows[name] = wf })
+	}
+	for name, file := range src.agents {
+		ag := &agentDef{Name: name, File: file}
+		each(name, file, func(m *jsModule) error {
+			ag.Module = m
+			return inspectAgent(ag, log)
+		}, func() { cat.Agents[name] = ag })
+	}
+	wg.Wait()
+	return cat, nil
+}
+
+// inspectWorkflow evaluates the workflow module once to find its single
+// "use workflow" export and its sibling inputSchema, outputSchema and serial.
+func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.Logger) error {
+	vm, exports, err := newModuleVM(wf.Module, vmOptions{Log: log})
+	if err != nil {
+		return err
+	}
+	var found []string
+	for _, key := range exports.Keys() {
+		if functionHasDirective(vm, exports.Get(key), "use workflow") {
+			found = append(found, key)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return &compileError{File: wf.File, Message: `no exported function starts with "use workflow"`}
+	case 1:
+		wf.Export = found[0]
+	default:
+		return &compileError{File: wf.File, Message: fmt.Sprintf(`%d exported functions start with "use workflow" (%s); a workflow file has exactly one`, len(found), strings.Join(found, ", "))}
+	}
+	for key, dst := range map[string]*json.RawMessage{"inputSchema": &wf.InputSchema, "outputSchema": &wf.OutputSchema} {
+		v := exports.Get(key)
+		if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
+			continue
+		}
+		b, err := json.Marshal(v.Export())
+		if err != nil {
+			return &compileError{File: wf.File, Message: fmt.Sprintf("%s is not JSON: %v", key, err)}
+		}
+		*dst = b
+	}
+	if wf.InputSchema != nil {
+		s, err := compileSchema(wf.InputSchema)
+		if err != nil {
+			return &compileError{File: wf.File, Message: "inputSchema: " + err.Error()}
+		}
+		wf.input = s
+	}
+	if wf.OutputSchema != nil {
+		if _, err := compileSchema(wf.OutputSchema); err != nil {
+			return &compileError{File: wf.File, Message: "outputSchema: " + err.Error()}
+		}
+	}
+	if v := exports.Get("serial"); v != nil && v.ToBoolean() {
+		wf.Serial = true
+	}
+	if s, ok := serialOverride[wf.Name]; ok {
+		wf.Serial = s
+	}
+	return nil
+}
+
+// inspectAgent evaluates the agent module once and checks that its default
+// export was made by defineAgent.
+func inspectAgent(ag *agentDef, log *slog.Logger) error {
+	_, exports, err := newModuleVM(ag.Module, vmOptions{Log: log})
+	if err != nil {
+		return err
+	}
+	def := exports.Get("default")
+	if def == nil || goja.IsUndefined(def) {
+		return &compileError{File: ag.File, Message: "no default export; write `export default defineAgent({ … })`"}
+	}
+	if obj, ok := def.(*goja.Object); !ok || !obj.Get("__svcAgent").ToBoolean() {
+		return &compileError{File: ag.File, Message: "the default export was not made by defineAgent({ … })"}
+	}
+	return nil
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// schemaVersion is the version carried by every CLI JSON payload (SPEC §9).
+const schemaVersion = 1
+
+// Error codes of the JSON envelope (DESIGN §8). exitCodes maps each to its exit code.
+const (
+	codeGeneric          = "generic"
+	codeAuth             = "auth"
+	codeNoProject        = "no_project"
+	codeNoTarget         = "no_target"
+	codeDevNotRunning    = "dev_not_running"
+	codeNotFound         = "not_found"
+	codeWorkflowNotFound = "workflow_not_found"
+)
+
+// exitCodes is the error-code ↔ exit-code table of DESIGN §8.
+var exitCodes = map[string]int{
+	codeGeneric:          1,
+	codeAuth:             2,
+	codeNoProject:        3,
+	codeNoTarget:         3,
+	codeDevNotRunning:    3,
+	codeNotFound:         4,
+	codeWorkflowNotFound: 4,
+}
+
+// cliError is an error a verb returns to end the command with a given error
+// code; Hint tells a human what to do next.
+type cliError struct {
+	Code    string
+	Message string
+	Hint    string
+	Err     error
+}
+
+func (e *cliError) Error() string { return e.Message }
+func (e *cliError) Unwrap() error { return e.Err }
+
+// exitCode is the process exit code of the error's code.
+func (e *cliError) exitCode() int {
+	if c, ok := exitCodes[e.Code]; ok {
+		return c
+	}
+	return 1
+}
+
+// failf returns a *cliError with a formatted message.
+func failf(code, hint, format string, args ...any) *cliError {
+	return &cliError{Code: code, Hint: hint, Message: fmt.Sprintf(format, args...)}
+}
+
+// errUsage marks an error that should print the verb's usage text.
+var errUsage = errors.New("usage")
+
+// cliIO is the I/O and environment a command runs with, injected so tests
+// run verbs in-process.
+type cliIO struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	stdinTerminal  bool // stdin is an interactive terminal
+}
+
+// newProcessIO returns the cliIO of the real process.
+func newProcessIO() cliIO {
+	terminal := false
+	if fi, err := os.Stdin.Stat(); err == nil {
+		terminal = fi.Mode()&os.ModeCharDevice != 0
+	}
+	return cliIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinTerminal: terminal}
+}
+
+// cmd is one invocation of a verb: its I/O plus the global flags.
+type cmd struct {
+	cliIO
+	json    bool // --json: one envelope line on stdout
+	verbose bool // --verbose: every log line
+	yes     bool // --yes: never prompt
+}
+
+// interactive reports whether the command may prompt (DESIGN §8): not
+// --json, not --yes, CI unset and stdin a terminal.
+func (c *cmd) interactive() bool {
+	return !c.json && !c.yes && c.getenv("CI") == "" && c.stdinTerminal
+}
+
+// emit prints a successful result: the JSON envelope, or the human text.
+func (c *cmd) emit(data any, human func(w io.Writer)) {
+	if c.json {
+		writeEnvelope(c.stdout, envelope{OK: true, Data: data})
+		return
+	}
+	human(c.stdout)
+}
+
+// envelope is the --json output line (DESIGN §8): ok with data, or an error.
+type envelope struct {
+	OK    bool           `json:"ok"`
+	Data  any            `json:"data,omitempty"`
+	Error *envelopeError `json:"error,omitempty"`
+}
+
+// envelopeError is the error of a failed command's envelope.
+type envelopeError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeEnvelope writes v as one JSON line.
+func writeEnvelope(w io.Writer, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{"ok":false,"error":{"code":"generic","message":"encode output"}}`)
+	}
+	w.Write(append(b, '\n'))
+}
+
+// fail prints err in the command's mode and returns the exit code.
+func (c *cmd) fail(err error) int {
+	var ce *cliError
+	if !errors.As(err, &ce) {
+		ce = &cliError{Code: codeGeneric, Message: err.Error()}
+	}
+	if c.json {
+		writeEnvelope(c.stdout, envelope{Error: &envelopeError{Code: ce.Code, Message: ce.Message}})
+	} else {
+		fmt.Fprintf(c.stderr, "error: %s\n", ce.Message)
+		if ce.Hint != "" {
+			fmt.Fprintf(c.stderr, "hint: %s\n", ce.Hint)
+		}
+	}
+	return ce.exitCode()
+}
+
+// verb is one command of the CLI. Its flags are defined by newFlags so the
+// same definitions serve parsing, --help and the advertised contract.
+type verb struct {
+	name     string
+	summary  string
+	usage    string // argument synopsis after the verb name
+	newFlags func() *flag.FlagSet
+	run      func(ctx context.Context, c *cmd, fs *flag.FlagSet) error
+	subverbs []*verb
+}
+
+// verbs lists every verb once, in help order.
+func verbs() []*verb {
+	return []*verb{
+		{name: "init", summary: "scaffold a starter project", usage: "[dir]", newFlags: noFlags("init"), run: runInit},
+		{name: "dev", summary: "boot the local runtime", newFlags: newDevFlags, run: runDev},
+		{name: "workflows", summary: "list workflows, read schemas, start runs", subverbs: workflowVerbs()},
+		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
+		{name: "link", summary: "register a deployed container with a control plane", newFlags: newLinkFlags, run: runLink},
+	}
+}
+
+// noFlags returns a constructor of an empty flag set named name.
+func noFlags(name string) func() *flag.FlagSet {
+	return func() *flag.FlagSet { return flag.NewFlagSet(name, flag.ContinueOnError) }
+}
+
+// globalFlags are accepted anywhere on the command line.
+var globalFlags = map[string]string{
+	"--json":    "print one JSON envelope line on stdout",
+	"--verbose": "stream every log line, including PostgreSQL output",
+	"--yes":     "never prompt",
+}
+
+// run executes the command line args and returns the exit code.
+func run(ctx context.Context, args []string, io cliIO) int {
+	c := &cmd{cliIO: io}
+	var rest []string
+	for i, a := range args {
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		switch a {
+		case "--json", "-json":
+			c.json = true
+		case "--verbose", "-verbose", "-v":
+			c.verbose = true
+		case "--yes", "-yes", "-y":
+			c.yes = true
+		default:
+			rest = append(rest, a)
+		}
+	}
+	all := verbs()
+	if len(rest) == 0 || rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h" {
+		if len(rest) == 0 {
+			printUsage(c.stderr, "svc", "", all, nil)
+			return c.fail(failf(codeGeneric, "run `svc --help`", "no verb given"))
+		}
+		printUsage(c.stdout, "svc", "", all, nil)
+		return 0
+	}
+	return dispatch(ctx, c, "svc", all, rest)
+}
+
+// dispatch finds the verb named by args[0] among vs and runs it.
+func dispatch(ctx context.Context, c *cmd, prefix string, vs []*verb, args []string) int {
+	var v *verb
+	for _, cand := range vs {
+		if cand.name == args[0] {
+			v = cand
+		}
+	}
+	if v == nil {
+		printUsage(c.stderr, prefix, "", vs, nil)
+		return c.fail(failf(codeGeneric, fmt.Sprintf("run `%s --help`", prefix), "unknown verb %q", args[0]))
+	}
+	name := prefix + " " + v.name
+	if v.subverbs != nil {
+		if len(args) < 2 || args[1] == "--help" || args[1] == "-h" || args[1] == "help" {
+			w := c.stdout
+			if len(args) < 2 {
+				w = c.stderr
+			}
+			printUsage(w, name, "", v.subverbs, nil)
+			if len(args) < 2 {
+				return c.fail(failf(codeGeneric, fmt.Sprintf("run `%s --help`", name), "%s needs a verb", name))
+			}
+			return 0
+		}
+		return dispatch(ctx, c, name, v.subverbs, args[1:])
+	}
+	fs := v.newFlags()
+	fs.SetOutput(io.Discard)
+	if err := parseInterleaved(fs, args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(c.stdout, name, v.usage, nil, fs)
+			return 0
+		}
+		printUsage(c.stderr, name, v.usage, nil, fs)
+		return c.fail(failf(codeGeneric, fmt.Sprintf("run `%s --help`", name), "%s: %v", name, err))
+	}
+	err := v.run(ctx, c, fs)
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, errUsage) {
+		printUsage(c.stderr, name, v.usage, nil, fs)
+	}
+	return c.fail(err)
+}
+
+// parseInterleaved parses flags that may come before or after positional
+// arguments (`svc workflows start greet --input '{}'`); a "--" ends flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// printUsage writes the help of a verb: its synopsis, sub-verbs or flags,
+// and the global flags.
+func printUsage(w io.Writer, name, usage string, subverbs []*verb, fs *flag.FlagSet) {
+	if subverbs != nil {
+		fmt.Fprintf(w, "usage: %s <verb> [flags]\n\nverbs:\n", name)
+		for _, v := range subverbs {
+			fmt.Fprintf(w, "  %-10s %s\n", v.name, v.summary)
+		}
+	} else {
+		fmt.Fprintf(w, "usage: %s [flags] %s\n", name, usage)
+		if fs != nil {
+			fmt.Fprintf(w, "\nflags:\n")
+			fs.VisitAll(func(f *flag.Flag) {
+				def := ""
+				if f.DefValue != "" && f.DefValue != "false" {
+					def = fmt.Sprintf(" (default %s)", f.DefValue)
+				}
+				fmt.Fprintf(w, "  --%-16s %s%s\n", f.Name, f.Usage, def)
+			})
+		}
+	}
+	fmt.Fprintf(w, "\nglobal flags:\n")
+	names := make([]string, 0, len(globalFlags))
+	for n := range globalFlags {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-18s %s\n", n, globalFlags[n])
+	}
+}
+
+// isBoolFlag reports whether f is a boolean flag.
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}

@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// workflowVerbs are the `svc workflows` verbs (SPEC §4.2).
+func workflowVerbs() []*verb {
+	return []*verb{
+		{name: "list", summary: "list the workflows of the target", newFlags: targetFlags("list"), run: runWorkflowsList},
+		{name: "schema", summary: "print a workflow's input/output schema", usage: "<name>", newFlags: targetFlags("schema"), run: runWorkflowsSchema},
+		{name: "start", summary: "start a durable run", usage: "<name>", newFlags: newStartFlags, run: runWorkflowsStart},
+	}
+}
+
+// runVerbs are the `svc runs` verbs.
+func runVerbs() []*verb {
+	return []*verb{
+		{name: "list", summary: "list runs, newest first", newFlags: newRunsListFlags, run: runRunsList},
+		{name: "get", summary: "print a run and its step timeline", usage: "<runId>", newFlags: newRunsGetFlags, run: runRunsGet},
+		{name: "cancel", summary: "cancel an active run", usage: "<runId>", newFlags: targetFlags("cancel"), run: runRunsCancel},
+	}
+}
+
+// targetFlags returns a constructor of a flag set with --agent only.
+func targetFlags(name string) func() *flag.FlagSet {
+	return func() *flag.FlagSet {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		fs.String("agent", "", "installation id of a deployed box; default: the local runtime of `svc dev`")
+		return fs
+	}
+}
+
+// newStartFlags defines the flags of `svc workflows start`.
+func newStartFlags() *flag.FlagSet {
+	fs := targetFlags("start")()
+	fs.String("input", "", "inline JSON object as workflow input; wins over --input-file (default {})")
+	fs.String("input-file", "", "path to a JSON file holding the input")
+	return fs
+}
+
+// newRunsListFlags defines the flags of `svc runs list`.
+func newRunsListFlags() *flag.FlagSet {
+	fs := targetFlags("list")()
+	fs.String("workflow", "", "only runs of this workflow")
+	fs.Int("limit", 50, "at most this many runs (0: all)")
+	return fs
+}
+
+// newRunsGetFlags defines the flags of `svc runs get`.
+func newRunsGetFlags() *flag.FlagSet {
+	fs := targetFlags("get")()
+	fs.String("wait", "", "wait up to this long (e.g. 30s) for the run to finish")
+	return fs
+}
+
+// target is the runtime a verb talks to.
+type target struct {
+	baseURL string
+	client  *http.Client
+}
+
+// resolveTarget finds the runtime: --agent (a deployed box, which needs a
+// registered deployment), or the `svc dev` of the project in the current
+// directory, which must be up.
+func resolveTarget(ctx context.Context, c *cmd, fs *flag.FlagSet) (*target, error) {
+	if agent := fs.Lookup("agent").Value.String(); agent != "" {
+		return nil, failf(codeNotFound, "run `svc link` to register a deployment, or drop --agent to use `svc dev`",
+			"no registered deployment for installation %q", agent)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	proj, err := loadProject(cwd)
+	if err != nil {
+		return nil, err
+	}
+	if proj.Link == nil {
+		return nil, failf(codeNoTarget, "run `svc init` or `svc link` here, or pass --agent <installationId>", "no project in %s and no --agent", proj.Dir)
+	}
+	base := ""
+	var rtInfo struct {
+		URL string `json:"url"`
+	}
+	if b, err := os.ReadFile(filepath.Join(proj.Dir, ".svc", "runtime.json")); err == nil && json.Unmarshal(b, &rtInfo) == nil {
+		base = rtInfo.URL
+	}
+	if base == "" {
+		offset, _ := strconv.Atoi(c.getenv("SVC_DEV_PORT_OFFSET"))
+		base = fmt.Sprintf("http://127.0.0.1:%d", defaultAPIPort+offset)
+	}
+	t := &target{baseURL: base, client: &http.Client{}}
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, _, err := t.do(hctx, http.MethodGet, "/api/health", nil, nil); err != nil {
+		return nil, failf(codeDevNotRunning, "start it with `svc dev` in this project", "svc dev is not running for %s (%s unreachable)", proj.Dir, base)
+	}
+	return t, nil
+}
+
+// do sends a request and returns the status and body.
+func (t *target) do(ctx context.Context, method, path string, body []byte, header http.Header) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, t.baseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// call sends a request and decodes a 2xx body into out; an error body
+// becomes a *cliError with the exit code of its status.
+func (t *target) call(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {
+	status, b, err := t.do(ctx, method, path, body, header)
+	if err != nil {
+		return failf(codeDevNotRunning, "start it with `svc dev`", "svc dev stopped answering: %v", err)
+	}
+	if status >= 300 {
+		var eb struct {
+			Error apiError `json:"error"`
+		}
+		json.Unmarshal(b, &eb)
+		code := codeGeneric
+		switch {
+		case eb.Error.Code == "workflow_not_found":
+			code = codeWorkflowNotFound
+		case status == http.StatusNotFound:
+			code = codeNotFound
+		}
+		msg := eb.Error.Message
+		if msg == "" {
+			msg = fmt.Sprintf("%s %s: HTTP %d", method, path, status)
+		}
+		for _, v := range eb.Error.Violations {
+			msg += fmt.Sprintf("\n  %s: %s", orRoot(v.Path), v.Message)
+		}
+		return &cliError{Code: code, Message: msg}
+	}
+	return json.Unmarshal(b, out)
+}
+
+// orRoot shows the empty JSON pointer as "(root)".
+func orRoot(p string) string {
+	if p == "" {
+		return "(root)"
+	}
+	return p
+}
+
+// oneArg returns the single positional argument named what.
+func oneArg(fs *flag.FlagSet, what string) (string, error) {
+	if fs.NArg() != 1 {
+		return "", fmt.Errorf("want exactly one %s: %w", what, errUsage)
+	}
+	return fs.Arg(0), nil
+}
+
+// runWorkflowsList is `svc workflows list`.
+func runWorkflowsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	if fs.NArg() != 0 {
+		return fmt.Errorf("list takes no arguments: %w", errUsage)
+	}
+	t, err := resolveTarget(ctx, c, fs)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		SchemaVersion int            `json:"schema_version"`
+		Items         []workflowItem `json:"items"`
+	}
+	if err := t.call(ctx, http.MethodGet, "/api/workflows", nil, nil, &out); err != nil {
+		return err
+	}
+	c.emit(out, func(w io.Writer) {
+		if len(out.Items) == 0 {
+			fmt.Fprintln(w, "No workflows exposed by this installation.")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, it := range out.Items {
+			marker := "◇"
+			if it.HasSchema {
+				marker = "◆"
+			}
+			fmt.Fprintf(tw, "%s %s\t%s\n", marker, it.Name, it.Trigger)
+		}
+		tw.Flush()
+	})
+	return nil
+}
+
+// runWorkflowsSchema is `svc workflows schema <name>`.
+func runWorkflowsSchema(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	name, err := oneArg(fs, "workflow name")
+	if err != nil {
+		return err
+	}
+	t, err := resolveTarget(ctx, c, fs)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		SchemaVersion int `json:"schema_version"`
+		Schema        struct {
+			Input  json.RawMessage `json:"input"`
+			Output json.RawMessage `json:"output"`
+		} `json:"schema"`
+	}
+	if err := t.call(ctx, http.MethodGet, "/api/workflows/"+name+"/schema", nil, nil, &out); err != nil {
+		return err
+	}
+	c.emit(out, func(w io.Writer) {
+		if isJSONNull(out.Schema.Input) && isJSONNull(out.Schema.Output) {
+			fmt.Fprintf(w, "Workflow %s declares no input/output schema; the playground falls back to a raw JSON field.\n", name)
+			return
+		}
+		for _, part := range []struct {
+			label string
+			raw   json.RawMessage
+		}{{"input", out.Schema.Input}, {"output", out.Schema.Output}} {
+			var buf bytes.Buffer
+			json.Indent(&buf, part.raw, "", "  ")
+			fmt.Fprintf(w, "%s:\n%s\n", part.label, buf.String())
+		}
+	})
+	return nil
+}
+
+// isJSONNull reports whether raw is absent or null.
+func isJSONNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// readStartInput returns the input of `workflows start`: --input wins over
+// --input-file; neither is {}. Invalid JSON or an unreadable file fails here,
+// before anything is sent.
+func readStartInput(fs *flag.FlagSet) ([]byte, error) {
+	input, file := fs.Lookup("input").Value.String(), fs.Lookup("input-file").Value.String()
+	var raw []byte
+	source := "--input"
+	switch {
+	case input != "":
+		raw = []byte(input)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, failf(codeGeneric, "check the path given to --input-file", "cannot read --input-file: %v", err)
+		}
+		raw, source = b, "--input-file "+file
+	default:
+		return []byte("{}"), nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, failf(codeGeneric, `pass a JSON object, e.g. --input '{"name":"Ada"}'`, "%s is not valid JSON: %v", source, err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, failf(codeGeneric, `pass a JSON object, e.g. --input '{"name":"Ada"}'`, "%s must be a JSON object", source)
+	}
+	return raw, nil
+}
+
+// runWorkflowsStart is `svc workflows start <name>`.
+func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	name, err := oneArg(fs, "workflow name")
+	if err != nil {
+		return err
+	}
+	input, err := readStartInput(fs)
+	if err != nil {
+		return err
+	}
+	t, err := resolveTarget(ctx, c, fs)
+	if err != nil {
+		return err
+	}
+	var rc startReceipt
+	if err := t.call(ctx, http.MethodPost, "/api/workflows/"+name+"/start", input, http.Header{triggerHeader: {triggerCLI}}, &rc); err != nil {
+		return err
+	}
+	c.emit(rc, func(w io.Writer) {
+		if rc.Status == "queued" {
+			fmt.Fprintf(w, "Workflow %s is queued: an earlier run is still active. It starts automatically when the queue frees.\n", name)
+			return
+		}
+		fmt.Fprintf(w, "Started %s\n  runId    %s\n  traceId  %s\n  trigger  %s\n", name, rc.RunID, rc.WorldRunID, rc.Trigger)
+	})
+	return nil
+}
+
+// runRunsList is `svc runs list`.
+func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	t, err := resolveTarget(ctx, c, fs)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		SchemaVersion int             `json:"schema_version"`
+		Items         []runRecord     `json:"items"`
+		Queued        []queuedTrigger `json:"queued"`
+	}
+	path := "/api/runs"
+	if wf := fs.Lookup("workflow").Value.String(); wf != "" {
+		path += "?workflow=" + wf
+	}
+	if err := t.call(ctx, http.MethodGet, path, nil, nil, &out); err != nil {
+		return err
+	}
+	if limit, _ := strconv.Atoi(fs.Lookup("limit").Value.String()); limit > 0 && len(out.Items) > limit {
+		out.Items = out.Items[:limit]
+	}
+	c.emit(out, func(w io.Writer) {
+		if len(out.Items) == 0 && len(out.Queued) == 0 {
+			fmt.Fprintln(w, "No runs yet.")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "RUN\tWORKFLOW\tSTATUS\tTRIGGER\tSTEPS\tCREATED")
+		for _, q := range out.Queued {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t%s\n", q.QueueID, q.WorkflowName, runQueued, q.Trigger, q.CreatedAt.Local().Format(time.DateTime))
+		}
+		for _, r := range out.Items {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.RunID, r.WorkflowName, r.Status, r.Trigger, len(r.Steps), r.CreatedAt.Local().Format(time.DateTime))
+		}
+		tw.Flush()
+	})
+	return nil
+}
+
+// runRunsGet is `svc runs get <runId>`.
+func runRunsGet(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	id, err := oneArg(fs, "run id")
+	if err != nil {
+		return err
+	}
+	t, err := resolveTarget(ctx, c, fs)
+	if err != nil {
+		return err
+	}
+	path := "/api/runs/" + id
+	if wait := fs.Lookup("wait").Value.String(); wait != "" {
+		if _, err := time.ParseDuration(wait); err != nil {
+			return failf(codeGeneric, "pass a duration such as 30s", "invalid --wait %q", wait)
+		}
+		path += "?wait=" + wait
+	}
+	return showRun(ctx, c, t, http.MethodGet, path)
+}
+
+// runRunsCancel is `svc runs cancel <runId>`.
+func runRunsCancel(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	id, err := oneArg(fs, "run id")
+	if err != nil {
+		return err
+	}
+	t, err := resolveTarget(ctx, c, fs)
+	if err != nil {
+		return err
+	}
+	return showRun(ctx, c, t, http.MethodPost, "/api/runs/"+id+"/cancel")
+}
+
+// showRun requests a run and prints it with its timeline.
+func showRun(ctx context.Context, c *cmd, t *target, method, path string) error {
+	var out struct {
+		SchemaVersion int       `json:"schema_version"`
+		Run           runRecord `json:"run"`
+	}
+	if err := t.call(ctx, method, path, nil, nil, &out); err != nil {
+		if ce := (*cliError)(nil); errors.As(err, &ce) && ce.Code == codeNotFound {
+			ce.Hint = "list runs with `svc runs list`"
+		}
+		return err
+	}
+	r := out.Run
+	c.emit(out, func(w io.Writer) {
+		fmt.Fprintf(w, "run       %s\ntrace     %s\nworkflow  %s\nstatus    %s\ntrigger   %s\ninput     %s\n", r.RunID, r.TraceID, r.WorkflowName, r.Status, r.Trigger, r.Input)
+		if len(r.Output) > 0 {
+			fmt.Fprintf(w, "output    %s\n", r.Output)
+		}
+		if r.Error != nil {
+			fmt.Fprintf(w, "error     %s: %s\n", r.Error.Name, r.Error.Message)
+		}
+		for _, s := range r.Steps {
+			line := fmt.Sprintf("  #%d %-12s %-20s %s", s.Seq, s.Kind, s.Name, s.Status)
+			if s.DurationMs != nil {
+				line += fmt.Sprintf(" %.2fms", *s.DurationMs)
+			}
+			if len(s.Attempts) > 1 {
+				line += fmt.Sprintf(" (%d attempts)", len(s.Attempts))
+			}
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
+		}
+	})
+	return nil
+}

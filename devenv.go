@@ -1,0 +1,580 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Default dev ports; each is shifted by SVC_DEV_PORT_OFFSET. PostgreSQL and
+// object storage sit just above the API port (API+1, API+2).
+const (
+	defaultAPIPort = 4242
+	devBucketName       = "svc"
+	devS3Region       = "us-east-1"
+)
+
+// newDevFlags defines the flags of `svc dev` (SPEC §4.2).
+func newDevFlags() *flag.FlagSet {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.String("port", strconv.Itoa(defaultAPIPort), "emulator API port, an integer in 1-65535; PostgreSQL uses port+1 and object storage port+2, all shifted by SVC_DEV_PORT_OFFSET")
+	fs.Bool("listen", false, "bind 0.0.0.0 (LAN-reachable) instead of 127.0.0.1")
+	fs.Bool("print-contract", false, "print the contract JSON and exit without booting")
+	fs.Bool("auto-migrate", true, "generate and apply a migration when src/schema.ts is edited (overrides dev.autoMigrate in agent.yaml)")
+	fs.Bool("no-auto-migrate", false, "turn auto-migrate off for this session")
+	return fs
+}
+
+// devOptions are the validated flags and environment of `svc dev`.
+type devOptions struct {
+	apiPort, pgPort, s3Port int
+	offset                  int
+	host                    string // bind address
+	autoMigrate             *bool  // nil: use agent.yaml
+	printContract           bool
+}
+
+// parseDevOptions validates the flags and SVC_DEV_PORT_OFFSET before
+// anything is started.
+func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
+	var o devOptions
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("dev takes no arguments, got %q: %w", fs.Arg(0), errUsage)
+	}
+	get := func(name string) string { return fs.Lookup(name).Value.String() }
+	port, err := strconv.Atoi(get("port"))
+	if err != nil || port < 1 || port > 65535 {
+		return o, failf(codeGeneric, "pass an integer between 1 and 65535, e.g. --port 4242", "invalid --port %q: want an integer in 1-65535", get("port"))
+	}
+	if v := c.getenv("SVC_DEV_PORT_OFFSET"); v != "" {
+		o.offset, err = strconv.Atoi(v)
+		if err != nil || o.offset < 0 {
+			return o, failf(codeGeneric, "set SVC_DEV_PORT_OFFSET to a small non-negative integer such as 10", "invalid SVC_DEV_PORT_OFFSET %q", v)
+		}
+	}
+	o.apiPort, o.pgPort, o.s3Port = port+o.offset, port+o.offset+1, port+o.offset+2
+	if o.s3Port > 65535 {
+		return o, failf(codeGeneric, "lower --port or SVC_DEV_PORT_OFFSET", "ports %d-%d exceed 65535", o.apiPort, o.s3Port)
+	}
+	o.host = "127.0.0.1"
+	if get("listen") == "true" {
+		o.host = "0.0.0.0"
+	}
+	o.printContract = get("print-contract") == "true"
+	fs.Visit(func(f *flag.Flag) {
+		v := f.Value.String() == "true"
+		switch f.Name {
+		case "auto-migrate":
+			o.autoMigrate = &v
+		case "no-auto-migrate":
+			v = !v
+			o.autoMigrate = &v
+		}
+	})
+	return o, nil
+}
+
+// devPayload is the JSON line `svc dev` prints once the runtime is up (SPEC §4.2).
+type devPayload struct {
+	SchemaVersion          int         `json:"schema_version"`
+	EmulatorURL            string      `json:"emulator_url"`
+	AgentURL               string      `json:"agent_url"`
+	PublicURL              *string     `json:"public_url"`
+	Deeplink               *string     `json:"deeplink"`
+	LocalDevInstallationID string      `json:"local_dev_installation_id"`
+	Gate                   gateState   `json:"gate"`
+	DeepAgents             []string    `json:"deep_agents"`
+	Services               devServices `json:"services"`
+}
+
+// devServices are the addresses of the dev services in the payload.
+type devServices struct {
+	PostgresURL string `json:"postgres_url"`
+	S3Endpoint  string `json:"s3_endpoint"`
+	S3Bucket    string `json:"s3_bucket"`
+}
+
+// runDev is `svc dev`: validate, boot the runtime in SPEC order, print the
+// payload, serve until SIGINT/SIGTERM, then stop everything it started.
+func runDev(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	opts, err := parseDevOptions(c, fs)
+	if err != nil {
+		return err
+	}
+	if opts.printContract {
+		_, err := c.stdout.Write(contractPayload())
+		return err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	proj, err := loadProject(cwd)
+	if err != nil {
+		return err
+	}
+	if proj.Link == nil {
+		if err := ensureLocalProject(c, proj); err != nil {
+			return err
+		}
+	}
+	rt, err := bootDev(ctx, c, opts, proj)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+	rt.announce()
+	select {
+	case <-ctx.Done():
+	case err = <-rt.fatal:
+	}
+	return err
+}
+
+// ensureLocalProject handles a missing .svc/project.json (SPEC §4.2):
+// non-interactive runs fail with no_project; in a terminal without a
+// control plane the user may create a local-only project here.
+func ensureLocalProject(c *cmd, proj *project) error {
+	noProject := failf(codeNoProject, "run `svc init` to scaffold a project, `svc link` to link this directory, or `svc dev` in a terminal to pick or create one",
+		"no .svc/project.json in %s", proj.Dir)
+	if !c.interactive() {
+		return noProject
+	}
+	if c.getenv("SVC_CONTROL_PLANE_URL") != "" {
+		return failf(codeNoProject, "run `svc link` to link this directory to an agent of your organization", "no .svc/project.json in %s", proj.Dir)
+	}
+	fmt.Fprintf(c.stderr, "No .svc/project.json in %s.\nCreate a local-only project here? [Y/n] ", proj.Dir)
+	var answer string
+	fmt.Fscanln(c.stdin, &answer)
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "" && a != "y" && a != "yes" {
+		return noProject
+	}
+	name := proj.Config.Name
+	if name == "" {
+		name = filepath.Base(proj.Dir)
+	}
+	pf := &projectFile{SchemaVersion: schemaVersion, OrganizationID: "local", OrganizationSlug: "local",
+		Agent: projectAgent{ID: randomID("agt_", 8), Slug: slugify(name), Name: name}, LocalDevInstallationID: randomID("ldi_", 8)}
+	b, _ := json.MarshalIndent(pf, "", "  ")
+	if err := writeFileAtomic(proj.stateDir("project.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	proj.Link = pf
+	return nil
+}
+
+// devRuntime is the running local runtime: its services, compiled catalog,
+// gate and HTTP server. Fields set at boot are read-only afterwards; the
+// catalog and gate change atomically.
+type devRuntime struct {
+	c        *cmd
+	opts     devOptions
+	proj     *project
+	log      *slog.Logger
+	pg       *pgService
+	db       *pgxpool.Pool
+	secrets  *secretStore
+	engine   *engine
+	s3       *s3Server
+	services devServices
+	baseEnv  map[string]string // system secrets and .env, without the model provider
+	apiURL   string
+
+	catalog  atomic.Pointer[catalog]
+	gate     atomic.Pointer[gateState]
+	provider atomic.Pointer[modelProvider]
+
+	firstRunMarked atomic.Bool
+
+	announceMu sync.Mutex // serialises payload lines on stdout
+	fatal      chan error // a service that died ends the session
+
+	closers []func(context.Context) error // in start order; run in reverse
+	wg      sync.WaitGroup                // watcher and servers
+	stop    context.CancelFunc
+}
+
+// newDevLogger logs to stderr, debug level with --verbose.
+func newDevLogger(c *cmd) *slog.Logger {
+	level := slog.LevelInfo
+	if c.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey && len(groups) == 0 {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+}
+
+// portInUse reports a busy port as a generic error naming the port and the
+// offset variable.
+func portInUse(service string, port, offset int, err error) error {
+	return &cliError{Code: codeGeneric, Err: err,
+		Message: fmt.Sprintf("port %d (%s) is busy", port, service),
+		Hint:    fmt.Sprintf("stop whatever listens there (another svc dev?), pass --port, or set SVC_DEV_PORT_OFFSET (now %d) to e.g. %d", offset, offset+10)}
+}
+
+// bootDev starts everything in SPEC §1 order. On failure it stops what it
+// had started and returns the error.
+func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (rt *devRuntime, err error) {
+	began := time.Now()
+	rt = &devRuntime{c: c, opts: opts, proj: proj, log: newDevLogger(c), fatal: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			rt.close()
+			rt = nil
+		}
+	}()
+	bgctx, stop := context.WithCancel(context.Background())
+	rt.stop = stop
+	rt.closers = append(rt.closers, func(context.Context) error { stop(); rt.wg.Wait(); return nil })
+
+	// Listen first so a busy port fails before anything is started.
+	apiLn, err := net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.apiPort)))
+	if err != nil {
+		return nil, portInUse("API", opts.apiPort, opts.offset, err)
+	}
+	rt.closers = append(rt.closers, func(context.Context) error { apiLn.Close(); return nil })
+	s3Ln, err := net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.s3Port)))
+	if err != nil {
+		return nil, portInUse("object storage", opts.s3Port, opts.offset, err)
+	}
+	rt.closers = append(rt.closers, func(context.Context) error { s3Ln.Close(); return nil })
+	if err := os.MkdirAll(proj.stateDir(), 0o755); err != nil {
+		return nil, err
+	}
+
+	// 1. Relational database and object storage.
+	pgLog := io.Discard
+	if c.verbose {
+		pgLog = c.stderr
+	}
+	rt.pg, err = startPostgres(ctx, pgOptions{ProjectDir: proj.Dir, Port: opts.pgPort, Getenv: c.getenv, LookPath: exec.LookPath, Log: pgLog})
+	if err != nil {
+		var busy *portBusyError
+		if errors.As(err, &busy) {
+			return nil, portInUse("PostgreSQL", busy.Port, opts.offset, err)
+		}
+		if errors.Is(err, errNoPostgres) {
+			return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err}
+		}
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	rt.closers = append(rt.closers, rt.pg.Stop)
+	rt.log.Info("postgres up", "provider", rt.pg.Provider, "url", redactURL(rt.pg.URL))
+
+	// The durable journal (the key-value store the workflow engine replays from).
+	rt.engine, err = openEngine(engineOptions{
+		Dir: proj.stateDir("journal"), Catalog: rt.openCatalog, Env: rt.vmEnv, Log: rt.log,
+		OnRunDone: func(*runRecord) { rt.markFirstRun() },
+	})
+	if err != nil {
+		return nil, &cliError{Code: codeGeneric, Message: "open journal: " + err.Error(), Err: err,
+			Hint: "the journal under .svc/journal is damaged before its tail; move it aside to start fresh"}
+	}
+	rt.closers = append(rt.closers, func(context.Context) error { return rt.engine.close() })
+
+	// 2. Platform and user migrations.
+	applied, err := applyMigrations(ctx, rt.pg.URL, proj.stateDir("migrations"), pgLog)
+	if err != nil {
+		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "fix the migration under .svc/migrations and run svc dev again; nothing of it was applied"}
+	}
+	if len(applied) > 0 {
+		rt.log.Info("migrations applied", "files", strings.Join(applied, ", "))
+	}
+	rt.db, err = pgxpool.New(ctx, rt.pg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("connect PostgreSQL: %w", err)
+	}
+	rt.closers = append(rt.closers, func(context.Context) error { rt.db.Close(); return nil })
+
+	// 3. System secrets (object-storage keys minted once, stored encrypted) and .env.
+	rt.secrets, err = openSecretStore(rt.db, proj.stateDir("master.key"))
+	if err != nil {
+		return nil, err
+	}
+	s3Key, err := rt.secrets.getOrMint(ctx, "S3_ACCESS_KEY_ID", 10)
+	if err != nil {
+		return nil, err
+	}
+	s3Secret, err := rt.secrets.getOrMint(ctx, "S3_SECRET_ACCESS_KEY", 20)
+	if err != nil {
+		return nil, err
+	}
+	rt.services = devServices{PostgresURL: rt.pg.URL, S3Endpoint: "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.s3Port)), S3Bucket: devBucketName}
+	if ext := c.getenv("SVC_S3_ENDPOINT"); ext != "" {
+		rt.services.S3Endpoint = ext
+	}
+	rt.s3, err = newS3Server(proj.stateDir("s3"), s3Key, s3Secret)
+	if err == nil {
+		err = rt.s3.ensureBucket(devBucketName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("object storage: %w", err)
+	}
+	rt.serve(s3Ln, rt.s3, "object storage")
+	rt.baseEnv = map[string]string{
+		"DATABASE_URL": rt.pg.URL, "S3_ENDPOINT": rt.services.S3Endpoint, "S3_BUCKET": devBucketName,
+		"S3_ACCESS_KEY_ID": s3Key, "S3_SECRET_ACCESS_KEY": s3Secret, "S3_REGION": devS3Region,
+	}
+	if b, err := os.ReadFile(filepath.Join(proj.Dir, ".env")); err == nil {
+		userEnv, err := parseDotEnv(b)
+		if err != nil {
+			return nil, &cliError{Code: codeGeneric, Message: err.Error(), Hint: "fix .env at the project root"}
+		}
+		for k, v := range userEnv {
+			rt.baseEnv[k] = v
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read .env: %w", err)
+	}
+
+	// The gate decides whether agents and workflows start.
+	if err := rt.resolveGate(ctx); err != nil {
+		return nil, err
+	}
+
+	// 5. Serve the endpoints.
+	rt.apiURL = "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.apiPort))
+	rt.serve(apiLn, newServer(rt), "API")
+	if err := writeFileAtomic(proj.stateDir("runtime.json"), []byte(fmt.Sprintf(`{"url":%q,"pid":%d}`+"\n", rt.apiURL, os.Getpid())), 0o644); err != nil {
+		return nil, err
+	}
+	rt.closers = append(rt.closers, func(context.Context) error { return os.Remove(proj.stateDir("runtime.json")) })
+
+	// 6. Past the gate, compile every agent and workflow; watch for edits.
+	if rt.gateState().Open {
+		rt.recompile()
+	} else {
+		rt.log.Warn("boot gate closed: no model provider; agents and workflows are not started",
+			"console", rt.apiURL+"/", "hint", "set OPENAI_API_KEY or ANTHROPIC_API_KEY, or store a credential in the console")
+	}
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		rt.watch(bgctx)
+	}()
+	rt.log.Debug("boot complete", "dur", time.Since(began))
+	return rt, nil
+}
+
+// displayHost is the host written into URLs for a bind address.
+func displayHost(bind string) string {
+	if bind == "0.0.0.0" {
+		return "127.0.0.1"
+	}
+	return bind
+}
+
+// redactURL hides the password of a connection URL for logs.
+func redactURL(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		if at := strings.LastIndex(s, "@"); at > i {
+			if colon := strings.Index(s[i+3:at], ":"); colon >= 0 {
+				return s[:i+3+colon+1] + "***" + s[at:]
+			}
+		}
+	}
+	return s
+}
+
+// serve runs h on ln until the runtime closes; an unexpected serve error
+// ends the session.
+func (rt *devRuntime) serve(ln net.Listener, h http.Handler, name string) {
+	srv := newHTTPServer(h)
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case rt.fatal <- fmt.Errorf("%s server: %w", name, err):
+			default:
+			}
+		}
+	}()
+	rt.closers = append(rt.closers, srv.Shutdown)
+}
+
+// close stops everything bootDev started, in reverse order, each with a
+// fresh bounded context.
+func (rt *devRuntime) close() {
+	for i := len(rt.closers) - 1; i >= 0; i-- {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := rt.closers[i](ctx); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			rt.log.Warn("shutdown", "err", err)
+		}
+		cancel()
+	}
+	rt.closers = nil
+}
+
+// gateState returns the current boot gate.
+func (rt *devRuntime) gateState() gateState {
+	if g := rt.gate.Load(); g != nil {
+		return *g
+	}
+	return gateState{Reason: gateNoProvider}
+}
+
+// firstRunKey is the svc.kv key set once a run completes in this project.
+const firstRunKey = "first_run_completed"
+
+// resolveGate resolves the model provider (DESIGN §5) and sets the gate.
+func (rt *devRuntime) resolveGate(ctx context.Context) error {
+	var stored *storedProvider
+	if b, ok, err := rt.secrets.get(ctx, "model_provider"); err != nil {
+		return err
+	} else if ok {
+		stored = new(storedProvider)
+		if err := json.Unmarshal(b, stored); err != nil {
+			return fmt.Errorf("stored model provider: %w", err)
+		}
+	}
+	var firstRun bool
+	err := rt.db.QueryRow(ctx, `select exists(select 1 from svc.kv where key = $1)`, firstRunKey).Scan(&firstRun)
+	if err != nil {
+		return fmt.Errorf("read first-run marker: %w", err)
+	}
+	p, g := resolveGate(providerFromEnv(rt.c.getenv), stored, firstRun)
+	rt.provider.Store(p)
+	rt.gate.Store(&g)
+	return nil
+}
+
+// storeProvider stores a model-provider credential; a closed gate opens
+// without a restart and the payload line is printed again.
+func (rt *devRuntime) storeProvider(ctx context.Context, p storedProvider) error {
+	b, _ := json.Marshal(p)
+	if err := rt.secrets.put(ctx, "model_provider", b); err != nil {
+		return err
+	}
+	wasOpen := rt.gateState().Open
+	if err := rt.resolveGate(ctx); err != nil {
+		return err
+	}
+	if !wasOpen && rt.gateState().Open {
+		rt.log.Info("boot gate opened", "reason", rt.gateState().Reason)
+		rt.recompile()
+		rt.announce()
+	}
+	return nil
+}
+
+// vmEnv is process.env for agents and workflows: system secrets, the
+// resolved model provider, then the user's .env (which wins).
+func (rt *devRuntime) vmEnv() map[string]string {
+	env := map[string]string{}
+	if p := rt.provider.Load(); p != nil {
+		for k, v := range p.env() {
+			env[k] = v
+		}
+	}
+	for k, v := range rt.baseEnv {
+		env[k] = v
+	}
+	return env
+}
+
+// recompile compiles the catalog and swaps it in, logging every file that
+// failed with file:line. It does nothing while the gate is closed.
+func (rt *devRuntime) recompile() {
+	if !rt.gateState().Open {
+		return
+	}
+	began := time.Now()
+	cat, cerr := compileCatalog(rt.proj.Dir, rt.log)
+	if cerr != nil {
+		rt.log.Error("compile failed", "err", cerr.Error())
+		return
+	}
+	for _, name := range sortedKeys(cat.Failed) {
+		rt.log.Error("compile failed", "name", name, "err", cat.Failed[name].Error())
+	}
+	rt.catalog.Store(cat)
+	if rt.engine != nil {
+		rt.engine.resumeAll()
+	}
+	rt.log.Info("compiled", "workflows", len(cat.Workflows), "agents", len(cat.Agents), "failed", len(cat.Failed), "dur", time.Since(began).Round(time.Millisecond))
+}
+
+// openCatalog is the catalog the engine may run: nil while the gate is closed.
+func (rt *devRuntime) openCatalog() *catalog {
+	if !rt.gateState().Open {
+		return nil
+	}
+	return rt.catalog.Load()
+}
+
+// markFirstRun records once that a run completed in this project (a later
+// boot opens the gate with reason first-run-completed).
+func (rt *devRuntime) markFirstRun() {
+	if rt.firstRunMarked.Swap(true) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := rt.db.Exec(ctx, `insert into svc.kv(key, value) values($1, to_jsonb(now())) on conflict do nothing`, firstRunKey); err != nil {
+		rt.log.Warn("record first run", "err", err)
+	}
+}
+
+// payload returns the dev payload for the current state.
+func (rt *devRuntime) payload() devPayload {
+	agents := []string{}
+	g := rt.gateState()
+	if cat := rt.catalog.Load(); cat != nil && g.Open {
+		agents = cat.agentNames()
+	}
+	return devPayload{
+		SchemaVersion: schemaVersion, EmulatorURL: rt.apiURL, AgentURL: rt.apiURL,
+		LocalDevInstallationID: rt.proj.Link.LocalDevInstallationID, Gate: g, DeepAgents: agents, Services: rt.services,
+	}
+}
+
+// announce prints the payload: one JSON envelope line with --json, a short
+// summary otherwise.
+func (rt *devRuntime) announce() {
+	rt.announceMu.Lock()
+	defer rt.announceMu.Unlock()
+	p := rt.payload()
+	rt.c.emit(p, func(w io.Writer) {
+		gate := "open (" + p.Gate.Reason + ")"
+		if !p.Gate.Open {
+			gate = "closed (" + p.Gate.Reason + "): store a model provider at " + p.EmulatorURL + "/"
+		}
+		var wfs []string
+		if cat := rt.catalog.Load(); cat != nil {
+			wfs = cat.workflowNames()
+		}
+		fmt.Fprintf(w, "svc dev is up\n  API         %s\n  PostgreSQL  %s\n  S3          %s (bucket %s)\n  Gate        %s\n  Agents      %s\n  Workflows   %s\nPress Ctrl-C to stop.\n",
+			p.EmulatorURL, redactURL(p.Services.PostgresURL), p.Services.S3Endpoint, p.Services.S3Bucket, gate,
+			orNone(p.DeepAgents), orNone(wfs))
+	})
+}
+
+// orNone joins names, or says "none".
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}

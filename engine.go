@@ -1,0 +1,582 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Run states (DESIGN §3): queued → pending → running ⇄ waiting → completed | failed | cancelled.
+const (
+	runQueued    = "queued"
+	runPending   = "pending"
+	runRunning   = "running"
+	runWaiting   = "waiting"
+	runCompleted = "completed"
+	runFailed    = "failed"
+	runCancelled = "cancelled"
+)
+
+// Run triggers: how a run was started (the run row's vocabulary, not the route).
+const (
+	triggerHTTP     = "http"
+	triggerCLI      = "cli"
+	triggerWorkflow = "workflow"
+)
+
+// Durable call kinds of a run's timeline.
+const (
+	callStep         = "step"
+	callSleep        = "sleep"
+	callHook         = "hook"
+	callStart        = "start"
+	callStartAndWait = "startAndWait"
+)
+
+// terminal reports whether a run status is final.
+func terminal(status string) bool {
+	return status == runCompleted || status == runFailed || status == runCancelled
+}
+
+// runError is a failure carried by a run or a step.
+type runError struct {
+	Name    string `json:"name,omitempty"`
+	Message string `json:"message"`
+}
+
+// stepAttempt is one journaled attempt of a step.
+type stepAttempt struct {
+	Attempt   int       `json:"attempt"`
+	StartedAt time.Time `json:"startedAt"`
+	EndedAt   time.Time `json:"endedAt"`
+	Error     *runError `json:"error,omitempty"`
+}
+
+// durableCall is one entry of a run's timeline: a step, a sleep, a hook or a
+// child workflow, numbered by the order the workflow made them (Seq from 1).
+// On replay the Nth call of the workflow receives the Nth entry's outcome.
+type durableCall struct {
+	Seq        int             `json:"seq"`
+	Kind       string          `json:"kind"`
+	Name       string          `json:"name,omitempty"` // step function or child workflow
+	Status     string          `json:"status"`         // running, waiting, completed, failed
+	Attempts   []stepAttempt   `json:"attempts,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      *runError       `json:"error,omitempty"`
+	Until      *time.Time      `json:"until,omitempty"`
+	Token      string          `json:"token,omitempty"`
+	ChildRunID string          `json:"childRunId,omitempty"`
+	QueueID    string          `json:"queueId,omitempty"`
+	StartedAt  time.Time       `json:"startedAt"`
+	EndedAt    *time.Time      `json:"endedAt,omitempty"`
+	DurationMs *float64        `json:"durationMs,omitempty"`
+}
+
+// runRecord is a durable run as the runs API shows it.
+type runRecord struct {
+	RunID        string          `json:"runId"`
+	TraceID      string          `json:"traceId"`
+	WorkflowName string          `json:"workflowName"`
+	Status       string          `json:"status"`
+	Trigger      string          `json:"trigger"`
+	Input        json.RawMessage `json:"input"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	Error        *runError       `json:"error,omitempty"`
+	Serial       bool            `json:"serial"`
+	QueueID      string          `json:"queueId,omitempty"`
+	ParentRunID  string          `json:"parentRunId,omitempty"`
+	ParentSeq    int             `json:"parentSeq,omitempty"`
+	CreatedAt    time.Time       `json:"createdAt"`
+	EndedAt      *time.Time      `json:"endedAt,omitempty"`
+	Steps        []*durableCall  `json:"steps"`
+
+	executing bool          // an execution goroutine owns a VM for it
+	rerun     bool          // something happened while executing: run again
+	done      chan struct{} // closed when terminal
+	cancel    context.CancelFunc
+}
+
+// call returns the timeline entry seq, or nil.
+func (r *runRecord) call(seq int) *durableCall {
+	if seq >= 1 && seq <= len(r.Steps) {
+		return r.Steps[seq-1]
+	}
+	return nil
+}
+
+// ensureCall returns entry seq, creating it (and any gap) when missing.
+func (r *runRecord) ensureCall(seq int, kind, name string, at time.Time) *durableCall {
+	for len(r.Steps) < seq {
+		r.Steps = append(r.Steps, &durableCall{Seq: len(r.Steps) + 1, Kind: kind, Name: name, Status: runRunning, StartedAt: at})
+	}
+	return r.Steps[seq-1]
+}
+
+// queuedTrigger is a start of a serial workflow waiting for the active run.
+type queuedTrigger struct {
+	QueueID      string          `json:"queueId"`
+	WorkflowName string          `json:"workflowName"`
+	Input        json.RawMessage `json:"input"`
+	Trigger      string          `json:"trigger"`
+	ParentRunID  string          `json:"parentRunId,omitempty"`
+	ParentSeq    int             `json:"parentSeq,omitempty"`
+	ParentKind   string          `json:"parentKind,omitempty"`
+	CreatedAt    time.Time       `json:"createdAt"`
+}
+
+// hookRef locates the run and call waiting on a hook token.
+type hookRef struct {
+	RunID string `json:"runId"`
+	Seq   int    `json:"seq"`
+}
+
+// engineState is everything the journal rebuilds: it is also the snapshot
+// written by compaction.
+type engineState struct {
+	Runs   map[string]*runRecord       `json:"runs"`
+	Queues map[string][]*queuedTrigger `json:"queues"` // workflow → FIFO
+	Hooks  map[string]hookRef          `json:"hooks"`
+}
+
+// engineOptions configure an engine.
+type engineOptions struct {
+	Dir          string          // journal directory
+	Catalog      func() *catalog // the current compiled project (nil while the gate is closed)
+	Env          func() map[string]string
+	Log          *slog.Logger
+	RetryBase    time.Duration // first retry backoff; doubles per attempt
+	MaxAttempts  int           // per step, including the first
+	CompactBytes int64         // compact once the live journal exceeds this
+	OnRunDone    func(r *runRecord)
+}
+
+// engine is the durable workflow engine (DESIGN §3). Every state change is
+// an event: appended to the journal and applied to the state under mu, in
+// the same order, so replaying the journal rebuilds exactly the live state.
+type engine struct {
+	opts  engineOptions
+	log   *slog.Logger
+	j     *journal
+	steps *stepRunner
+
+	mu     sync.Mutex
+	st     engineState
+	active map[string]string // serial workflow → its active run
+	timers map[string]*time.Timer
+	closed bool
+
+	wg sync.WaitGroup // executions
+}
+
+// Defaults of engineOptions.
+const (
+	defaultRetryBase    = 250 * time.Millisecond
+	defaultMaxAttempts  = 3
+	defaultCompactBytes = 32 << 20
+)
+
+// openEngine opens the journal, rebuilds the state and resumes every
+// unfinished run.
+func openEngine(opts engineOptions) (*engine, error) {
+	if opts.RetryBase == 0 {
+		opts.RetryBase = defaultRetryBase
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = defaultMaxAttempts
+	}
+	if opts.CompactBytes == 0 {
+		opts.CompactBytes = defaultCompactBytes
+	}
+	e := &engine{opts: opts, log: opts.Log, active: map[string]string{}, timers: map[string]*time.Timer{},
+		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
+	e.steps = newStepRunner(opts.Env, opts.Log)
+	j, err := openJournal(opts.Dir, journalOptions{}, e.restoreSnapshot, func(b []byte) error {
+		var ev journalEvent
+		if err := json.Unmarshal(b, &ev); err != nil {
+			return fmt.Errorf("decode journal event: %w", err)
+		}
+		e.apply(&ev)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.j = j
+	e.mu.Lock()
+	for _, r := range e.st.Runs {
+		if terminal(r.Status) {
+			close(r.done)
+		} else if r.Serial {
+			e.active[r.WorkflowName] = r.RunID
+		}
+	}
+	e.mu.Unlock()
+	e.resumeAll()
+	return e, nil
+}
+
+// restoreSnapshot loads the compaction snapshot.
+func (e *engine) restoreSnapshot(b []byte) error {
+	var st engineState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("decode journal snapshot: %w", err)
+	}
+	for _, r := range st.Runs {
+		r.done = make(chan struct{})
+	}
+	e.st = st
+	return nil
+}
+
+// resumeAll schedules every unfinished run and starts queue heads whose
+// workflow has no active run. Called after replay and when the catalog changes.
+func (e *engine) resumeAll() {
+	e.mu.Lock()
+	var ids []string
+	for id, r := range e.st.Runs {
+		if !terminal(r.Status) {
+			ids = append(ids, id)
+		}
+	}
+	var wfs []string
+	for wf := range e.st.Queues {
+		wfs = append(wfs, wf)
+	}
+	e.mu.Unlock()
+	for _, id := range ids {
+		e.schedule(id)
+	}
+	for _, wf := range wfs {
+		e.advanceQueue(wf)
+	}
+}
+
+// close stops timers, waits for executions to suspend and closes the journal.
+func (e *engine) close() error {
+	e.mu.Lock()
+	e.closed = true
+	for _, t := range e.timers {
+		t.Stop()
+	}
+	for _, r := range e.st.Runs {
+		if r.cancel != nil {
+			r.cancel()
+		}
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+	e.steps.close()
+	return e.j.Close()
+}
+
+// startRequest is a request to start a run.
+type startRequest struct {
+	Workflow   string
+	Input      json.RawMessage
+	Trigger    string
+	ParentRun  string
+	ParentSeq  int
+	ParentKind string // callStart or callStartAndWait
+}
+
+// startReceipt is the start receipt (SPEC §2).
+type startReceipt struct {
+	SchemaVersion int    `json:"schema_version"`
+	WorkflowName  string `json:"workflowName"`
+	Status        string `json:"status"` // started or queued
+	RunID         string `json:"runId,omitempty"`
+	WorldRunID    string `json:"worldRunId,omitempty"`
+	Trigger       string `json:"trigger"`
+}
+
+// workflowRoute is the route string that starts a workflow.
+func workflowRoute(name string) string { return "POST /api/workflows/" + name + "/start" }
+
+// Start failures callers branch on.
+var (
+	errGateClosed       = errors.New("the boot gate is closed: no model provider is configured")
+	errWorkflowNotFound = errors.New("workflow not found")
+	errRunNotFound      = errors.New("run not found")
+)
+
+// startError is a start rejected before anything was journaled.
+type startError struct {
+	Code       string // invalid_json, schema_validation, workflow_not_found, workflow_compile_failed, gate_closed
+	Message    string
+	Violations []schemaViolation
+	Err        error
+}
+
+func (e *startError) Error() string { return e.Message }
+func (e *startError) Unwrap() error { return e.Err }
+
+// validateStart resolves the workflow and validates the input against its
+// inputSchema. Nothing is written.
+func (e *engine) validateStart(name string, input json.RawMessage) (*workflowDef, error) {
+	cat := e.opts.Catalog()
+	if cat == nil {
+		return nil, &startError{Code: "gate_closed", Message: errGateClosed.Error(), Err: errGateClosed}
+	}
+	def, ok := cat.Workflows[name]
+	if !ok {
+		if ce, failed := cat.Failed[name]; failed {
+			return nil, &startError{Code: "workflow_compile_failed", Message: fmt.Sprintf("workflow %q failed to compile: %v", name, ce)}
+		}
+		return nil, &startError{Code: "workflow_not_found", Message: fmt.Sprintf("workflow %q not found", name), Err: errWorkflowNotFound}
+	}
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	if !json.Valid(input) {
+		return nil, &startError{Code: "invalid_json", Message: "input is not valid JSON"}
+	}
+	if def.input != nil {
+		violations, err := def.input.validateJSON(input)
+		if err != nil {
+			return nil, &startError{Code: "invalid_json", Message: "input is not valid JSON: " + err.Error()}
+		}
+		if len(violations) > 0 {
+			return nil, &startError{Code: "schema_validation", Violations: violations,
+				Message: fmt.Sprintf("input does not match the inputSchema of %q: %s: %s", name, orRoot(violations[0].Path), violations[0].Message)}
+		}
+	}
+	return def, nil
+}
+
+// start validates and durably records a start: a new run, or a queued
+// trigger when the workflow is serial and a run of it is active. The receipt
+// is returned only once its record is on disk.
+func (e *engine) start(req startRequest) (startReceipt, error) {
+	def, err := e.validateStart(req.Workflow, req.Input)
+	if err != nil {
+		return startReceipt{}, err
+	}
+	if len(req.Input) == 0 {
+		req.Input = json.RawMessage("{}")
+	}
+	ev := &journalEvent{Workflow: def.Name, Input: compactJSON(req.Input), Trigger: req.Trigger, Serial: def.Serial,
+		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind}
+	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
+	e.mu.Lock()
+	if def.Serial && e.active[def.Name] != "" {
+		ev.Type, ev.Queue = evQueue, "q_"+uuid.NewString()
+		rc.Status = "queued"
+	} else {
+		ev.Type, ev.Run, ev.WRun = evStart, uuid.NewString(), newWorldRunID()
+		rc.Status, rc.RunID, rc.WorldRunID = "started", ev.Run, ev.WRun
+	}
+	if err := e.commitLocked(ev, true); err != nil {
+		return startReceipt{}, err
+	}
+	if ev.Type == evStart {
+		e.schedule(ev.Run)
+	}
+	return rc, nil
+}
+
+// compactJSON returns raw without insignificant whitespace.
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return json.RawMessage(b.Bytes())
+}
+
+// commitLocked appends ev to the journal and applies it; mu must be held
+// and is released. When durable, it returns only once the record is on disk;
+// the follow-up actions of the event (waking waiters, scheduling) run after.
+func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
+	if e.closed {
+		e.mu.Unlock()
+		return errEngineClosed
+	}
+	ev.At = time.Now().UnixMicro()
+	b, err := json.Marshal(ev)
+	if err != nil {
+		e.mu.Unlock()
+		return fmt.Errorf("encode journal event: %w", err)
+	}
+	pending := e.j.Append(b)
+	after := e.apply(ev)
+	e.maybeCompactLocked()
+	e.mu.Unlock()
+	if durable {
+		if err := pending.Wait(); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+	}
+	for _, fn := range after {
+		fn()
+	}
+	return nil
+}
+
+// errEngineClosed is returned for events committed after close.
+var errEngineClosed = errors.New("engine closed")
+
+// maybeCompactLocked snapshots the state into the journal once the live log
+// is large, so boot time does not grow with history. mu must be held.
+func (e *engine) maybeCompactLocked() {
+	if e.j.Size() < e.opts.CompactBytes {
+		return
+	}
+	err := e.j.Compact(func() []byte {
+		b, err := json.Marshal(&e.st)
+		if err != nil {
+			panic(err) // state is plain data; failure is a programming error
+		}
+		return b
+	})
+	if err != nil {
+		e.log.Error("journal compaction failed", "err", err)
+	}
+}
+
+// newWorldRunID returns the engine's own run id: wrun_ followed by a ULID
+// (48-bit millisecond time, 80 random bits, Crockford base32).
+func newWorldRunID() string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	var b [16]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	u := uuid.New()
+	copy(b[6:], u[6:])
+	// 128 bits → 26 base32 characters, most significant first.
+	out := make([]byte, 26)
+	var acc uint64
+	bits, n := 0, 0
+	out[n] = alphabet[b[0]>>5]
+	n++
+	acc, bits = uint64(b[0]&0x1f), 5
+	for _, x := range b[1:] {
+		acc = acc<<8 | uint64(x)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			out[n] = alphabet[(acc>>bits)&0x1f]
+			n++
+		}
+	}
+	return "wrun_" + string(out[:n])
+}
+
+// get returns a copy of the run record.
+func (e *engine) get(id string) (runRecord, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.st.Runs[id]
+	if !ok {
+		return runRecord{}, false
+	}
+	return snapshotRun(r), true
+}
+
+// snapshotRun copies r for readers outside mu.
+func snapshotRun(r *runRecord) runRecord {
+	c := *r
+	c.Steps = make([]*durableCall, len(r.Steps))
+	for i, s := range r.Steps {
+		sc := *s
+		sc.Attempts = append([]stepAttempt(nil), s.Attempts...)
+		if s.EndedAt != nil {
+			d := float64(s.EndedAt.Sub(s.StartedAt).Microseconds()) / 1000
+			sc.DurationMs = &d
+		}
+		c.Steps[i] = &sc
+	}
+	return c
+}
+
+// list returns the run records, newest first, plus queued triggers.
+func (e *engine) list() ([]runRecord, []queuedTrigger) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	runs := make([]runRecord, 0, len(e.st.Runs))
+	for _, r := range e.st.Runs {
+		runs = append(runs, snapshotRun(r))
+	}
+	sort.Slice(runs, func(i, k int) bool { return runs[i].CreatedAt.After(runs[k].CreatedAt) })
+	var queued []queuedTrigger
+	for _, wf := range sortedKeys(e.st.Queues) {
+		for _, q := range e.st.Queues[wf] {
+			queued = append(queued, *q)
+		}
+	}
+	return runs, queued
+}
+
+// wait blocks until the run is terminal or ctx ends.
+func (e *engine) wait(ctx context.Context, id string) error {
+	e.mu.Lock()
+	r, ok := e.st.Runs[id]
+	e.mu.Unlock()
+	if !ok {
+		return errRunNotFound
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// cancelRun cancels an active run durably; a run already terminal is
+// returned unchanged.
+func (e *engine) cancelRun(id string) (runRecord, error) {
+	e.mu.Lock()
+	r, ok := e.st.Runs[id]
+	if !ok {
+		e.mu.Unlock()
+		return runRecord{}, errRunNotFound
+	}
+	if terminal(r.Status) {
+		e.mu.Unlock()
+		return e.mustGet(id), nil
+	}
+	if err := e.commitLocked(&journalEvent{Type: evEnd, Run: id, Status: runCancelled, Error: &runError{Name: "Cancelled", Message: "cancelled"}}, true); err != nil {
+		return runRecord{}, err
+	}
+	return e.mustGet(id), nil
+}
+
+// mustGet returns the record of a run known to exist.
+func (e *engine) mustGet(id string) runRecord {
+	r, _ := e.get(id)
+	return r
+}
+
+// errHookNotFound and errHookUsed are the failures of resuming a hook.
+var (
+	errHookNotFound = errors.New("hook not found")
+	errHookUsed     = errors.New("hook already resumed or its run has ended")
+)
+
+// resumeHook delivers payload to the run waiting on token, durably.
+func (e *engine) resumeHook(token string, payload json.RawMessage) (string, error) {
+	e.mu.Lock()
+	ref, ok := e.st.Hooks[token]
+	if !ok {
+		e.mu.Unlock()
+		return "", errHookNotFound
+	}
+	r := e.st.Runs[ref.RunID]
+	if c := r.call(ref.Seq); r == nil || terminal(r.Status) || c == nil || c.Status == runCompleted {
+		e.mu.Unlock()
+		return "", errHookUsed
+	}
+	err := e.commitLocked(&journalEvent{Type: evResume, Run: ref.RunID, Seq: ref.Seq, Token: token, Result: compactJSON(payload)}, true)
+	return ref.RunID, err
+}

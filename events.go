@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Journal event types. Each is applied by engine.apply, live and on replay.
+const (
+	evQueue  = "queue"  // a serial start waiting for the active run
+	evStart  = "start"  // a run was created (possibly from a queued trigger)
+	evStep   = "step"   // one attempt of a step; Final settles it
+	evSleep  = "sleep"  // a durable sleep until Until
+	evHook   = "hook"   // a hook was created with Token
+	evResume = "resume" // a hook was resumed with Result as payload
+	evEnd    = "end"    // a run reached Status (completed, failed, cancelled)
+)
+
+// journalEvent is one journal record (JSON-encoded; short keys keep the log
+// and its fsyncs small).
+type journalEvent struct {
+	Type      string          `json:"t"`
+	At        int64           `json:"at"` // unix µs, set at commit
+	Run       string          `json:"r,omitempty"`
+	WRun      string          `json:"w,omitempty"`
+	Workflow  string          `json:"wf,omitempty"`
+	Input     json.RawMessage `json:"in,omitempty"`
+	Trigger   string          `json:"tr,omitempty"`
+	Serial    bool            `json:"se,omitempty"`
+	Queue     string          `json:"q,omitempty"`
+	Parent    string          `json:"p,omitempty"`
+	ParentSeq int             `json:"ps,omitempty"`
+	Kind      string          `json:"k,omitempty"` // child call kind (start/startAndWait)
+	Seq       int             `json:"s,omitempty"`
+	Name      string          `json:"n,omitempty"`
+	Attempt   int             `json:"a,omitempty"`
+	StartedAt int64           `json:"sa,omitempty"` // step attempt start, unix µs
+	Final     bool            `json:"f,omitempty"`
+	Result    json.RawMessage `json:"res,omitempty"`
+	Error     *runError       `json:"err,omitempty"`
+	Until     int64           `json:"u,omitempty"` // sleep end, unix µs
+	Token     string          `json:"tok,omitempty"`
+	Status    string          `json:"st,omitempty"`
+}
+
+// micros converts unix microseconds to a time.
+func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// apply changes the state for one event and returns the follow-up actions
+// (waking waiters, scheduling runs), which live commits run once the event
+// is durable and replay ignores. mu must be held (or the engine not yet
+// shared, during open).
+func (e *engine) apply(ev *journalEvent) (after []func()) {
+	at := micros(ev.At)
+	switch ev.Type {
+	case evQueue:
+		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Input: ev.Input, Trigger: ev.Trigger,
+			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, CreatedAt: at}
+		e.st.Queues[ev.Workflow] = append(e.st.Queues[ev.Workflow], q)
+		if p := e.st.Runs[ev.Parent]; p != nil {
+			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
+			c.QueueID = ev.Queue
+		}
+	case evStart:
+		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
+			Input: ev.Input, Serial: ev.Serial, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
+			CreatedAt: at, Steps: []*durableCall{}, done: make(chan struct{})}
+		e.st.Runs[r.RunID] = r
+		if ev.Queue != "" {
+			q := e.st.Queues[ev.Workflow]
+			for i, t := range q {
+				if t.QueueID == ev.Queue {
+					e.st.Queues[ev.Workflow] = append(q[:i:i], q[i+1:]...)
+					break
+				}
+			}
+			if len(e.st.Queues[ev.Workflow]) == 0 {
+				delete(e.st.Queues, ev.Workflow)
+			}
+		}
+		if r.Serial {
+			e.active[r.WorkflowName] = r.RunID
+		}
+		if p := e.st.Runs[ev.Parent]; p != nil {
+			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
+			c.ChildRunID = r.RunID
+			if c.Kind == callStart {
+				c.Status, c.EndedAt = runCompleted, &at
+			}
+		}
+	case evStep:
+		r := e.st.Runs[ev.Run]
+		if r == nil {
+			return nil
+		}
+		c := r.ensureCall(ev.Seq, callStep, ev.Name, micros(ev.StartedAt))
+		c.Attempts = append(c.Attempts, stepAttempt{Attempt: ev.Attempt, StartedAt: micros(ev.StartedAt), EndedAt: at, Error: ev.Error})
+		if ev.Final {
+			c.EndedAt = &at
+			if ev.Error != nil {
+				c.Status, c.Error = runFailed, ev.Error
+			} else {
+				c.Status, c.Result = runCompleted, ev.Result
+			}
+		}
+	case evSleep:
+		if r := e.st.Runs[ev.Run]; r != nil {
+			c := r.ensureCall(ev.Seq, callSleep, "", at)
+			until := micros(ev.Until)
+			c.Status, c.Until = runWaiting, &until
+		}
+	case evHook:
+		if r := e.st.Runs[ev.Run]; r != nil {
+			c := r.ensureCall(ev.Seq, callHook, "", at)
+			c.Status, c.Token = runWaiting, ev.Token
+			e.st.Hooks[ev.Token] = hookRef{RunID: ev.Run, Seq: ev.Seq}
+		}
+	case evResume:
+		if r := e.st.Runs[ev.Run]; r != nil {
+			if c := r.call(ev.Seq); c != nil {
+				c.Status, c.Result, c.EndedAt = runCompleted, ev.Result, &at
+			}
+			delete(e.st.Hooks, ev.Token)
+			after = append(after, func() { e.schedule(ev.Run) })
+		}
+	case evEnd:
+		r := e.st.Runs[ev.Run]
+		if r == nil || terminal(r.Status) {
+			return nil
+		}
+		r.Status, r.Output, r.Error, r.EndedAt = ev.Status, ev.Result, ev.Error, &at
+		for tok, ref := range e.st.Hooks {
+			if ref.RunID == r.RunID {
+				delete(e.st.Hooks, tok)
+			}
+		}
+		if r.Serial && e.active[r.WorkflowName] == r.RunID {
+			delete(e.active, r.WorkflowName)
+		}
+		if t := e.timers[r.RunID]; t != nil {
+			t.Stop()
+			delete(e.timers, r.RunID)
+		}
+		if r.cancel != nil {
+			r.cancel()
+		}
+		after = append(after, func() {
+			close(r.done)
+			if r.ParentRunID != "" {
+				e.schedule(r.ParentRunID)
+			}
+			if r.Serial {
+				e.advanceQueue(r.WorkflowName)
+			}
+			if e.opts.OnRunDone != nil {
+				e.opts.OnRunDone(r)
+			}
+		})
+	}
+	return after
+}
+
+// advanceQueue starts the head of a serial workflow's queue when no run of
+// it is active (FIFO; exactly one starts).
+func (e *engine) advanceQueue(workflow string) {
+	e.mu.Lock()
+	q := e.st.Queues[workflow]
+	if len(q) == 0 || e.active[workflow] != "" || e.closed {
+		e.mu.Unlock()
+		return
+	}
+	head := q[0]
+	ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
+		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind}
+	if err := e.commitLocked(ev, false); err != nil {
+		e.log.Error("start queued run", "workflow", workflow, "err", err)
+		return
+	}
+	e.schedule(ev.Run)
+}

@@ -1,0 +1,465 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// schedule starts an execution of the run unless one is under way (then it
+// runs again afterwards) or the run is terminal. A run that waits holds no
+// goroutine and no VM: only a timer (sleep) or an index entry (hook, child).
+func (e *engine) schedule(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.st.Runs[id]
+	if r == nil || terminal(r.Status) || e.closed {
+		return
+	}
+	if r.executing {
+		r.rerun = true
+		return
+	}
+	if t := e.timers[id]; t != nil {
+		t.Stop()
+		delete(e.timers, id)
+	}
+	r.executing = true
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.execute(ctx, r)
+		cancel()
+		e.mu.Lock()
+		r.executing, r.cancel = false, nil
+		again := r.rerun && !terminal(r.Status)
+		r.rerun = false
+		e.mu.Unlock()
+		if again {
+			e.schedule(id)
+		}
+	}()
+}
+
+// execution is one pass of a run through its workflow function in a fresh
+// VM: calls already in the journal are answered from it (replay), new ones
+// are performed and journaled. It ends when the function settles or nothing
+// but outside events (time, hooks, children) can move it (suspend).
+type execution struct {
+	e    *engine
+	r    *runRecord
+	def  *workflowDef
+	vm   *goja.Runtime
+	loop *jsLoop
+	seq  int
+	now  time.Time // the run's deterministic clock
+	rng  *mrand.Rand
+}
+
+// execute runs one execution of r.
+func (e *engine) execute(ctx context.Context, r *runRecord) {
+	cat := e.opts.Catalog()
+	var def *workflowDef
+	if cat != nil {
+		def = cat.Workflows[r.WorkflowName]
+	}
+	if def == nil {
+		if cat != nil {
+			e.log.Warn("run waits for its workflow to compile", "run", r.RunID, "workflow", r.WorkflowName)
+		}
+		return
+	}
+	e.mu.Lock()
+	r.Status = runRunning
+	e.mu.Unlock()
+	h := fnv.New64a()
+	h.Write([]byte(r.RunID))
+	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e))}
+	out, err := x.run(ctx)
+	e.mu.Lock()
+	switch {
+	case terminal(r.Status):
+		e.mu.Unlock()
+	case errors.Is(err, errLoopIdle):
+		r.Status = runWaiting
+		e.armTimerLocked(r)
+		e.mu.Unlock()
+	case errors.Is(err, context.Canceled):
+		e.mu.Unlock() // engine closing or run cancelled: nothing to record
+	case err != nil:
+		e.commitLocked(&journalEvent{Type: evEnd, Run: r.RunID, Status: runFailed, Error: toRunError(err)}, true)
+	default:
+		e.commitLocked(&journalEvent{Type: evEnd, Run: r.RunID, Status: runCompleted, Result: out}, true)
+	}
+}
+
+// armTimerLocked sets a timer for the earliest unfinished sleep of r.
+func (e *engine) armTimerLocked(r *runRecord) {
+	var earliest time.Time
+	for _, c := range r.Steps {
+		if c.Kind == callSleep && c.Status == runWaiting && (earliest.IsZero() || c.Until.Before(earliest)) {
+			earliest = *c.Until
+		}
+	}
+	if earliest.IsZero() {
+		return
+	}
+	id := r.RunID
+	e.timers[id] = time.AfterFunc(time.Until(earliest), func() { e.schedule(id) })
+}
+
+// toRunError converts an execution error into the run's error.
+func toRunError(err error) *runError {
+	var th *jsThrown
+	if errors.As(err, &th) {
+		return &runError{Name: th.name(), Message: th.Error()}
+	}
+	var ce *compileError
+	if errors.As(err, &ce) {
+		return &runError{Name: "Error", Message: ce.Error()}
+	}
+	return &runError{Name: "Error", Message: err.Error()}
+}
+
+// run creates the VM, calls the workflow function with the run's input and
+// drives the loop. It returns the output JSON, errLoopIdle to suspend, or
+// the failure.
+func (x *execution) run(ctx context.Context) (json.RawMessage, error) {
+	vm, exports, err := newModuleVM(x.def.Module, vmOptions{
+		Workflow: true,
+		Setup:    func(vm *goja.Runtime) { x.vm, x.loop = vm, newJSLoop(vm) },
+		Env:      x.e.opts.Env(),
+		Log:      x.e.log.With("workflow", x.def.Name, "run", x.r.RunID),
+		Ambient: map[string]any{
+			"sleep":      x.sleep,
+			"createHook": x.createHook,
+			"workflows":  map[string]any{"start": x.child(callStart), "startAndWait": x.child(callStartAndWait)},
+		},
+		Globals: map[string]any{
+			"__svc_step":   x.stepProxy,
+			"__svc_now":    func() int64 { return x.now.UnixMilli() },
+			"__svc_random": func() float64 { return x.rng.Float64() },
+			"__svc_uuid":   x.randomUUID,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { vm.Interrupt(context.Canceled) })
+	defer stop()
+	input, err := jsonParse(vm, x.r.Input)
+	if err != nil {
+		return nil, err
+	}
+	v, err := x.loop.await(ctx, callAsync(vm, exports.Get(x.def.Export), input))
+	if err != nil {
+		var ie *goja.InterruptedError
+		if errors.As(err, &ie) || ctx.Err() != nil {
+			return nil, context.Canceled
+		}
+		return nil, err
+	}
+	return jsonStringify(vm, v)
+}
+
+// nextCall numbers the workflow's next durable call and returns the journal
+// entry it replays, or nil when it is new. A replayed entry of another kind
+// means the workflow code is not deterministic (or was edited mid-run).
+func (x *execution) nextCall(kind, name string) (int, *durableCall, error) {
+	x.seq++
+	x.e.mu.Lock()
+	defer x.e.mu.Unlock()
+	c := x.r.call(x.seq)
+	if c == nil {
+		return x.seq, nil, nil
+	}
+	if c.Kind != kind || (name != "" && c.Name != name) {
+		return x.seq, nil, fmt.Errorf("workflow is not deterministic: call %d was %s %q in the journal but is %s %q now", x.seq, c.Kind, c.Name, kind, name)
+	}
+	cp := *c
+	return x.seq, &cp, nil
+}
+
+// commit journals an event of this run (non-waiting: later durable records
+// imply it is durable too).
+func (x *execution) commit(ev *journalEvent) {
+	ev.Run = x.r.RunID
+	x.e.mu.Lock()
+	if err := x.e.commitLocked(ev, false); err != nil {
+		x.e.log.Error("journal", "run", x.r.RunID, "err", err)
+	}
+}
+
+// settled returns a promise already resolved with JSON or rejected with e.
+func (x *execution) settled(result json.RawMessage, e *runError) goja.Value {
+	p, resolve, reject := x.vm.NewPromise()
+	if e != nil {
+		reject(x.newError(e))
+	} else if v, err := jsonParse(x.vm, result); err != nil {
+		reject(err)
+	} else {
+		resolve(v)
+	}
+	return x.vm.ToValue(p)
+}
+
+// newError builds a JS Error (FatalError keeps its name) for e.
+func (x *execution) newError(e *runError) goja.Value {
+	o, _ := x.vm.New(x.vm.Get("Error"), x.vm.ToValue(e.Message))
+	if e.Name != "" {
+		o.Set("name", e.Name)
+	}
+	return o
+}
+
+// pending returns a promise that this execution never settles: the
+// workflow waits on it and the loop goes idle, suspending the run.
+func (x *execution) pending() goja.Value {
+	p, _, _ := x.vm.NewPromise()
+	return x.vm.ToValue(p)
+}
+
+// rejected returns a promise rejected with err (a workflow-visible error).
+func (x *execution) rejected(err error) goja.Value {
+	return x.settled(nil, &runError{Name: "Error", Message: err.Error()})
+}
+
+// advance moves the deterministic clock to t (never backwards).
+func (x *execution) advance(t time.Time) {
+	if t.After(x.now) {
+		x.now = t
+	}
+}
+
+// stepProxy is __svc_step in a workflow VM: calls of a "use step" function
+// become durable step calls.
+func (x *execution) stepProxy(name string, impl goja.Value) goja.Value {
+	return x.vm.ToValue(func(call goja.FunctionCall) goja.Value {
+		seq, c, err := x.nextCall(callStep, name)
+		if err != nil {
+			return x.rejected(err)
+		}
+		if c != nil && c.EndedAt != nil {
+			x.advance(*c.EndedAt)
+			return x.settled(c.Result, c.Error)
+		}
+		args, err := jsonStringify(x.vm, x.vm.ToValue(call.Arguments))
+		if err != nil {
+			return x.rejected(fmt.Errorf("step %s: arguments must be JSON-serialisable: %w", name, err))
+		}
+		attempt := 1
+		if c != nil {
+			attempt = len(c.Attempts) + 1
+		}
+		p, resolve, reject := x.vm.NewPromise()
+		x.runStep(seq, name, args, attempt, resolve, reject)
+		return x.vm.ToValue(p)
+	})
+}
+
+// runStep performs one attempt of a step in a step VM and, back on the
+// loop, journals it and settles the workflow's promise or schedules a retry
+// with exponential backoff. FatalError fails at once.
+func (x *execution) runStep(seq int, name string, args json.RawMessage, attempt int, resolve, reject func(any) error) {
+	x.loop.begin()
+	started := time.Now()
+	go func() {
+		result, err := x.e.steps.run(x.def.Module, name, args)
+		x.loop.post(func() {
+			ev := &journalEvent{Type: evStep, Seq: seq, Name: name, Attempt: attempt, StartedAt: started.UnixMicro()}
+			if err == nil {
+				ev.Final, ev.Result = true, result
+				x.commit(ev)
+				x.advance(time.Now())
+				v, perr := jsonParse(x.vm, result)
+				if perr != nil {
+					reject(perr)
+					return
+				}
+				resolve(v)
+				return
+			}
+			ev.Error = toRunError(err)
+			if ev.Error.Name == "FatalError" || attempt >= x.e.opts.MaxAttempts {
+				ev.Final = true
+				x.commit(ev)
+				x.advance(time.Now())
+				reject(x.newError(ev.Error))
+				return
+			}
+			x.commit(ev)
+			backoff := x.e.opts.RetryBase << (attempt - 1)
+			x.loop.begin()
+			time.AfterFunc(backoff, func() {
+				x.loop.post(func() { x.runStep(seq, name, args, attempt+1, resolve, reject) })
+			})
+		})
+	}()
+}
+
+// sleep is the ambient sleep(duration): a durable timer. The run suspends
+// (no goroutine, no VM) until it is due.
+func (x *execution) sleep(d goja.Value) goja.Value {
+	dur, err := parseSleepDuration(d)
+	if err != nil {
+		return x.rejected(err)
+	}
+	seq, c, err := x.nextCall(callSleep, "")
+	if err != nil {
+		return x.rejected(err)
+	}
+	var until time.Time
+	if c != nil {
+		until = *c.Until
+	} else {
+		until = time.Now().Add(dur)
+		x.commit(&journalEvent{Type: evSleep, Seq: seq, Until: until.UnixMicro()})
+	}
+	if time.Now().Before(until) {
+		return x.pending()
+	}
+	x.e.mu.Lock()
+	if live := x.r.call(seq); live != nil && live.Status == runWaiting {
+		live.Status, live.EndedAt = runCompleted, &until
+	}
+	x.e.mu.Unlock()
+	x.advance(until)
+	return x.settled(json.RawMessage("null"), nil)
+}
+
+// parseSleepDuration accepts a number of milliseconds or a string such as
+// "500ms", "1s", "2m", "1h", "1d".
+func parseSleepDuration(v goja.Value) (time.Duration, error) {
+	switch d := v.Export().(type) {
+	case int64:
+		return time.Duration(d) * time.Millisecond, nil
+	case float64:
+		return time.Duration(d * float64(time.Millisecond)), nil
+	case string:
+		if n, ok := strings.CutSuffix(d, "d"); ok {
+			days, err := strconv.ParseFloat(n, 64)
+			if err == nil {
+				return time.Duration(days * 24 * float64(time.Hour)), nil
+			}
+		}
+		dur, err := time.ParseDuration(d)
+		if err != nil || dur < 0 {
+			return 0, fmt.Errorf("sleep(%q): want a duration such as \"1s\" or a number of milliseconds", d)
+		}
+		return dur, nil
+	}
+	return 0, fmt.Errorf("sleep: want a duration such as \"1s\" or a number of milliseconds")
+}
+
+// createHook is the ambient createHook(): it returns { token } that is also
+// awaitable; awaiting it suspends the run until POST /api/hooks/{token}
+// delivers a JSON payload.
+func (x *execution) createHook() (goja.Value, error) {
+	seq, c, err := x.nextCall(callHook, "")
+	if err != nil {
+		return nil, err
+	}
+	var token string
+	var p goja.Value
+	if c != nil {
+		token = c.Token
+	} else {
+		b := make([]byte, 16)
+		rand.Read(b)
+		token = "hook_" + hex.EncodeToString(b)
+		x.commit(&journalEvent{Type: evHook, Seq: seq, Token: token})
+	}
+	if c != nil && c.Status == runCompleted {
+		x.advance(*c.EndedAt)
+		p = x.settled(c.Result, nil)
+	} else {
+		p = x.pending()
+	}
+	hook := x.vm.NewObject()
+	hook.Set("token", token)
+	then, _ := goja.AssertFunction(p.ToObject(x.vm).Get("then"))
+	hook.Set("then", func(call goja.FunctionCall) (goja.Value, error) {
+		return then(p, call.Arguments...)
+	})
+	return hook, nil
+}
+
+// child returns the ambient workflows.start / workflows.startAndWait.
+// start resolves with the receipt; startAndWait with the child's output,
+// suspending the parent (no goroutine, no VM) until the child ends.
+func (x *execution) child(kind string) func(string, goja.Value) goja.Value {
+	return func(name string, input goja.Value) goja.Value {
+		seq, c, err := x.nextCall(kind, name)
+		if err != nil {
+			return x.rejected(err)
+		}
+		if c == nil {
+			raw := json.RawMessage("{}")
+			if input != nil && !goja.IsUndefined(input) {
+				if raw, err = jsonStringify(x.vm, input); err != nil {
+					return x.rejected(err)
+				}
+			}
+			_, err := x.e.start(startRequest{Workflow: name, Input: raw, Trigger: triggerWorkflow, ParentRun: x.r.RunID, ParentSeq: seq, ParentKind: kind})
+			if err != nil {
+				return x.rejected(err)
+			}
+			x.e.mu.Lock()
+			cp := *x.r.call(seq)
+			x.e.mu.Unlock()
+			c = &cp
+		}
+		x.e.mu.Lock()
+		child := x.e.st.Runs[c.ChildRunID]
+		var childCopy runRecord
+		if child != nil {
+			childCopy = snapshotRun(child)
+		}
+		x.e.mu.Unlock()
+		if kind == callStart {
+			rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: name, Status: "queued", Trigger: workflowRoute(name)}
+			if child != nil {
+				rc.Status, rc.RunID, rc.WorldRunID = "started", childCopy.RunID, childCopy.TraceID
+			}
+			b, _ := json.Marshal(rc)
+			return x.settled(b, nil)
+		}
+		if child == nil || !terminal(childCopy.Status) {
+			return x.pending()
+		}
+		x.advance(*childCopy.EndedAt)
+		if childCopy.Status != runCompleted {
+			e := childCopy.Error
+			if e == nil {
+				e = &runError{Message: "child run " + childCopy.Status}
+			}
+			return x.settled(nil, &runError{Name: e.Name, Message: fmt.Sprintf("child workflow %s %s: %s", name, childCopy.Status, e.Message)})
+		}
+		return x.settled(childCopy.Output, nil)
+	}
+}
+
+// randomUUID is the deterministic crypto.randomUUID() of workflow code: a
+// version-4 UUID drawn from the run's seeded generator.
+func (x *execution) randomUUID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], x.rng.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], x.rng.Uint64())
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/dop251/goja"
+	"github.com/evanw/esbuild/pkg/api"
+)
+
+// compileError is a TypeScript file that failed to bundle or evaluate,
+// located at File:Line:Column (project-relative path).
+type compileError struct {
+	File    string
+	Line    int
+	Column  int
+	Message string
+}
+
+func (e *compileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Message)
+}
+
+// jsModule is one TypeScript entry file bundled by esbuild (relative
+// imports inlined, the ambient "svc" module left external) and compiled
+// once by goja; every VM that runs it shares the Program.
+type jsModule struct {
+	File    string // project-relative path of the entry
+	Program *goja.Program
+	Steps   []string // names of the "use step" functions, in source order
+}
+
+// stepDeclPattern finds function declarations in esbuild's output; whether
+// each is a step is decided by its body's first statement (see markSteps).
+var stepDeclPattern = regexp.MustCompile(`(?m)\b(async\s+)?function\s+([A-Za-z_$][\w$]*)\s*\(`)
+
+// bundleModule bundles and compiles the TypeScript entry rel under dir.
+func bundleModule(dir, rel string) (*jsModule, error) {
+	res := api.Build(api.BuildOptions{
+		EntryPoints:   []string{filepath.Join(dir, rel)},
+		AbsWorkingDir: dir,
+		Bundle:        true,
+		Write:         false,
+		Format:        api.FormatCommonJS,
+		Platform:      api.PlatformNeutral,
+		Target:        api.ES2017, // goja runs ES2017 natively; later syntax is lowered
+		External:      []string{"svc"},
+		Sourcemap:     api.SourceMapInline,
+		LogLevel:      api.LogLevelSilent,
+	})
+	if len(res.Errors) > 0 {
+		m := res.Errors[0]
+		ce := &compileError{File: rel, Message: m.Text}
+		if m.Location != nil {
+			ce.File, ce.Line, ce.Column = m.Location.File, m.Location.Line, m.Location.Column+1
+		}
+		return nil, ce
+	}
+	if len(res.OutputFiles) != 1 {
+		return nil, &compileError{File: rel, Message: "bundler produced no output"}
+	}
+	src, steps := markSteps(string(res.OutputFiles[0].Contents))
+	prog, err := goja.Compile(rel, src, false)
+	if err != nil {
+		return nil, &compileError{File: rel, Message: err.Error()}
+	}
+	return &jsModule{File: rel, Program: prog, Steps: steps}, nil
+}
+
+// markSteps rewrites every function whose body starts with the "use step"
+// directive so that calls go through the ambient step dispatcher:
+//
+//	async function charge(x) { "use step"; … }
+//
+// becomes
+//
+//	var charge = __svc_step("charge", __svc_step_charge); async function __svc_step_charge(x) { "use step"; … }
+//
+// The implementation keeps its (hoisted) declaration; in a workflow VM the
+// dispatcher journals the call, in a step VM it registers the implementation.
+func markSteps(src string) (string, []string) {
+	var b strings.Builder
+	var steps []string
+	last := 0
+	for _, m := range stepDeclPattern.FindAllStringSubmatchIndex(src, -1) {
+		if !bodyStartsWithDirective(src[m[1]:], "use step") {
+			continue
+		}
+		name := src[m[4]:m[5]]
+		steps = append(steps, name)
+		b.WriteString(src[last:m[0]])
+		fmt.Fprintf(&b, "var %s = __svc_step(%q, __svc_step_%s); ", name, name, name)
+		b.WriteString(src[m[0]:m[4]])
+		b.WriteString("__svc_step_" + name)
+		last = m[5]
+	}
+	b.WriteString(src[last:])
+	return b.String(), steps
+}
+
+// bodyStartsWithDirective reports whether s, the text just after a function's
+// opening parenthesis, has a body whose first statement is the directive.
+func bodyStartsWithDirective(s, directive string) bool {
+	depth := 1
+	i := 0
+	for ; i < len(s) && depth > 0; i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case '"', '\'', '`':
+			q := s[i]
+			for i++; i < len(s) && s[i] != q; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	rest := strings.TrimLeft(s[i:], " \t\r\n")
+	if !strings.HasPrefix(rest, "{") {
+		return false
+	}
+	rest = strings.TrimLeft(rest[1:], " \t\r\n")
+	return strings.HasPrefix(rest, `"`+directive+`"`) || strings.HasPrefix(rest, `'`+directive+`'`)
+}
+
+// functionHasDirective reports whether the JS function value's source starts
+// its body with the directive (used to find the "use workflow" export).
+func functionHasDirective(vm *goja.Runtime, v goja.Value, directive string) bool {
+	if _, ok := goja.AssertFunction(v); !ok {
+		return false
+	}
+	src := v.String()
+	i := strings.Index(src, "(")
+	return i >= 0 && bodyStartsWithDirective(src[i+1:], directive)
+}
+
+// The preludes, compiled once: the JS half of the ambient "svc" module, and
+// the deterministic clock and randomness of workflow VMs.
+var (
+	//go:embed js/prelude.js
+	preludeSource  string
+	preludeProgram = goja.MustCompile("svc:prelude.js", preludeSource, false)
+	//go:embed js/workflow_prelude.js
+	workflowPreludeSource  string
+	workflowPreludeProgram = goja.MustCompile("svc:workflow_prelude.js", workflowPreludeSource, false)
+)
+
+// vmOptions configure a fresh VM for a module.
+type vmOptions struct {
+	Ambient  map[string]any      // Go members of the "svc" module, beside the prelude's
+	Env      map[string]string   // process.env
+	Log      *slog.Logger        // console.* output
+	Globals  map[string]any      // extra globals (e.g. __svc_step, __svc_now)
+	Workflow bool                // install the deterministic workflow prelude (needs __svc_now/__svc_random/__svc_uuid globals)
+	Setup    func(*goja.Runtime) // called with the VM before the module runs
+}
+
+// newModuleVM creates a VM, installs require("svc"), process.env, console
+// and the globals, runs the module and returns the VM and module.exports.
+func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) {
+	vm := goja.New()
+	if o.Setup != nil {
+		o.Setup(vm)
+	}
+	vm.SetFieldNameMapper(goja.TagFieldNameMapper("json", true))
+	base, err := vm.RunProgram(preludeProgram)
+	if err != nil {
+		return nil, nil, fmt.Errorf("run prelude: %w", err)
+	}
+	ambient := base.ToObject(vm)
+	for k, v := range o.Ambient {
+		ambient.Set(k, v)
+	}
+	vm.Set("require", func(name string) (goja.Value, error) {
+		if name == "svc" {
+			return ambient, nil
+		}
+		return nil, fmt.Errorf("cannot require %q: only the ambient \"svc\" module and relative imports are available", name)
+	})
+	env := vm.NewObject()
+	for k, v := range o.Env {
+		env.Set(k, v)
+	}
+	process := vm.NewObject()
+	process.Set("env", env)
+	vm.Set("process", process)
+	installConsole(vm, o.Log)
+	for k, v := range o.Globals {
+		vm.Set(k, v)
+	}
+	if o.Workflow {
+		if _, err := vm.RunProgram(workflowPreludeProgram); err != nil {
+			return nil, nil, fmt.Errorf("run workflow prelude: %w", err)
+		}
+	}
+	if _, ok := o.Globals["__svc_step"]; !ok {
+		vm.Set("__svc_step", func(name string, impl goja.Value) goja.Value { return impl })
+	}
+	module := vm.NewObject()
+	exports := vm.NewObject()
+	module.Set("exports", exports)
+	vm.Set("module", module)
+	vm.Set("exports", exports)
+	if _, err := vm.RunProgram(m.Program); err != nil {
+		return nil, nil, jsError(m.File, err)
+	}
+	return vm, module.Get("exports").ToObject(vm), nil
+}
+
+// installConsole defines console.log/info/warn/error/debug writing to log.
+func installConsole(vm *goja.Runtime, log *slog.Logger) {
+	console := vm.NewObject()
+	logAt := func(level slog.Level) func(goja.FunctionCall) goja.Value {
+		return func(call goja.FunctionCall) goja.Value {
+			parts := make([]string, len(call.Arguments))
+			for i, a := range call.Arguments {
+				parts[i] = jsDisplay(vm, a)
+			}
+			log.Log(nil, level, strings.Join(parts, " "))
+			return goja.Undefined()
+		}
+	}
+	console.Set("log", logAt(slog.LevelInfo))
+	console.Set("info", logAt(slog.LevelInfo))
+	console.Set("debug", logAt(slog.LevelDebug))
+	console.Set("warn", logAt(slog.LevelWarn))
+	console.Set("error", logAt(slog.LevelError))
+	vm.Set("console", console)
+}
+
+// jsDisplay renders a value for console output: strings as is, objects as JSON.
+func jsDisplay(vm *goja.Runtime, v goja.Value) string {
+	if v == nil || goja.IsUndefined(v) {
+		return "undefined"
+	}
+	if _, ok := v.Export().(string); ok {
+		return v.String()
+	}
+	if o, ok := v.(*goja.Object); ok && o.ClassName() != "Error" {
+		if b, err := o.MarshalJSON(); err == nil {
+			return string(b)
+		}
+	}
+	return v.String()
+}
+
+// jsError converts a goja error raised while running file into a
+// *compileError carrying the script position when goja knows it.
+func jsError(file string, err error) error {
+	var ex *goja.Exception
+	if errors.As(err, &ex) {
+		ce := &compileError{File: file, Message: ex.Value().String()}
+		if frames := ex.Stack(); len(frames) > 0 {
+			pos := frames[0].Position()
+			ce.Line, ce.Column = pos.Line, pos.Column
+			if pos.Filename != "" {
+				ce.File = pos.Filename
+			}
+		}
+		return ce
+	}
+	return &compileError{File: file, Message: err.Error()}
+}

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// scaffoldFS holds the starter project written by `svc init` (DESIGN §2).
+//
+//go:embed all:scaffold
+var scaffoldFS embed.FS
+
+// projectFile is .svc/project.json: which organization, agent and local-dev
+// installation this directory is linked to. `svc init` writes a local-only one.
+type projectFile struct {
+	SchemaVersion          int          `json:"schema_version"`
+	OrganizationID         string       `json:"organization_id"`
+	OrganizationSlug       string       `json:"organization_slug"`
+	Agent                  projectAgent `json:"agent"`
+	LocalDevInstallationID string       `json:"local_dev_installation_id"`
+	ControlPlaneURL        string       `json:"control_plane_url,omitempty"` // empty: local only
+}
+
+// projectAgent is the agent record a project is linked to (SPEC §2).
+type projectAgent struct {
+	ID   string `json:"id"`
+	Slug string `json:"slug"`
+	Name string `json:"name"`
+}
+
+// agentConfig is agent.yaml: the project's own settings.
+type agentConfig struct {
+	Name           string
+	DevAutoMigrate bool // dev.autoMigrate, default true
+}
+
+// defaultAgentConfig returns agent.yaml's defaults.
+func defaultAgentConfig() agentConfig { return agentConfig{DevAutoMigrate: true} }
+
+// project is a user's project directory and its parsed settings.
+type project struct {
+	Dir    string // absolute root (holds agent.yaml)
+	Config agentConfig
+	Link   *projectFile // nil when .svc/project.json is absent
+}
+
+// stateDir is the gitignored .svc directory of the project.
+func (p *project) stateDir(elem ...string) string {
+	return filepath.Join(append([]string{p.Dir, ".svc"}, elem...)...)
+}
+
+// errNoProjectFile reports that .svc/project.json is absent.
+var errNoProjectFile = errors.New("no .svc/project.json")
+
+// loadProject reads the project rooted at dir: agent.yaml (optional) and
+// .svc/project.json (nil Link when absent).
+func loadProject(dir string) (*project, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve project dir %q: %w", dir, err)
+	}
+	p := &project{Dir: abs, Config: defaultAgentConfig()}
+	if b, err := os.ReadFile(filepath.Join(abs, "agent.yaml")); err == nil {
+		if p.Config, err = parseAgentConfig(b); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read agent.yaml: %w", err)
+	}
+	b, err := os.ReadFile(p.stateDir("project.json"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return p, nil
+	case err != nil:
+		return nil, fmt.Errorf("read .svc/project.json: %w", err)
+	}
+	var pf projectFile
+	if err := json.Unmarshal(b, &pf); err != nil {
+		return nil, fmt.Errorf("parse .svc/project.json: %w", err)
+	}
+	p.Link = &pf
+	return p, nil
+}
+
+// parseAgentConfig parses agent.yaml. It understands the small YAML subset
+// the file uses (nested maps of scalars, comments) and validates known keys,
+// reporting field paths such as dev.autoMigrate.
+func parseAgentConfig(b []byte) (agentConfig, error) {
+	cfg := defaultAgentConfig()
+	values, err := parseSimpleYAML(b)
+	if err != nil {
+		return cfg, fmt.Errorf("agent.yaml: %w", err)
+	}
+	for key, v := range values {
+		switch key {
+		case "name":
+			cfg.Name = v
+		case "dev.autoMigrate":
+			bv, err := strconv.ParseBool(v)
+			if err != nil {
+				return cfg, fmt.Errorf("agent.yaml: dev.autoMigrate: want true or false, got %q", v)
+			}
+			cfg.DevAutoMigrate = bv
+		}
+	}
+	return cfg, nil
+}
+
+// parseSimpleYAML flattens a YAML document of nested maps with scalar leaves
+// into dotted keys ("dev.autoMigrate" → "false"). Lists and flow syntax are
+// rejected with the line number.
+func parseSimpleYAML(b []byte) (map[string]string, error) {
+	out := map[string]string{}
+	type level struct {
+		indent int
+		key    string
+	}
+	var stack []level
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if i := strings.Index(line, " #"); i >= 0 {
+			line = line[:i]
+		}
+		if strings.HasPrefix(strings.TrimSpace(line), "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		key, val, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || strings.HasPrefix(key, "-") {
+			return nil, fmt.Errorf("line %d: want `key: value`", n)
+		}
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		full := strings.TrimSpace(key)
+		if len(stack) > 0 {
+			full = stack[len(stack)-1].key + "." + full
+		}
+		val = strings.TrimSpace(val)
+		if val == "" {
+			stack = append(stack, level{indent, full})
+			continue
+		}
+		if uq, err := strconv.Unquote(val); err == nil {
+			val = uq
+		} else if len(val) >= 2 && val[0] == '\'' && val[len(val)-1] == '\'' {
+			val = val[1 : len(val)-1]
+		}
+		out[full] = val
+	}
+	return out, sc.Err()
+}
+
+// randomID returns prefix followed by n random bytes in hex.
+func randomID(prefix string, n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// runInit is `svc init [dir]`: write the starter project and a local-only
+// .svc/project.json, refusing to overwrite an existing project.
+func runInit(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	if fs.NArg() > 1 {
+		return fmt.Errorf("init takes at most one directory: %w", errUsage)
+	}
+	dir := "."
+	if fs.NArg() == 1 {
+		dir = fs.Arg(0)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for _, marker := range []string{"agent.yaml", ".svc/project.json"} {
+		if _, err := os.Stat(filepath.Join(abs, marker)); err == nil {
+			return failf(codeGeneric, "choose an empty directory, e.g. `svc init my-agent`",
+				"%s is already a project (%s exists); nothing was written", abs, marker)
+		}
+	}
+	name := filepath.Base(abs)
+	files, err := writeScaffold(abs, name)
+	if err != nil {
+		return err
+	}
+	c.emit(map[string]any{"schema_version": schemaVersion, "target_dir": abs, "files_written": files}, func(w io.Writer) {
+		fmt.Fprintf(w, "Created project %q in %s\n\nNext:\n  cd %s\n  svc dev\n", name, abs, dir)
+	})
+	return nil
+}
+
+// writeScaffold writes the embedded starter project into dir (substituting
+// the project name) plus .svc/project.json, and returns the relative paths written.
+func writeScaffold(dir, name string) ([]string, error) {
+	var written []string
+	err := fs.WalkDir(scaffoldFS, "scaffold", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel := strings.TrimPrefix(path, "scaffold/")
+		b, err := scaffoldFS.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		b = bytes.ReplaceAll(b, []byte("{{name}}"), []byte(name))
+		if rel == "gitignore" { // embed cannot carry a file named .gitignore through `go install` reliably
+			rel = ".gitignore"
+		}
+		if err := writeFileAtomic(filepath.Join(dir, rel), b, 0o644); err != nil {
+			return err
+		}
+		written = append(written, rel)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write scaffold: %w", err)
+	}
+	slug := slugify(name)
+	pf := projectFile{
+		SchemaVersion:          schemaVersion,
+		OrganizationID:         "local",
+		OrganizationSlug:       "local",
+		Agent:                  projectAgent{ID: randomID("agt_", 8), Slug: slug, Name: name},
+		LocalDevInstallationID: randomID("ldi_", 8),
+	}
+	b, _ := json.MarshalIndent(pf, "", "  ")
+	if err := writeFileAtomic(filepath.Join(dir, ".svc", "project.json"), append(b, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return append(written, ".svc/project.json"), nil
+}
+
+// slugify lowercases name and keeps [a-z0-9-].
+func slugify(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+	}
+	if s := strings.Trim(b.String(), "-"); s != "" {
+		return s
+	}
+	return "agent"
+}
+
+// writeFileAtomic writes data to path via a fsynced temporary file and a
+// rename, creating parent directories, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), perm)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// maxRequestBody bounds every JSON request body (workflow input, chat turns).
+const maxRequestBody = 4 << 20
+
+// route is one entry of the routing table: registered on the mux and
+// advertised in the contract.
+type route struct {
+	method, path, purpose string
+	handler               http.HandlerFunc
+}
+
+// server is the HTTP surface of the runtime. It owns its ServeMux.
+type server struct {
+	rt  *devRuntime
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// newServer builds the server for rt and registers every route.
+func newServer(rt *devRuntime) *server {
+	s := &server{rt: rt, log: rt.log, mux: http.NewServeMux()}
+	for _, r := range routeTable(s) {
+		s.mux.HandleFunc(r.method+" "+r.path, r.handler)
+	}
+	return s
+}
+
+// routeTable is the one list of routes. s may be nil when only the
+// description is needed (the contract).
+func routeTable(s *server) []route {
+	return []route{
+		{"GET", "/api/contract", "the contract the CLI advertises (same payload as `svc dev --print-contract`)", s.handleContract},
+		{"GET", "/api/health", "liveness and identity of the running runtime", s.handleHealth},
+		{"PUT", "/api/settings/model-provider", "store a model-provider credential (encrypted); opens a closed boot gate", s.handleStoreProvider},
+		{"GET", "/api/workflows", "list workflows (what `svc workflows list` prints)", s.handleListWorkflows},
+		{"GET", "/api/workflows/{name}/schema", "a workflow's input and output JSON Schemas", s.handleWorkflowSchema},
+		{"POST", "/api/workflows/{name}/start", "start a durable run; body = input JSON (empty = {}); 202 + receipt", s.handleStartWorkflow},
+		{"GET", "/api/runs", "run records, newest first, and queued serial triggers", s.handleListRuns},
+		{"GET", "/api/runs/{runId}", "one run with its step timeline; ?wait=30s long-polls until terminal", s.handleGetRun},
+		{"POST", "/api/runs/{runId}/cancel", "cancel an active run", s.handleCancelRun},
+		{"POST", "/api/hooks/{token}", "resume a workflow waiting on createHook() with the JSON body", s.handleResumeHook},
+		{"GET", "/", "the local console", s.handleConsole},
+	}
+}
+
+// ServeHTTP serves a request through the mux, logging it when verbose.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s.mux.ServeHTTP(w, r)
+	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "dur", time.Since(start))
+}
+
+// newHTTPServer wraps h in an http.Server with explicit timeouts: headers
+// must arrive promptly, but bodies and responses may stream for as long as a
+// model answers or a long-poll waits, so there is no write timeout.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+}
+
+// writeJSON answers with status and v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// apiError is the error body of the runtime's own routes (DESIGN §4).
+type apiError struct {
+	Code       string            `json:"code"`
+	Message    string            `json:"message"`
+	Violations []schemaViolation `json:"violations,omitempty"`
+}
+
+// writeAPIError answers {"error":{"code","message"}} with status.
+func writeAPIError(w http.ResponseWriter, status int, e apiError) {
+	writeJSON(w, status, map[string]apiError{"error": e})
+}
+
+// errBodyTooLarge is returned by readBody past maxRequestBody.
+var errBodyTooLarge = errors.New("request body too large")
+
+// readBody reads at most maxRequestBody bytes of r's body.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRequestBody {
+		return nil, errBodyTooLarge
+	}
+	return b, nil
+}
+
+// handleContract serves the contract payload.
+func (s *server) handleContract(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(contractPayload())
+}
+
+// handleHealth tells CLI verbs that this runtime is up and which project it serves.
+func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "project_dir": s.rt.proj.Dir, "gate": s.rt.gateState()})
+}
+
+// handleStoreProvider stores a model-provider credential and opens the gate.
+func (s *server) handleStoreProvider(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		writeAPIError(w, http.StatusRequestEntityTooLarge, apiError{Code: "too_large", Message: err.Error()})
+		return
+	}
+	var p storedProvider
+	if err := json.Unmarshal(body, &p); err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: err.Error()})
+		return
+	}
+	if err := p.validate(); err != nil {
+		writeAPIError(w, http.StatusUnprocessableEntity, apiError{Code: "invalid_provider", Message: err.Error()})
+		return
+	}
+	if err := s.rt.storeProvider(r.Context(), p); err != nil {
+		s.log.Error("store model provider", "err", err)
+		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "could not store the credential"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"gate": s.rt.gateState()})
+}
+
+// handleConsole serves the minimal local console: status, and a form to
+// store a model-provider credential while the gate is closed.
+func (s *server) handleConsole(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		http.NotFound(w, r)
+		return
+	}
+	g := s.rt.gateState()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprintf(w, consoleHTML, html.EscapeString(s.rt.proj.Dir), g.Open, html.EscapeString(g.Reason))
+}
