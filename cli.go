@@ -70,7 +70,8 @@ type cliIO struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	stdinTerminal  bool // stdin is an interactive terminal
+	stdinTerminal  bool   // stdin is an interactive terminal
+	dir            string // working directory the verbs resolve the project from
 }
 
 // newProcessIO returns the cliIO of the real process.
@@ -79,7 +80,8 @@ func newProcessIO() cliIO {
 	if fi, err := os.Stdin.Stat(); err == nil {
 		terminal = fi.Mode()&os.ModeCharDevice != 0
 	}
-	return cliIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinTerminal: terminal}
+	dir, _ := os.Getwd()
+	return cliIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinTerminal: terminal, dir: dir}
 }
 
 // cmd is one invocation of a verb: its I/O plus the global flags.

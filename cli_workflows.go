@@ -81,11 +81,7 @@ func resolveTarget(ctx context.Context, c *cmd, fs *flag.FlagSet) (*target, erro
 		return nil, failf(codeNotFound, "run `svc link` to register a deployment, or drop --agent to use `svc dev`",
 			"no registered deployment for installation %q", agent)
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, err
-	}
-	proj, err := loadProject(cwd)
+	proj, err := loadProject(c.dir)
 	if err != nil {
 		return nil, err
 	}

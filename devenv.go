@@ -27,8 +27,8 @@ import (
 // object storage sit just above the API port (API+1, API+2).
 const (
 	defaultAPIPort = 4242
-	devBucketName       = "svc"
-	devS3Region       = "us-east-1"
+	devBucketName  = "svc"
+	devS3Region    = "us-east-1"
 )
 
 // newDevFlags defines the flags of `svc dev` (SPEC §4.2).
@@ -122,11 +122,7 @@ func runDev(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		_, err := c.stdout.Write(contractPayload())
 		return err
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	proj, err := loadProject(cwd)
+	proj, err := loadProject(c.dir)
 	if err != nil {
 		return err
 	}
@@ -235,13 +231,12 @@ func portInUse(service string, port, offset int, err error) error {
 
 // bootDev starts everything in SPEC §1 order. On failure it stops what it
 // had started and returns the error.
-func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (rt *devRuntime, err error) {
+func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *devRuntime, err error) {
 	began := time.Now()
-	rt = &devRuntime{c: c, opts: opts, proj: proj, log: newDevLogger(c), fatal: make(chan error, 1)}
+	rt := &devRuntime{c: c, opts: opts, proj: proj, log: newDevLogger(c), fatal: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			rt.close()
-			rt = nil
 		}
 	}()
 	bgctx, stop := context.WithCancel(context.Background())
@@ -276,6 +271,9 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (rt *d
 		}
 		if errors.Is(err, errNoPostgres) {
 			return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err}
+		}
+		if errors.Is(err, errPostgresInUse) {
+			return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "another svc dev serves this project; stop it first"}
 		}
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}

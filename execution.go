@@ -391,8 +391,12 @@ func (x *execution) createHook() (goja.Value, error) {
 	hook := x.vm.NewObject()
 	hook.Set("token", token)
 	then, _ := goja.AssertFunction(p.ToObject(x.vm).Get("then"))
-	hook.Set("then", func(call goja.FunctionCall) (goja.Value, error) {
-		return then(p, call.Arguments...)
+	hook.Set("then", func(call goja.FunctionCall) goja.Value {
+		v, err := then(p, call.Arguments...)
+		if err != nil {
+			panic(err)
+		}
+		return v
 	})
 	return hook, nil
 }

@@ -183,9 +183,9 @@ func runInit(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
+	abs := dir
+	if !filepath.IsAbs(dir) {
+		abs = filepath.Join(c.dir, dir)
 	}
 	for _, marker := range []string{"agent.yaml", ".svc/project.json"} {
 		if _, err := os.Stat(filepath.Join(abs, marker)); err == nil {

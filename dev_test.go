@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// assertClosed fails when anything still listens on the loopback port.
+func assertClosed(t *testing.T, port int) {
+	t.Helper()
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+		c.Close()
+		t.Errorf("port %d still listening after shutdown", port)
+	}
+}
+
+// TestDevBootEndToEnd boots the scaffold on an external PostgreSQL
+// (SVC_DATABASE_URL), checks every payload field against the live services,
+// drives the workflow verbs, and stops it with SIGINT.
+func TestDevBootEndToEnd(t *testing.T) {
+	dir := projectDir(t)
+	dbURL := testPostgresURL(t)
+	writeFile(t, dir, ".svc/migrations/0001_notes.sql", "create table notes(id serial primary key, body text);")
+	writeFile(t, dir, ".env", "GREETING=hi\n")
+	env := baseEnv("SVC_DATABASE_URL="+dbURL, "OPENAI_API_KEY=sk-test")
+	d := startDev(t, dir, env)
+	p := d.payload
+	wantURL := fmt.Sprintf("http://127.0.0.1:%d", d.port)
+	if p.SchemaVersion != 1 || p.EmulatorURL != wantURL || p.AgentURL != wantURL || p.PublicURL != nil || p.Deeplink != nil {
+		t.Errorf("payload urls = %+v; want emulator %s, null tunnel fields", p, wantURL)
+	}
+	proj, _ := loadProject(dir)
+	if p.LocalDevInstallationID != proj.Link.LocalDevInstallationID {
+		t.Errorf("local_dev_installation_id = %q; want %q", p.LocalDevInstallationID, proj.Link.LocalDevInstallationID)
+	}
+	if !p.Gate.Open || p.Gate.Reason != gateProviderEnv || strings.Join(p.DeepAgents, ",") != "assistant" {
+		t.Errorf("gate/agents = %+v %v; want open model-provider-env, [assistant]", p.Gate, p.DeepAgents)
+	}
+	if p.Services.PostgresURL != dbURL || p.Services.S3Endpoint != fmt.Sprintf("http://127.0.0.1:%d", d.port+2) || p.Services.S3Bucket != "svc" {
+		t.Errorf("services = %+v", p.Services)
+	}
+	// The database has the platform and user migrations applied.
+	conn, err := pgx.Connect(context.Background(), p.Services.PostgresURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := conn.QueryRow(context.Background(), `select count(*) from svc.svc_migrations where name like '%0001_notes.sql'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("user migration tracked %d times (%v); want 1", n, err)
+	}
+	if _, err := conn.Exec(context.Background(), `insert into notes(body) values('x')`); err != nil {
+		t.Errorf("user migration table missing: %v", err)
+	}
+	conn.Close(context.Background())
+	// The object storage answers, and refuses unsigned requests.
+	resp, err := http.Get(p.Services.S3Endpoint + "/svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "<Error>") {
+		t.Errorf("unsigned S3 request = %d %s; want 403 S3 XML error", resp.StatusCode, body)
+	}
+	// The contract route serves the same bytes as --print-contract.
+	printed, _, _ := cli(t, dir, env, "dev", "--print-contract")
+	resp, err = http.Get(d.url("/api/contract"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(served) != printed {
+		t.Errorf("GET /api/contract differs from dev --print-contract")
+	}
+	// The CLI verbs find this runtime.
+	cliEnv := baseEnv()
+	out, stderr, code := cli(t, dir, cliEnv, "workflows", "list")
+	if code != 0 || !strings.Contains(out, "◆ greet") || !strings.Contains(out, "◇ ping") || !strings.Contains(out, "POST /api/workflows/greet/start") {
+		t.Errorf("workflows list = exit %d %q %q", code, out, stderr)
+	}
+	// A second session on the same ports is refused while this one runs.
+	_, stderr, code = cli(t, dir, env, "dev", "--port", fmt.Sprint(d.port))
+	if code != 1 || !strings.Contains(stderr, fmt.Sprint(d.port)) || !strings.Contains(stderr, "SVC_DEV_PORT_OFFSET") {
+		t.Errorf("dev on a busy port = exit %d %q; want exit 1 naming the port and SVC_DEV_PORT_OFFSET", code, stderr)
+	}
+	if code := d.interrupt(); code != 0 {
+		t.Errorf("SIGINT exit = %d; want 0\n%s", code, d.stderr.String())
+	}
+	for i := range 3 {
+		assertClosed(t, d.port+i)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".svc", "runtime.json")); !os.IsNotExist(err) {
+		t.Errorf(".svc/runtime.json left behind")
+	}
+	_, _, code = cli(t, dir, cliEnv, "workflows", "list")
+	if code != 3 {
+		t.Errorf("workflows list after shutdown = exit %d; want 3 (dev_not_running)", code)
+	}
+}
+
+// TestDevLocalPostgresAndOffset boots with the local server binaries (initdb
+// into .svc or its root fallback), with SVC_DEV_PORT_OFFSET shifting all
+// three ports, and checks nothing is left listening after SIGINT.
+func TestDevLocalPostgresAndOffset(t *testing.T) {
+	dir := projectDir(t)
+	base := freePortBase(t)
+	// Find an offset whose shifted ports are free too.
+	offset := 0
+	for o := 10; o < 200; o += 10 {
+		free := true
+		for i := range 3 {
+			if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+o+i)); err != nil {
+				free = false
+			} else {
+				ln.Close()
+			}
+		}
+		if free {
+			offset = o
+			break
+		}
+	}
+	env := baseEnv("OPENAI_API_KEY=sk-test", fmt.Sprintf("SVC_DEV_PORT_OFFSET=%d", offset))
+	d := startDevProcess(t, dir, base, env)
+	d.payload = d.nextPayload(120 * time.Second)
+	api := base + offset
+	if d.payload.EmulatorURL != fmt.Sprintf("http://127.0.0.1:%d", api) ||
+		!strings.Contains(d.payload.Services.PostgresURL, fmt.Sprintf(":%d/", api+1)) ||
+		d.payload.Services.S3Endpoint != fmt.Sprintf("http://127.0.0.1:%d", api+2) {
+		t.Fatalf("ports not shifted by %d: %+v", offset, d.payload)
+	}
+	conn, err := pgx.Connect(context.Background(), d.payload.Services.PostgresURL)
+	if err != nil {
+		t.Fatalf("connect local PostgreSQL: %v", err)
+	}
+	conn.Close(context.Background())
+	if code := d.interrupt(); code != 0 {
+		t.Errorf("SIGINT exit = %d; want 0\n%s", code, d.stderr.String())
+	}
+	for i := range 3 {
+		assertClosed(t, api+i)
+	}
+}
+
+// TestDevGateClosedThenStored boots with no provider: the gate is closed,
+// no agent is listed, starts are refused; storing a credential opens it
+// without a restart and prints a second payload line.
+func TestDevGateClosedThenStored(t *testing.T) {
+	dir := projectDir(t)
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t)))
+	if d.payload.Gate.Open || d.payload.Gate.Reason != gateNoProvider || len(d.payload.DeepAgents) != 0 || d.payload.DeepAgents == nil {
+		t.Fatalf("gate = %+v agents %#v; want closed no-model-provider, []", d.payload.Gate, d.payload.DeepAgents)
+	}
+	if !strings.Contains(d.stderr.String(), d.payload.EmulatorURL+"/") {
+		t.Errorf("closed gate did not print the console link:\n%s", d.stderr.String())
+	}
+	var e struct{ Error apiError }
+	if st := httpJSON(t, "POST", d.url("/api/workflows/ping/start"), "{}", &e); st != 503 || e.Error.Code != "gate_closed" {
+		t.Errorf("start while closed = %d %+v; want 503 gate_closed", st, e)
+	}
+	if st := httpJSON(t, "PUT", d.url("/api/settings/model-provider"), map[string]string{"provider": "bogus"}, nil); st != 422 {
+		t.Errorf("invalid provider = %d; want 422", st)
+	}
+	if st := httpJSON(t, "PUT", d.url("/api/settings/model-provider"), map[string]string{"provider": "openai", "apiKey": "sk-stored"}, nil); st != 200 {
+		t.Fatalf("store provider = %d", st)
+	}
+	p := d.nextPayload(30 * time.Second)
+	if !p.Gate.Open || p.Gate.Reason != gateProviderStored || strings.Join(p.DeepAgents, ",") != "assistant" {
+		t.Fatalf("after storing: gate %+v agents %v; want open model-provider-stored [assistant]", p.Gate, p.DeepAgents)
+	}
+	var rc startReceipt
+	if st := httpJSON(t, "POST", d.url("/api/workflows/ping/start"), "", &rc); st != 202 || rc.Status != "started" {
+		t.Fatalf("start after opening = %d %+v", st, rc)
+	}
+	if strings.Contains(d.stderr.String(), "sk-stored") {
+		t.Errorf("the stored key was printed")
+	}
+}
+
+// TestDevCompileErrorsAndEdits: a broken workflow is reported with
+// file:line and does not stop the others; edits are picked up live.
+func TestDevCompileErrorsAndEdits(t *testing.T) {
+	dir := projectDir(t)
+	writeFile(t, dir, "workflows/broken.workflow.ts", "export default async function broken() {\n  \"use workflow\";\n  const x = ;\n}\n")
+	writeFile(t, dir, "workflows/twice.workflow.ts", "export async function a() { \"use workflow\"; }\nexport async function b() { \"use workflow\"; }\n")
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk"))
+	errs := d.stderr.String()
+	if !strings.Contains(errs, "workflows/broken.workflow.ts:3:") || !strings.Contains(errs, "workflows/twice.workflow.ts") {
+		t.Errorf("compile errors not reported with file:line:\n%s", errs)
+	}
+	names := func() string {
+		var out struct{ Items []workflowItem }
+		httpJSON(t, "GET", d.url("/api/workflows"), nil, &out)
+		var n []string
+		for _, it := range out.Items {
+			n = append(n, it.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	if got := names(); got != "greet,ping" {
+		t.Fatalf("workflows = %s; want greet,ping", got)
+	}
+	var e struct{ Error apiError }
+	if st := httpJSON(t, "POST", d.url("/api/workflows/broken/start"), "{}", &e); st != 503 || e.Error.Code != "workflow_compile_failed" || !strings.Contains(e.Error.Message, "broken.workflow.ts:3") {
+		t.Errorf("start broken = %d %+v; want 503 workflow_compile_failed with file:line", st, e)
+	}
+	_, stderr, code := cli(t, dir, baseEnv(), "workflows", "start", "broken")
+	if code != 1 || !strings.Contains(stderr, "broken.workflow.ts:3") {
+		t.Errorf("CLI start of broken = exit %d %q; want 1 with the reason", code, stderr)
+	}
+	writeFile(t, dir, "workflows/broken.workflow.ts", "export default async function broken() {\n  \"use workflow\";\n  return 1;\n}\n")
+	writeFile(t, dir, "workflows/fresh.workflow.ts", "export default async function fresh() {\n  \"use workflow\";\n  return 2;\n}\n")
+	eventually(t, 10*time.Second, "edits to be compiled", func() bool { return names() == "broken,fresh,greet,ping" })
+}
+
+// TestDevFailingMigrationStopsBoot: boot stops naming the file and the
+// database error, exit 1, nothing half-applied.
+func TestDevFailingMigrationStopsBoot(t *testing.T) {
+	dir := projectDir(t)
+	dbURL := testPostgresURL(t)
+	writeFile(t, dir, ".svc/migrations/0001_ok.sql", "create table a(id int);")
+	writeFile(t, dir, ".svc/migrations/0002_bad.sql", "create table b(id int);\ncreate tabel c(id int);")
+	_, stderr, code := cli(t, dir, baseEnv("SVC_DATABASE_URL="+dbURL, "OPENAI_API_KEY=x"), "dev", "--port", fmt.Sprint(freePortBase(t)))
+	if code != 1 || !strings.Contains(stderr, "0002_bad.sql") || !strings.Contains(stderr, "syntax error") {
+		t.Fatalf("dev with a bad migration = exit %d %q; want 1 naming the file and the error", code, stderr)
+	}
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var b *string
+	conn.QueryRow(context.Background(), `select to_regclass('public.b')::text`).Scan(&b)
+	if b != nil {
+		t.Errorf("table b exists: the failing migration was half-applied")
+	}
+}

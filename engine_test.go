@@ -1,0 +1,412 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stepCounter is a loopback HTTP server that steps call with fetch: it
+// counts executions per key and can fail the first N calls of a key.
+type stepCounter struct {
+	*httptest.Server
+	mu     sync.Mutex
+	counts map[string]int
+	failN  map[string]int
+	tokens chan string
+}
+
+// newStepCounter starts the counter server.
+func newStepCounter(t *testing.T) *stepCounter {
+	c := &stepCounter{counts: map[string]int{}, failN: map[string]int{}, tokens: make(chan string, 16)}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("k")
+		if tok := r.URL.Query().Get("token"); tok != "" {
+			c.tokens <- tok
+		}
+		c.mu.Lock()
+		c.counts[key]++
+		n := c.counts[key]
+		fail := n <= c.failN[key]
+		c.mu.Unlock()
+		if fail {
+			http.Error(w, "boom", 500)
+			return
+		}
+		fmt.Fprintf(w, `{"n":%d}`, n)
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+// count returns how often key was called.
+func (c *stepCounter) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[key]
+}
+
+// engineWorkflows are the workflows the engine tests run.
+var engineWorkflows = map[string]string{
+	"workflows/three.workflow.ts": `
+async function hit(key: string) { "use step"; const r = await fetch(process.env.COUNTER + "?k=" + key); if (!r.ok) throw new Error("status " + r.status); return (await r.json()).n; }
+export default async function three(input: { id: string }) {
+  "use workflow";
+  const a = await hit(input.id + "-a");
+  const b = await hit(input.id + "-b");
+  const c = await hit(input.id + "-c");
+  return { sum: a + b + c };
+}`,
+	"workflows/retry.workflow.ts": `
+import { FatalError } from "svc";
+async function flaky(key: string) { "use step"; const r = await fetch(process.env.COUNTER + "?k=" + key); if (!r.ok) throw new Error("status " + r.status); return (await r.json()).n; }
+async function fatal() { "use step"; throw new FatalError("no retry"); }
+export default async function retry(input: { key: string; fatal?: boolean }) {
+  "use workflow";
+  if (input.fatal) return await fatal();
+  return { n: await flaky(input.key) };
+}`,
+	"workflows/sleepy.workflow.ts": `
+import { sleep } from "svc";
+async function echo(v: any) { "use step"; return v; }
+export default async function sleepy(input: { ms: number }) {
+  "use workflow";
+  const before = { now: Date.now(), r: Math.random(), u: crypto.randomUUID(), d: new Date().getTime() };
+  const recorded = await echo(before);
+  await sleep(input.ms);
+  const again = { now: before.now, r: before.r, u: before.u, d: before.d };
+  return { same: JSON.stringify(recorded) === JSON.stringify(again), slept: Date.now() - before.now >= input.ms };
+}`,
+	"workflows/hooked.workflow.ts": `
+import { createHook } from "svc";
+async function announce(token: string) { "use step"; await fetch(process.env.COUNTER + "?k=hook&token=" + token); return true; }
+export default async function hooked() {
+  "use workflow";
+  const hook = createHook();
+  await announce(hook.token);
+  const payload: any = await hook;
+  return { approved: payload.approved };
+}`,
+	"workflows/parent.workflow.ts": `
+import { workflows } from "svc";
+export default async function parent(input: { id: string }) {
+  "use workflow";
+  const receipt: any = await workflows.start("three", { id: input.id + "-fire" });
+  const out: any = await workflows.startAndWait("three", { id: input.id + "-wait" });
+  return { started: receipt.status, child: out.sum };
+}`,
+	"workflows/lonely.workflow.ts": `
+import { sleep } from "svc";
+export const serial = true;
+export const inputSchema = { type: "object", properties: { i: { type: "integer" } }, required: ["i"] };
+async function mark(i: number) { "use step"; await fetch(process.env.COUNTER + "?k=serial-" + i); return Date.now(); }
+export default async function lonely(input: { i: number }) {
+  "use workflow";
+  const started = await mark(input.i);
+  await sleep(20);
+  return { i: input.i, started };
+}`,
+	"workflows/forever.workflow.ts": `
+import { sleep } from "svc";
+export default async function forever() { "use workflow"; await sleep("1h"); return 1; }`,
+}
+
+// testEngine compiles the engine workflows and opens an engine on dir.
+type testEngine struct {
+	*engine
+	dir     string
+	cat     *catalog
+	counter *stepCounter
+}
+
+// newTestEngine writes the workflows into a project and opens the engine.
+func newTestEngine(t *testing.T) *testEngine {
+	dir := t.TempDir()
+	for f, src := range engineWorkflows {
+		writeFile(t, dir, f, src)
+	}
+	cat, cerr := compileCatalog(dir, discardLogger())
+	if cerr != nil || len(cat.Failed) > 0 {
+		t.Fatalf("compile: %v %v", cerr, cat.Failed)
+	}
+	te := &testEngine{dir: dir, cat: cat, counter: newStepCounter(t)}
+	te.open(t)
+	return te
+}
+
+// open (re)opens the engine on the same journal.
+func (te *testEngine) open(t *testing.T) {
+	t.Helper()
+	e, err := openEngine(engineOptions{
+		Dir: te.dir + "/.svc/journal", Catalog: func() *catalog { return te.cat },
+		Env: func() map[string]string { return map[string]string{"COUNTER": te.counter.URL} },
+		Log: discardLogger(), RetryBase: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	te.engine = e
+	t.Cleanup(func() { e.close() })
+}
+
+// startWait starts a workflow and waits (bounded) for it to end.
+func (te *testEngine) startWait(t *testing.T, name, input string) runRecord {
+	t.Helper()
+	rc, err := te.start(startRequest{Workflow: name, Input: json.RawMessage(input), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	return te.await(t, rc.RunID)
+}
+
+// await waits (bounded) for the run to end and returns it.
+func (te *testEngine) await(t *testing.T, id string) runRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := te.wait(ctx, id); err != nil {
+		r, _ := te.get(id)
+		t.Fatalf("run %s did not end: %v (status %s)", id, err, r.Status)
+	}
+	r, _ := te.get(id)
+	return r
+}
+
+func TestEngineStepsRunOnceAndReplay(t *testing.T) {
+	te := newTestEngine(t)
+	r := te.startWait(t, "three", `{"id":"x"}`)
+	if r.Status != runCompleted || string(r.Output) != `{"sum":3}` || len(r.Steps) != 3 {
+		t.Fatalf("run = %s %s %d steps; want completed {\"sum\":3} 3 steps", r.Status, r.Output, len(r.Steps))
+	}
+	if r.TraceID == "" || !strings.HasPrefix(r.TraceID, "wrun_") || len(r.TraceID) != 31 || r.Trigger != triggerHTTP {
+		t.Errorf("ids = %q trigger %q", r.TraceID, r.Trigger)
+	}
+	for _, s := range r.Steps {
+		if s.Kind != callStep || s.Status != runCompleted || len(s.Attempts) != 1 || s.DurationMs == nil {
+			t.Errorf("step = %+v", s)
+		}
+	}
+	// Reopen: the state is rebuilt from the journal, no step runs again.
+	te.close()
+	te.open(t)
+	again, ok := te.get(r.RunID)
+	if !ok || again.Status != runCompleted || string(again.Output) != `{"sum":3}` || len(again.Steps) != 3 {
+		t.Fatalf("after reopen = %+v", again)
+	}
+	for _, k := range []string{"x-a", "x-b", "x-c"} {
+		if n := te.counter.count(k); n != 1 {
+			t.Errorf("step %s ran %d times; want 1", k, n)
+		}
+	}
+}
+
+func TestEngineRetriesAndFatal(t *testing.T) {
+	te := newTestEngine(t)
+	te.counter.failN["flaky"] = 2
+	r := te.startWait(t, "retry", `{"key":"flaky"}`)
+	if r.Status != runCompleted || string(r.Output) != `{"n":3}` || len(r.Steps[0].Attempts) != 3 {
+		t.Fatalf("retry run = %s %s attempts %d; want completed after 3 attempts", r.Status, r.Output, len(r.Steps[0].Attempts))
+	}
+	if r.Steps[0].Attempts[0].Error == nil || r.Steps[0].Attempts[2].Error != nil {
+		t.Errorf("attempts = %+v; want two errors then success", r.Steps[0].Attempts)
+	}
+	te.counter.failN["dead"] = 100
+	r = te.startWait(t, "retry", `{"key":"dead"}`)
+	if r.Status != runFailed || len(r.Steps[0].Attempts) != defaultMaxAttempts || !strings.Contains(r.Error.Message, "status 500") {
+		t.Fatalf("exhausted run = %s attempts %d err %+v", r.Status, len(r.Steps[0].Attempts), r.Error)
+	}
+	r = te.startWait(t, "retry", `{"key":"f","fatal":true}`)
+	if r.Status != runFailed || len(r.Steps[0].Attempts) != 1 || r.Error.Name != "FatalError" {
+		t.Fatalf("fatal run = %s attempts %d err %+v; want failed at once with FatalError", r.Status, len(r.Steps[0].Attempts), r.Error)
+	}
+}
+
+func TestEngineSleepIsDurableAndDeterministic(t *testing.T) {
+	te := newTestEngine(t)
+	rc, err := te.start(startRequest{Workflow: "sleepy", Input: json.RawMessage(`{"ms":300}`), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the run to wait", func() bool { r, _ := te.get(rc.RunID); return r.Status == runWaiting })
+	te.mu.Lock()
+	holding := te.st.Runs[rc.RunID].executing
+	te.mu.Unlock()
+	if holding {
+		t.Errorf("a waiting run still holds an execution")
+	}
+	// Restart while it sleeps: it wakes up after the restart.
+	te.close()
+	te.open(t)
+	r := te.await(t, rc.RunID)
+	if r.Status != runCompleted || string(r.Output) != `{"same":true,"slept":true}` {
+		t.Fatalf("sleepy = %s %s; want Date.now/Math.random/randomUUID identical across replay", r.Status, r.Output)
+	}
+}
+
+func TestEngineHookResume(t *testing.T) {
+	te := newTestEngine(t)
+	rc, err := te.start(startRequest{Workflow: "hooked", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	select {
+	case token = <-te.counter.tokens:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the workflow never announced its hook token")
+	}
+	eventually(t, 5*time.Second, "the run to wait on its hook", func() bool { r, _ := te.get(rc.RunID); return r.Status == runWaiting })
+	if _, err := te.resumeHook("hook_nope", json.RawMessage(`{}`)); err != errHookNotFound {
+		t.Errorf("unknown token = %v; want errHookNotFound", err)
+	}
+	te.close()
+	te.open(t)
+	if _, err := te.resumeHook(token, json.RawMessage(`{"approved":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	r := te.await(t, rc.RunID)
+	if r.Status != runCompleted || string(r.Output) != `{"approved":true}` {
+		t.Fatalf("hooked = %s %s", r.Status, r.Output)
+	}
+	if _, err := te.resumeHook(token, json.RawMessage(`{}`)); err == nil {
+		t.Errorf("a used hook token was accepted again")
+	}
+	if n := te.counter.count("hook"); n != 1 {
+		t.Errorf("announce step ran %d times; want 1", n)
+	}
+}
+
+func TestEngineChildWorkflows(t *testing.T) {
+	te := newTestEngine(t)
+	r := te.startWait(t, "parent", `{"id":"p"}`)
+	if r.Status != runCompleted || string(r.Output) != `{"started":"started","child":3}` {
+		t.Fatalf("parent = %s %s %+v", r.Status, r.Output, r.Error)
+	}
+	runs, _ := te.list()
+	children := 0
+	for _, c := range runs {
+		if c.ParentRunID == r.RunID {
+			children++
+			if c.Trigger != triggerWorkflow {
+				t.Errorf("child trigger = %q; want workflow", c.Trigger)
+			}
+		}
+	}
+	if children != 2 {
+		t.Errorf("children = %d; want 2", children)
+	}
+}
+
+func TestEngineCancel(t *testing.T) {
+	te := newTestEngine(t)
+	rc, _ := te.start(startRequest{Workflow: "forever", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
+	eventually(t, 5*time.Second, "the run to wait", func() bool { r, _ := te.get(rc.RunID); return r.Status == runWaiting })
+	r, err := te.cancelRun(rc.RunID)
+	if err != nil || r.Status != runCancelled {
+		t.Fatalf("cancel = %+v %v", r.Status, err)
+	}
+	te.close()
+	te.open(t)
+	if r, _ := te.get(rc.RunID); r.Status != runCancelled {
+		t.Errorf("after reopen status = %s; want cancelled", r.Status)
+	}
+	if _, err := te.cancelRun("nope"); err != errRunNotFound {
+		t.Errorf("cancel unknown = %v", err)
+	}
+}
+
+func TestEngineStartValidation(t *testing.T) {
+	te := newTestEngine(t)
+	for _, tt := range []struct{ name, input, code string }{
+		{"nope", `{}`, "workflow_not_found"},
+		{"lonely", `{"i":"x"}`, "schema_validation"},
+		{"lonely", `{}`, "schema_validation"},
+		{"lonely", `{bad`, "invalid_json"},
+	} {
+		_, err := te.start(startRequest{Workflow: tt.name, Input: json.RawMessage(tt.input)})
+		se, ok := err.(*startError)
+		if !ok || se.Code != tt.code {
+			t.Errorf("start(%s, %s) = %v; want %s", tt.name, tt.input, err, tt.code)
+		}
+	}
+	if runs, q := te.list(); len(runs) != 0 || len(q) != 0 {
+		t.Errorf("rejected starts left %d runs, %d queued", len(runs), len(q))
+	}
+}
+
+func TestEngineSerialQueue(t *testing.T) {
+	te := newTestEngine(t)
+	const n = 8
+	var wg sync.WaitGroup
+	receipts := make([]startReceipt, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc, err := te.start(startRequest{Workflow: "lonely", Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Trigger: triggerHTTP})
+			if err != nil {
+				t.Error(err)
+			}
+			receipts[i] = rc
+		}()
+	}
+	wg.Wait()
+	started := 0
+	for _, rc := range receipts {
+		switch rc.Status {
+		case "started":
+			started++
+			if rc.RunID == "" || rc.WorldRunID == "" {
+				t.Errorf("started receipt without ids: %+v", rc)
+			}
+		case "queued":
+			if rc.RunID != "" || rc.WorldRunID != "" {
+				t.Errorf("queued receipt carries ids: %+v", rc)
+			}
+		}
+	}
+	if started != 1 {
+		t.Fatalf("%d of %d concurrent serial starts started; want exactly 1", started, n)
+	}
+	_, queued := te.list()
+	// Restart while the queue is full: order and the invariant survive.
+	te.close()
+	te.open(t)
+	var order []string
+	for _, q := range queued {
+		order = append(order, string(q.Input))
+	}
+	eventually(t, 20*time.Second, "every serial run to complete", func() bool {
+		runs, q := te.list()
+		done := 0
+		for _, r := range runs {
+			if r.Status == runCompleted {
+				done++
+			}
+		}
+		return done == n && len(q) == 0
+	})
+	runs, _ := te.list()
+	// runs are newest first; walk oldest first.
+	var got []string
+	var prevEnd time.Time
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		if r.QueueID != "" {
+			got = append(got, string(r.Input))
+		}
+		if !prevEnd.IsZero() && r.Steps[0].StartedAt.Before(prevEnd) {
+			t.Errorf("serial run %s started a step before the previous run ended", r.RunID)
+		}
+		prevEnd = *r.EndedAt
+	}
+	if strings.Join(got, " ") != strings.Join(order, " ") {
+		t.Errorf("queued runs started in order %v; want FIFO %v", got, order)
+	}
+}

@@ -1,0 +1,881 @@
+package main
+
+// The journal is svc's embedded durable store: an in-process, append-only,
+// segmented log in one directory (the engine uses .svc/journal/).
+//
+// Files. Segments are named by a zero-padded sequence number,
+// 00000000000000000001.seg, 00000000000000000002.seg, …, with no gaps. A
+// snapshot N.snap replaces every segment numbered below N: open replays the
+// newest snapshot, then the segments from N on. Temporary files end in .tmp.
+//
+// Frames. Every record, and the snapshot, is one frame: a 12-byte header
+// then the payload. Header, little-endian: uint32 payload length, whose top
+// bit is the commit flag; uint32 CRC32C (Castagnoli) of the payload; uint32
+// CRC32C of the first 8 header bytes, so the length can be trusted without
+// reading the payload. The committer writes every batch with one write call
+// and sets the commit flag on the batch's last frame only; it issues the
+// next write only after the previous one was fdatasynced. So only the final
+// write in the final segment can be torn by a crash, and a commit flag seen
+// before further bytes proves that the write it closes finished before a
+// later one began.
+//
+// Recovery rule. Segments are scanned in order from byte 0. A frame is valid
+// when both checksums match and it fits in the file. At the first invalid
+// frame, at offset off:
+//   - in any segment but the last, it is corruption;
+//   - in the last segment, the frames from off on are walked by their
+//     headers. The damage is a torn tail, truncated at off (and fsynced), if
+//     the walk meets, first, one of: the end of the file; a header cut short
+//     by it, or whose length runs past it; a frame with the commit flag (its
+//     payload may be bad) followed by nothing but zero bytes; a bad header
+//     with no valid header starting at any later offset. It is corruption if
+//     it meets a frame with the commit flag followed by non-zero bytes, or a
+//     bad header with a valid header somewhere after it.
+//
+// Corruption fails open with a *journalCorruptError naming the file and the
+// offset of the bad frame, and nothing is modified. In words: the damage must
+// lie in the final write, and no trace of a later write may follow it. This
+// accepts an incomplete last frame, a bad checksum anywhere in
+// the final write, a zero-filled tail (a file system may extend a file
+// before its data reaches the disk), and rejects damage to any write that was
+// followed by another: that write had been synced, so its loss is not a
+// crash's doing. A damaged final write cannot be told from a torn one, so if
+// the disk later damages the final batch its records are dropped silently;
+// the journal's guarantees are against crashes, not bad media.
+//
+// Guarantees. Records are written in the order Append was called, and a
+// batch is acknowledged only after its fdatasync returned. Because the log is
+// append-only and the rule above truncates only from the first damaged frame
+// on, a record is never durable, nor replayed, without every record appended
+// before it: after any crash, open replays a prefix of the appended records
+// that contains every acknowledged one.
+//
+// Not handled: two processes opening one directory at once (the caller must
+// ensure a single owner).
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// journalDefaultSegmentSize is the size past which the committer starts
+	// a new segment, unless journalOptions.SegmentSize says otherwise.
+	journalDefaultSegmentSize = 64 << 20
+	// journalDefaultCloseTimeout bounds how long Close waits for pending
+	// appends to reach the disk.
+	journalDefaultCloseTimeout = 10 * time.Second
+	// journalHeaderSize is the size of a frame header.
+	journalHeaderSize = 12
+	// journalCommitFlag marks the last frame of a write in the length word.
+	journalCommitFlag = 1 << 31
+	// journalMaxPayload is the largest record or snapshot a frame can hold.
+	journalMaxPayload = journalCommitFlag - 1
+	// journalSpareLimit is the largest batch buffer the committer keeps for
+	// reuse; a buffer grown by a huge record is left to the collector.
+	journalSpareLimit = 1 << 20
+	// journalSeqDigits is the width of the zero-padded sequence in file names.
+	journalSeqDigits = 20
+	// journalSegmentExt, journalSnapshotExt and journalTempExt are the file
+	// name suffixes of segments, snapshots and files being written.
+	journalSegmentExt  = ".seg"
+	journalSnapshotExt = ".snap"
+	journalTempExt     = ".tmp"
+)
+
+var (
+	// errJournalClosed is returned by appends and compactions after Close.
+	errJournalClosed = errors.New("journal closed")
+	// errJournalCorrupt is wrapped by every *journalCorruptError.
+	errJournalCorrupt = errors.New("journal corrupt")
+)
+
+// journalCorruptError reports damage that open must not repair: a bad frame
+// before the tail, a missing segment or a bad snapshot. Segment is the path
+// of the damaged file and Offset the byte offset of the first bad frame.
+type journalCorruptError struct {
+	Segment string
+	Offset  int64
+	Reason  string
+}
+
+// Error describes the damage and where it is.
+func (e *journalCorruptError) Error() string {
+	return fmt.Sprintf("journal corrupt: %s in %q at byte offset %d", e.Reason, e.Segment, e.Offset)
+}
+
+// Unwrap returns errJournalCorrupt.
+func (e *journalCorruptError) Unwrap() error { return errJournalCorrupt }
+
+// journalOptions tunes a journal; the zero value selects the defaults.
+type journalOptions struct {
+	// SegmentSize is the size past which a new segment is started; zero
+	// means journalDefaultSegmentSize. A batch never spans two segments, so
+	// a segment exceeds it only when it holds a single larger batch.
+	SegmentSize int64
+	// CloseTimeout bounds Close's wait for pending appends; zero means
+	// journalDefaultCloseTimeout.
+	CloseTimeout time.Duration
+	// syncHook, when set, is called by the committer after writing a batch
+	// and before its fdatasync. Tests use it to hold a batch open.
+	syncHook func()
+}
+
+// journalStats counts the committer's work since open.
+type journalStats struct {
+	Syncs   int64 // fdatasyncs of batches
+	Records int64 // records made durable
+}
+
+// journal is an open journal. Its methods are safe for concurrent use. One
+// committer goroutine, started by openJournal and stopped by Close, owns the
+// current segment file.
+type journal struct {
+	dir  string
+	opts journalOptions
+
+	// compactMu serializes Compact and Close.
+	compactMu sync.Mutex
+
+	// mu guards open through err: the queue shared by appenders and the
+	// committer.
+	mu     sync.Mutex
+	open   *journalPending // batch collecting appends, nil if none
+	sealed *journalPending // batch to write before cut, nil if none
+	cut    *journalCut     // requested segment cut, nil if none
+	spare  []byte          // buffer for the next batch
+	idle   bool            // committer is waiting on wake
+	closed bool
+	err    error // sticky write or sync failure
+
+	wake    chan struct{} // capacity 1; sent to when idle is cleared
+	stopped chan struct{} // closed when the committer has exited
+
+	size    atomic.Int64 // bytes appended since the last snapshot
+	syncs   atomic.Int64
+	records atomic.Int64
+
+	// Owned by the committer (by openJournal before it starts).
+	seg      *os.File
+	seq      uint64 // sequence number of seg
+	segSize  int64  // bytes in seg
+	closeErr error  // from closing seg; read after stopped is closed
+}
+
+// journalPending is a batch of appends: every Append whose record rides the
+// same write returns the same *journalPending.
+type journalPending struct {
+	done chan struct{} // closed once the batch is durable or failed
+	err  error         // set before done is closed
+
+	// Owned by the journal's queue until written.
+	buf  []byte // the encoded frames
+	last int    // offset in buf of the last frame
+	n    int    // number of frames
+}
+
+// journalCut asks the committer to start a new segment after everything
+// appended before the request; the committer fills seq and err and closes
+// done.
+type journalCut struct {
+	done chan struct{}
+	seq  uint64 // the first segment not covered by the snapshot
+	err  error
+}
+
+// openJournal opens the journal in dir, creating the directory if needed.
+// It calls onSnapshot with the newest snapshot, if there is one, then
+// onRecord for every record after it, in append order, and starts the
+// committer. Neither callback may retain its slice after returning. A torn
+// tail is truncated; other damage is a *journalCorruptError and leaves the
+// files untouched. A callback's error stops open and is returned wrapped.
+func openJournal(dir string, opts journalOptions, onSnapshot func([]byte) error, onRecord func([]byte) error) (*journal, error) {
+	if onSnapshot == nil || onRecord == nil {
+		return nil, fmt.Errorf("open journal %q: nil replay callback", dir)
+	}
+	if opts.SegmentSize <= 0 {
+		opts.SegmentSize = journalDefaultSegmentSize
+	}
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = journalDefaultCloseTimeout
+	}
+	j := &journal{
+		dir:     dir,
+		opts:    opts,
+		wake:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+	}
+	if err := j.recover(onSnapshot, onRecord); err != nil {
+		return nil, fmt.Errorf("open journal %q: %w", dir, err)
+	}
+	go j.run()
+	return j, nil
+}
+
+// recover replays the directory and leaves j.seg open for appending.
+func (j *journal) recover(onSnapshot, onRecord func([]byte) error) error {
+	if err := journalMkdir(j.dir); err != nil {
+		return err
+	}
+	files, err := journalList(j.dir)
+	if err != nil {
+		return err
+	}
+	first := uint64(1)
+	var buf []byte
+	if n := len(files.snapshots); n > 0 {
+		first = files.snapshots[n-1]
+		path := j.path(first, journalSnapshotExt)
+		if buf, err = journalReadFile(path, buf); err != nil {
+			return err
+		}
+		fr := journalDecodeFrame(buf)
+		if fr.state != journalFrameOK || fr.size != len(buf) {
+			return &journalCorruptError{Segment: path, Offset: 0, Reason: "bad snapshot"}
+		}
+		if err := onSnapshot(fr.payload); err != nil {
+			return fmt.Errorf("replay snapshot %q: %w", path, err)
+		}
+	}
+	var live, obsolete []uint64
+	for _, seq := range files.segments {
+		if seq < first {
+			obsolete = append(obsolete, seq)
+		} else {
+			live = append(live, seq)
+		}
+	}
+	var end int64 // valid bytes in the last live segment
+	for i, seq := range live {
+		path := j.path(seq, journalSegmentExt)
+		if seq != first+uint64(i) {
+			return &journalCorruptError{Segment: j.path(first+uint64(i), journalSegmentExt), Offset: 0, Reason: "missing segment"}
+		}
+		if buf, err = journalReadFile(path, buf); err != nil {
+			return err
+		}
+		last := i == len(live)-1
+		if end, err = journalScan(path, buf, last, onRecord); err != nil {
+			return err
+		}
+		j.size.Add(end)
+		if last && end < int64(len(buf)) {
+			if err := journalTruncate(path, end); err != nil {
+				return err
+			}
+		}
+	}
+	// Replay succeeded: now clean up what an interrupted compaction left.
+	var removals []string
+	for _, seq := range obsolete {
+		removals = append(removals, j.path(seq, journalSegmentExt))
+	}
+	for _, seq := range files.snapshots[:max(len(files.snapshots)-1, 0)] {
+		removals = append(removals, j.path(seq, journalSnapshotExt))
+	}
+	for _, name := range files.temps {
+		removals = append(removals, filepath.Join(j.dir, name))
+	}
+	if err := journalRemove(j.dir, removals); err != nil {
+		return err
+	}
+	if len(live) == 0 {
+		return j.createSegment(first)
+	}
+	j.seq = live[len(live)-1]
+	j.segSize = end
+	j.seg, err = os.OpenFile(j.path(j.seq, journalSegmentExt), os.O_WRONLY|os.O_APPEND, 0)
+	return err
+}
+
+// Append queues payload to be written after every record appended before
+// it and returns at once. The payload is copied, so the caller may reuse it.
+// The record rides the next batch whether or not anyone waits for it; call
+// Wait on the result to block until it is durable. After Close, or once the
+// journal has failed, the result carries that error.
+func (j *journal) Append(payload []byte) *journalPending {
+	if len(payload) > journalMaxPayload {
+		return journalFailed(fmt.Errorf("journal append: record of %d bytes exceeds the %d-byte limit", len(payload), journalMaxPayload))
+	}
+	crc := journalChecksum(payload)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return journalFailed(errJournalClosed)
+	}
+	if j.err != nil {
+		return journalFailed(j.err)
+	}
+	b := j.open
+	if b == nil {
+		b = &journalPending{done: make(chan struct{}), buf: j.spare}
+		j.spare = nil
+		j.open = b
+		j.wakeLocked()
+	}
+	b.last = len(b.buf)
+	b.buf = journalAppendFrame(b.buf, payload, crc)
+	b.n++
+	j.size.Add(int64(journalHeaderSize + len(payload)))
+	return b
+}
+
+// AppendDurable appends payload and waits until it is on disk.
+func (j *journal) AppendDurable(payload []byte) error {
+	return j.Append(payload).Wait()
+}
+
+// Wait blocks until the batch holding the record is durable, and with it
+// every record appended before, or returns why it never will be.
+func (p *journalPending) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// journalFailed returns a batch that already failed with err.
+func journalFailed(err error) *journalPending {
+	p := &journalPending{done: make(chan struct{}), err: err}
+	close(p.done)
+	return p
+}
+
+// Compact replaces every record appended so far with a snapshot. It calls
+// snapshot with the append lock held: the snapshot must reflect exactly the
+// records whose Append has returned, and Appends that start meanwhile wait
+// and land after it. snapshot must not call the journal, nor wait for a
+// goroutine that may be blocked in Append; a caller that updates its state
+// and appends under its own mutex calls Compact with that mutex held. Only
+// snapshot runs under the append lock: writing the snapshot file (temp file,
+// fsync, rename, directory fsync) and deleting the covered segments happen
+// after it is released, while appends go on into a fresh segment. A crash at
+// any point leaves either the old snapshot and segments or the new snapshot
+// and the later segments, and open replays the same state from either.
+func (j *journal) Compact(snapshot func() []byte) error {
+	j.compactMu.Lock()
+	defer j.compactMu.Unlock()
+	j.mu.Lock()
+	if j.closed || j.err != nil {
+		err := j.err
+		if j.closed {
+			err = errJournalClosed
+		}
+		j.mu.Unlock()
+		return fmt.Errorf("compact journal %q: %w", j.dir, err)
+	}
+	snap := snapshot()
+	cut := &journalCut{done: make(chan struct{})}
+	j.sealed, j.open = j.open, nil
+	j.cut = cut
+	covered := j.size.Swap(0)
+	j.wakeLocked()
+	j.mu.Unlock()
+
+	<-cut.done
+	err := cut.err
+	if err == nil {
+		err = j.writeSnapshot(cut.seq, snap)
+	}
+	if err != nil {
+		j.size.Add(covered)
+		return fmt.Errorf("compact journal %q: %w", j.dir, err)
+	}
+	files, err := journalList(j.dir)
+	if err != nil {
+		return fmt.Errorf("compact journal %q: %w", j.dir, err)
+	}
+	var removals []string
+	for _, seq := range files.segments {
+		if seq < cut.seq {
+			removals = append(removals, j.path(seq, journalSegmentExt))
+		}
+	}
+	for _, seq := range files.snapshots {
+		if seq < cut.seq {
+			removals = append(removals, j.path(seq, journalSnapshotExt))
+		}
+	}
+	if err := journalRemove(j.dir, removals); err != nil {
+		return fmt.Errorf("compact journal %q: %w", j.dir, err)
+	}
+	return nil
+}
+
+// writeSnapshot makes snap the snapshot covering the segments below seq:
+// temp file, fsync, rename, directory fsync.
+func (j *journal) writeSnapshot(seq uint64, snap []byte) (err error) {
+	if len(snap) > journalMaxPayload {
+		return fmt.Errorf("write snapshot: %d bytes exceed the %d-byte limit", len(snap), journalMaxPayload)
+	}
+	final := j.path(seq, journalSnapshotExt)
+	tmp := final + journalTempExt
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	var hdr [journalHeaderSize]byte
+	journalPutHeader(hdr[:], uint32(len(snap))|journalCommitFlag, journalChecksum(snap))
+	if _, err := f.Write(hdr[:]); err != nil {
+		return err
+	}
+	if _, err := f.Write(snap); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	return journalSyncDir(j.dir)
+}
+
+// Size returns the bytes appended since the last snapshot (the size of the
+// live segments plus pending appends); the caller compacts when it grows.
+func (j *journal) Size() int64 { return j.size.Load() }
+
+// Stats returns the committer's counters.
+func (j *journal) Stats() journalStats {
+	return journalStats{Syncs: j.syncs.Load(), Records: j.records.Load()}
+}
+
+// Close writes the pending appends, waiting at most CloseTimeout (and for a
+// running Compact), and stops the committer. Later appends fail with
+// errJournalClosed. It returns the journal's sticky failure, if any.
+func (j *journal) Close() error {
+	j.compactMu.Lock()
+	defer j.compactMu.Unlock()
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return fmt.Errorf("close journal %q: %w", j.dir, errJournalClosed)
+	}
+	j.closed = true
+	j.wakeLocked()
+	j.mu.Unlock()
+
+	timer := time.NewTimer(j.opts.CloseTimeout)
+	defer timer.Stop()
+	select {
+	case <-j.stopped:
+	case <-timer.C:
+		return fmt.Errorf("close journal %q: pending appends not flushed within %v", j.dir, j.opts.CloseTimeout)
+	}
+	j.mu.Lock()
+	err := j.err
+	j.mu.Unlock()
+	if err == nil {
+		err = j.closeErr
+	}
+	if err != nil {
+		return fmt.Errorf("close journal %q: %w", j.dir, err)
+	}
+	return nil
+}
+
+// wakeLocked wakes the committer if it is waiting. j.mu must be held.
+func (j *journal) wakeLocked() {
+	if j.idle {
+		j.idle = false
+		j.wake <- struct{}{} // cannot block: the committer drained it before idling
+	}
+}
+
+// run is the committer: it writes one batch at a time, in append order, with
+// one write and one fdatasync each, until Close and the queue is empty.
+func (j *journal) run() {
+	defer close(j.stopped)
+	var free []byte
+	for {
+		j.mu.Lock()
+		if free != nil {
+			j.spare, free = free, nil
+		}
+		for j.open == nil && j.cut == nil {
+			if j.closed {
+				j.mu.Unlock()
+				j.closeErr = j.seg.Close()
+				return
+			}
+			j.idle = true
+			j.mu.Unlock()
+			<-j.wake
+			j.mu.Lock()
+		}
+		b, cut := j.open, j.cut
+		if cut != nil {
+			b, j.sealed, j.cut = j.sealed, nil, nil
+		} else {
+			j.open = nil
+		}
+		failed := j.err
+		j.mu.Unlock()
+
+		if b != nil {
+			if failed == nil {
+				failed = j.fail(j.commit(b))
+			}
+			b.err = failed
+			close(b.done)
+			if cap(b.buf) <= journalSpareLimit {
+				free = b.buf[:0]
+			}
+			b.buf = nil
+		}
+		if cut != nil {
+			if failed == nil && j.segSize > 0 {
+				failed = j.fail(j.roll())
+			}
+			cut.seq, cut.err = j.seq, failed
+			close(cut.done)
+		}
+	}
+}
+
+// fail makes err, if any, the journal's sticky failure and returns it.
+func (j *journal) fail(err error) error {
+	if err != nil {
+		err = fmt.Errorf("journal commit: %w", err)
+		j.mu.Lock()
+		j.err = err
+		j.mu.Unlock()
+	}
+	return err
+}
+
+// commit writes batch b to the current segment, first starting a new one if
+// b would take it past the segment size, and fdatasyncs it.
+func (j *journal) commit(b *journalPending) error {
+	if j.segSize > 0 && j.segSize+int64(len(b.buf)) > j.opts.SegmentSize {
+		if err := j.roll(); err != nil {
+			return err
+		}
+	}
+	journalMarkCommit(b.buf[b.last:])
+	n, err := j.seg.Write(b.buf)
+	j.segSize += int64(n)
+	if err != nil {
+		return err
+	}
+	if j.opts.syncHook != nil {
+		j.opts.syncHook()
+	}
+	if err := journalFdatasync(j.seg); err != nil {
+		return err
+	}
+	j.syncs.Add(1)
+	j.records.Add(int64(b.n))
+	return nil
+}
+
+// roll closes the current segment, already synced, and starts the next.
+func (j *journal) roll() error {
+	old := j.seg
+	if err := j.createSegment(j.seq + 1); err != nil {
+		return err
+	}
+	return old.Close()
+}
+
+// createSegment creates segment seq, makes its name durable and makes it the
+// current segment.
+func (j *journal) createSegment(seq uint64) error {
+	f, err := os.OpenFile(j.path(seq, journalSegmentExt), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := journalSyncDir(j.dir); err != nil {
+		f.Close()
+		return err
+	}
+	j.seg, j.seq, j.segSize = f, seq, 0
+	return nil
+}
+
+// path returns the path of file seq with extension ext.
+func (j *journal) path(seq uint64, ext string) string {
+	return filepath.Join(j.dir, fmt.Sprintf("%0*d%s", journalSeqDigits, seq, ext))
+}
+
+// journalFiles lists a journal directory: sequence numbers in ascending
+// order and the names of temporary files.
+type journalFiles struct {
+	segments  []uint64
+	snapshots []uint64
+	temps     []string
+}
+
+// journalList reads dir; it ignores files that are not the journal's.
+func journalList(dir string) (journalFiles, error) {
+	var files journalFiles
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return files, err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, journalTempExt) {
+			files.temps = append(files.temps, name)
+			continue
+		}
+		for _, kind := range []struct {
+			ext  string
+			list *[]uint64
+		}{{journalSegmentExt, &files.segments}, {journalSnapshotExt, &files.snapshots}} {
+			digits, ok := strings.CutSuffix(name, kind.ext)
+			if !ok || len(digits) != journalSeqDigits {
+				continue
+			}
+			if seq, err := strconv.ParseUint(digits, 10, 64); err == nil {
+				*kind.list = append(*kind.list, seq)
+			}
+		}
+	}
+	slices.Sort(files.segments)
+	slices.Sort(files.snapshots)
+	return files, nil
+}
+
+// journalMkdir creates dir if it does not exist and makes its entry durable.
+func journalMkdir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return journalSyncDir(filepath.Dir(dir))
+}
+
+// journalRemove deletes paths, then fsyncs dir so the deletions last.
+func journalRemove(dir string, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return journalSyncDir(dir)
+}
+
+// journalSyncDir fsyncs directory dir, making entries created, renamed or
+// removed in it durable.
+func journalSyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// journalReadFile reads path into buf, growing it if needed.
+func journalReadFile(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return buf, err
+	}
+	buf = slices.Grow(buf[:0], int(st.Size()))[:st.Size()]
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return buf, fmt.Errorf("read %q: %w", path, err)
+	}
+	return buf, nil
+}
+
+// journalTruncate cuts a torn tail off segment path at size and fsyncs it.
+func journalTruncate(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("truncate torn tail of %q: %w", path, err)
+	}
+	return nil
+}
+
+// journalScan calls onRecord for each valid frame of segment data, stored at
+// path, and returns the offset where the valid frames end. last reports
+// whether this is the last segment, where a torn tail ends the scan (see the
+// recovery rule at the top of this file); other damage is a
+// *journalCorruptError.
+func journalScan(path string, data []byte, last bool, onRecord func([]byte) error) (int64, error) {
+	off := 0
+	for off < len(data) {
+		fr := journalDecodeFrame(data[off:])
+		if fr.state != journalFrameOK {
+			if last && journalTornTail(data[off:]) {
+				break
+			}
+			return 0, &journalCorruptError{Segment: path, Offset: int64(off), Reason: fr.state.String()}
+		}
+		if err := onRecord(fr.payload); err != nil {
+			return 0, fmt.Errorf("replay record at byte offset %d of %q: %w", off, path, err)
+		}
+		off += fr.size
+	}
+	return int64(off), nil
+}
+
+// journalTornTail reports whether tail, which starts with a damaged frame,
+// is the remains of the final write (see the recovery rule at the top of
+// this file).
+func journalTornTail(tail []byte) bool {
+	for pos := 0; pos < len(tail); {
+		fr := journalDecodeFrame(tail[pos:])
+		switch {
+		case fr.state == journalFrameShort:
+			return true
+		case fr.state == journalFrameBadHeader:
+			return !journalHeaderAfter(tail[pos:])
+		case fr.commit:
+			return journalAllZero(tail[pos+fr.size:])
+		}
+		pos += fr.size
+	}
+	return true
+}
+
+// journalHeaderAfter reports whether a valid frame header starts anywhere in
+// b after its first byte. It costs one 8-byte checksum per offset, and runs
+// only on damaged segments.
+func journalHeaderAfter(b []byte) bool {
+	for i := 1; i+journalHeaderSize <= len(b); i++ {
+		if binary.LittleEndian.Uint32(b[i+8:]) == journalChecksum(b[i:i+8]) {
+			return true
+		}
+	}
+	return false
+}
+
+// journalAllZero reports whether every byte of b is zero.
+func journalAllZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// journalFrameState is the outcome of decoding a frame.
+type journalFrameState int
+
+const (
+	journalFrameOK         journalFrameState = iota
+	journalFrameShort                        // the file ends inside the frame
+	journalFrameBadHeader                    // the header checksum does not match
+	journalFrameBadPayload                   // the payload checksum does not match
+)
+
+// String describes a damaged frame for journalCorruptError.Reason.
+func (s journalFrameState) String() string {
+	switch s {
+	case journalFrameOK:
+		return "valid record"
+	case journalFrameShort:
+		return "truncated record"
+	case journalFrameBadHeader:
+		return "bad record header checksum"
+	default:
+		return "bad record checksum"
+	}
+}
+
+// journalFrame is a decoded frame. size is the frame's length in bytes,
+// header included, and commit its commit flag; both are meaningful unless
+// the header is short or bad.
+type journalFrame struct {
+	payload []byte
+	size    int
+	commit  bool
+	state   journalFrameState
+}
+
+// journalDecodeFrame decodes the frame at the start of b.
+func journalDecodeFrame(b []byte) journalFrame {
+	if len(b) < journalHeaderSize {
+		return journalFrame{state: journalFrameShort}
+	}
+	if binary.LittleEndian.Uint32(b[8:]) != journalChecksum(b[:8]) {
+		return journalFrame{state: journalFrameBadHeader}
+	}
+	word := binary.LittleEndian.Uint32(b)
+	fr := journalFrame{
+		size:   journalHeaderSize + int(word&^journalCommitFlag),
+		commit: word&journalCommitFlag != 0,
+	}
+	if fr.size > len(b) {
+		fr.state = journalFrameShort
+		return fr
+	}
+	fr.payload = b[journalHeaderSize:fr.size]
+	if binary.LittleEndian.Uint32(b[4:]) != journalChecksum(fr.payload) {
+		fr.state = journalFrameBadPayload
+	}
+	return fr
+}
+
+// journalAppendFrame appends to buf the frame of payload, whose CRC32C is
+// crc, without the commit flag.
+func journalAppendFrame(buf, payload []byte, crc uint32) []byte {
+	var hdr [journalHeaderSize]byte
+	journalPutHeader(hdr[:], uint32(len(payload)), crc)
+	buf = append(buf, hdr[:]...)
+	return append(buf, payload...)
+}
+
+// journalMarkCommit sets the commit flag in the header at the start of frame.
+func journalMarkCommit(frame []byte) {
+	word := binary.LittleEndian.Uint32(frame)
+	journalPutHeader(frame, word|journalCommitFlag, binary.LittleEndian.Uint32(frame[4:]))
+}
+
+// journalPutHeader encodes a frame header into hdr: word is the payload
+// length with the flags, crc the payload's CRC32C.
+func journalPutHeader(hdr []byte, word, crc uint32) {
+	binary.LittleEndian.PutUint32(hdr[0:], word)
+	binary.LittleEndian.PutUint32(hdr[4:], crc)
+	binary.LittleEndian.PutUint32(hdr[8:], journalChecksum(hdr[:8]))
+}
+
+// journalChecksum returns the CRC32C (Castagnoli) of b.
+func journalChecksum(b []byte) uint32 {
+	return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+}

@@ -1,0 +1,842 @@
+package main
+
+// PostgreSQL for `svc dev` (SPEC §1 boot step 1, DESIGN §6).
+//
+// startPostgres uses the first provider that is available, in this order:
+//
+//  1. SVC_DATABASE_URL: an existing database, used as is. svc only checks that
+//     it connects and never stops it.
+//  2. Local server binaries: initdb and pg_ctl on PATH, or else under
+//     /usr/lib/postgresql/<version>/bin (the highest version). svc keeps one
+//     cluster per project in .svc/postgres, created once with initdb (superuser
+//     "postgres", trust authentication for local and loopback connections only,
+//     UTF8, C locale), started with `pg_ctl -w start` on 127.0.0.1 at the
+//     PostgreSQL dev port with Unix-domain sockets turned off (clients use the
+//     URL; a socket path inside a deep project directory can exceed the 107-byte
+//     limit), and stopped with `pg_ctl stop -m fast`. The server log is
+//     .svc/postgres.log (rewritten each session). A server found running
+//     when a session starts was left by a session that was killed (see the
+//     lock below): it is stopped and started again. A stale postmaster.pid
+//     left by a server that was killed is ignored by PostgreSQL.
+//
+//     PostgreSQL refuses to run as root. When svc runs as root (containers, CI),
+//     initdb and pg_ctl run as the "postgres" OS user, which then owns the data
+//     directory. If that user cannot reach .svc (the project lives under /root
+//     or in a private 0700 directory), the cluster lives in
+//     /var/lib/svc/postgres/<hash of the project path> instead.
+//  3. A container runtime, docker or else podman: a container
+//     svc-pg-<hash of the project path> from docker.io/library/postgres:16, port
+//     5432 published on 127.0.0.1 only at the PostgreSQL dev port, data in
+//     .svc/postgres-container, password generated once and kept in
+//     .svc/postgres-container.password (passed through the environment so it
+//     does not show in the process list). It is stopped and removed at
+//     shutdown. A container left by a killed session is reused if running,
+//     started if stopped, and replaced if it publishes another port.
+//
+// With none of them, startPostgres fails with errNoPostgres. The provider is
+// chosen by availability: if the chosen one fails, its error is reported
+// rather than masked by trying the next.
+//
+// For the local and container providers a session holds the lock
+// .svc/postgres.lock until Stop, so a second session on the same project
+// fails with errPostgresInUse instead of taking over the first one's server.
+// The kernel releases the lock however svc exits, which is how a leftover
+// server is known to be abandoned.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	// pgDatabase is the database svc creates for the user's data.
+	pgDatabase = "svc"
+	// pgSuperuser is the superuser of the clusters svc creates, and the OS user
+	// that runs them when svc runs as root.
+	pgSuperuser = "postgres"
+	// pgServerBinGlob is where distributions install versioned server binaries.
+	pgServerBinGlob = "/usr/lib/postgresql/*/bin"
+	// pgFallbackRoot holds the clusters of root sessions whose project the
+	// postgres user cannot reach.
+	pgFallbackRoot = "/var/lib/svc/postgres"
+	// pgContainerImage is fully qualified so podman needs no short-name alias.
+	pgContainerImage = "docker.io/library/postgres:16"
+	// pgDefaultReadyTimeout bounds the wait for a container to accept
+	// connections; the first boot of an image initialises its cluster.
+	pgDefaultReadyTimeout = 60 * time.Second
+	// pgConnectTimeout bounds one connection attempt.
+	pgConnectTimeout = 5 * time.Second
+	// pgRetryInterval spaces the readiness attempts on a container.
+	pgRetryInterval = 250 * time.Millisecond
+	// pgLogTailInterval is how often verbose mode copies new server log lines:
+	// the server owns the log file, svc only mirrors it.
+	pgLogTailInterval = 250 * time.Millisecond
+	// pgOutputTailLines is how many lines of a failing command's output an
+	// error quotes.
+	pgOutputTailLines = 20
+)
+
+// errNoPostgres reports that no way to run PostgreSQL was found.
+var errNoPostgres = errors.New("no PostgreSQL available: set SVC_DATABASE_URL to an existing database, " +
+	"install the PostgreSQL server binaries (e.g. `apt-get install postgresql` or `brew install postgresql`), " +
+	"or install docker or podman")
+
+// errPostgresInUse reports that another svc session runs this project's
+// PostgreSQL.
+var errPostgresInUse = errors.New("another svc session is running PostgreSQL for this project; stop it first")
+
+// portBusyError reports that a dev service's port on 127.0.0.1 is taken.
+type portBusyError struct {
+	Service string // "postgres"
+	Port    int
+}
+
+// Error names the service and port and says how to shift the dev ports.
+func (e *portBusyError) Error() string {
+	return fmt.Sprintf("%s port %d on 127.0.0.1 is already in use: stop what uses it or set SVC_DEV_PORT_OFFSET to shift the dev ports",
+		e.Service, e.Port)
+}
+
+// pgOptions configures startPostgres.
+type pgOptions struct {
+	ProjectDir string                       // absolute project root; state under ProjectDir/.svc
+	Port       int                          // host port for the local and container providers
+	Getenv     func(string) string          // environment lookup; nil means os.Getenv
+	LookPath   func(string) (string, error) // executable lookup; nil means exec.LookPath
+	Log        io.Writer                    // verbose server/container output; nil or io.Discard when not verbose
+
+	// BinGlob finds versioned server bin directories; "" means pgServerBinGlob.
+	BinGlob string
+	// ReadyTimeout bounds the wait for a container; 0 means pgDefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// NoSync runs initdb with --no-sync. Only for tests: a crash right after
+	// initdb could leave a corrupt cluster.
+	NoSync bool
+}
+
+// pgService is a running PostgreSQL. Stop it with Stop.
+type pgService struct {
+	URL      string // connection URL of the svc database
+	Provider string // "env", "local", "docker" or "podman"
+	DataDir  string // where the data lives on this machine; "" for "env"
+
+	stop func(context.Context) error // nil once stopped, and for "env"
+	lock *os.File                    // the project lock held until Stop; nil for "env"
+}
+
+// Stop stops what startPostgres started and waits for it. It is a no-op for
+// the env provider and after the first call. Give it a fresh context with a
+// timeout, not the one cancelled by the shutdown signal.
+func (p *pgService) Stop(ctx context.Context) error {
+	if p.stop == nil {
+		return nil
+	}
+	stop := p.stop
+	p.stop = nil
+	err := stop(ctx)
+	err = errors.Join(err, p.lock.Close())
+	if err != nil {
+		return fmt.Errorf("stop postgres (%s): %w", p.Provider, err)
+	}
+	return nil
+}
+
+// startPostgres starts PostgreSQL by the first available provider (see the
+// comment at the top of this file) and returns once it accepts connections.
+func startPostgres(ctx context.Context, o pgOptions) (*pgService, error) {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.BinGlob == "" {
+		o.BinGlob = pgServerBinGlob
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = pgDefaultReadyTimeout
+	}
+	if url := o.Getenv("SVC_DATABASE_URL"); url != "" {
+		if err := pgPing(ctx, url); err != nil {
+			return nil, fmt.Errorf("start postgres: connect to SVC_DATABASE_URL: %w", err)
+		}
+		return &pgService{URL: url, Provider: "env"}, nil
+	}
+	if !filepath.IsAbs(o.ProjectDir) {
+		return nil, fmt.Errorf("start postgres: project directory %q is not absolute", o.ProjectDir)
+	}
+	provider, start := pgChooseProvider(o)
+	if start == nil {
+		return nil, fmt.Errorf("start postgres: %w", errNoPostgres)
+	}
+	p, err := pgStartManaged(ctx, o, start)
+	if err != nil {
+		return nil, fmt.Errorf("start postgres (%s): %w", provider, err)
+	}
+	return p, nil
+}
+
+// pgStartFunc starts a provider that svc manages, with its state in stateDir.
+type pgStartFunc func(ctx context.Context, o pgOptions, stateDir string) (*pgService, error)
+
+// pgChooseProvider returns the first available provider that svc manages,
+// or a nil start when there is none.
+func pgChooseProvider(o pgOptions) (string, pgStartFunc) {
+	if bins, ok := pgFindServerBinaries(o.LookPath, o.BinGlob); ok {
+		return "local", func(ctx context.Context, o pgOptions, stateDir string) (*pgService, error) {
+			return pgStartLocal(ctx, o, stateDir, bins)
+		}
+	}
+	for _, runtime := range []string{"docker", "podman"} {
+		if path, err := o.LookPath(runtime); err == nil {
+			return runtime, func(ctx context.Context, o pgOptions, stateDir string) (*pgService, error) {
+				return pgStartContainer(ctx, o, stateDir, runtime, path)
+			}
+		}
+	}
+	return "", nil
+}
+
+// pgStartManaged runs start holding the project's PostgreSQL lock, which the
+// returned service keeps until Stop.
+func pgStartManaged(ctx context.Context, o pgOptions, start pgStartFunc) (*pgService, error) {
+	stateDir, err := pgStateDir(o.ProjectDir)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := pgLockProject(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := start(ctx, o, stateDir)
+	if err != nil {
+		return nil, errors.Join(err, lock.Close())
+	}
+	p.lock = lock
+	return p, nil
+}
+
+// pgLockProject takes the project's PostgreSQL lock (.svc/postgres.lock) for
+// this session, or fails with errPostgresInUse when another session holds it.
+// Closing the file releases it.
+func pgLockProject(stateDir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(stateDir, "postgres.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errPostgresInUse
+		}
+		return nil, fmt.Errorf("lock %q: %w", f.Name(), err)
+	}
+	return f, nil
+}
+
+// pgPing connects to url once, within pgConnectTimeout, and disconnects.
+func pgPing(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, pgConnectTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
+// pgCheckPort reports a *portBusyError when port on 127.0.0.1 is taken.
+func pgCheckPort(port int) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return &portBusyError{Service: "postgres", Port: port}
+	}
+	if err != nil {
+		return err
+	}
+	return ln.Close()
+}
+
+// pgProjectHash is a short stable name for a project: the first 12 hex digits
+// of the SHA-256 of its absolute path.
+func pgProjectHash(projectDir string) string {
+	sum := sha256.Sum256([]byte(projectDir))
+	return hex.EncodeToString(sum[:6])
+}
+
+// pgStateDir creates and returns ProjectDir/.svc. It is world-traversable so
+// that the postgres user can reach a cluster inside it; the files that hold
+// secrets are 0600.
+func pgStateDir(projectDir string) (string, error) {
+	dir := filepath.Join(projectDir, ".svc")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// pgOutputTail returns the last pgOutputTailLines lines of out, trimmed.
+func pgOutputTail(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) > pgOutputTailLines {
+		lines = lines[len(lines)-pgOutputTailLines:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// pgServerBinaries are the two server programs svc drives.
+type pgServerBinaries struct {
+	initdb, pgCtl string
+}
+
+// pgFindServerBinaries looks for initdb and pg_ctl on PATH, then in the
+// highest-versioned directory matching glob that holds both.
+func pgFindServerBinaries(lookPath func(string) (string, error), glob string) (pgServerBinaries, bool) {
+	initdb, errInitdb := lookPath("initdb")
+	pgCtl, errPgCtl := lookPath("pg_ctl")
+	if errInitdb == nil && errPgCtl == nil {
+		return pgServerBinaries{initdb: initdb, pgCtl: pgCtl}, true
+	}
+	dirs, _ := filepath.Glob(glob) // the only error is a malformed pattern
+	var best pgServerBinaries
+	bestVersion := ""
+	for _, dir := range dirs {
+		bins := pgServerBinaries{initdb: filepath.Join(dir, "initdb"), pgCtl: filepath.Join(dir, "pg_ctl")}
+		if !pgIsExecutable(bins.initdb) || !pgIsExecutable(bins.pgCtl) {
+			continue
+		}
+		version := filepath.Base(filepath.Dir(dir))
+		if bestVersion == "" || pgVersionLess(bestVersion, version) {
+			best, bestVersion = bins, version
+		}
+	}
+	return best, bestVersion != ""
+}
+
+// pgIsExecutable reports whether path is a regular file with an execute bit.
+func pgIsExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// pgVersionLess reports whether version a ("9.6", "15") sorts before b,
+// comparing dot-separated numbers; a part that is not a number counts as 0.
+func pgVersionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(as), len(bs)); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+// pgLocal is one cluster run by the local server binaries.
+type pgLocal struct {
+	bins    pgServerBinaries
+	dataDir string
+	logPath string
+	// runAs is the postgres OS user when svc runs as root; nil runs the
+	// binaries as the current user.
+	runAs *syscall.Credential
+}
+
+// pgStartLocal initialises the project's cluster if needed, starts it and
+// creates the svc database.
+func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServerBinaries) (*pgService, error) {
+	runAs, err := pgServerUser()
+	if err != nil {
+		return nil, err
+	}
+	dataDir := pgLocalDataDir(o.ProjectDir, runAs)
+	l := &pgLocal{
+		bins:    pgClusterBinaries(bins, o.BinGlob, dataDir),
+		dataDir: dataDir,
+		logPath: filepath.Join(stateDir, "postgres.log"),
+		runAs:   runAs,
+	}
+	if err := l.stopLeftover(ctx); err != nil {
+		return nil, err
+	}
+	if err := pgCheckPort(o.Port); err != nil {
+		return nil, err
+	}
+	if err := l.initCluster(ctx, o.Log, o.NoSync); err != nil {
+		return nil, err
+	}
+	if err := l.start(ctx, o.Port); err != nil {
+		return nil, err
+	}
+	base := fmt.Sprintf("postgres://%s@127.0.0.1:%d/", pgSuperuser, o.Port)
+	if err := pgEnsureDatabase(ctx, base+"postgres?sslmode=disable", pgDatabase); err != nil {
+		return nil, errors.Join(err, l.stop(context.WithoutCancel(ctx)))
+	}
+	tail := pgStartLogTail(l.logPath, o.Log)
+	return &pgService{
+		URL:      base + pgDatabase + "?sslmode=disable",
+		Provider: "local",
+		DataDir:  l.dataDir,
+		stop: func(ctx context.Context) error {
+			err := l.stop(ctx)
+			tail.close()
+			return err
+		},
+	}, nil
+}
+
+// pgClusterBinaries prefers the binaries of the major version that created
+// the cluster in dataDir, when glob has them: after an upgrade installs a
+// newer version beside it, the old cluster still starts.
+func pgClusterBinaries(bins pgServerBinaries, glob, dataDir string) pgServerBinaries {
+	version, err := os.ReadFile(filepath.Join(dataDir, "PG_VERSION"))
+	if err != nil {
+		return bins
+	}
+	dir := strings.Replace(glob, "*", strings.TrimSpace(string(version)), 1)
+	own := pgServerBinaries{initdb: filepath.Join(dir, "initdb"), pgCtl: filepath.Join(dir, "pg_ctl")}
+	if pgIsExecutable(own.initdb) && pgIsExecutable(own.pgCtl) {
+		return own
+	}
+	return bins
+}
+
+// pgServerUser returns the credential of the postgres OS user when svc runs
+// as root, because PostgreSQL refuses to run as root, and nil otherwise.
+func pgServerUser() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup(pgSuperuser)
+	if err != nil {
+		return nil, fmt.Errorf("running as root, PostgreSQL must run as the %q user: %w (create it, e.g. `useradd --system postgres`, or set SVC_DATABASE_URL)",
+			pgSuperuser, err)
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: uid %q: %w", pgSuperuser, u.Uid, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: gid %q: %w", pgSuperuser, u.Gid, err)
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	groups, err := u.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("user %q: groups: %w", pgSuperuser, err)
+	}
+	for _, g := range groups {
+		id, err := strconv.ParseUint(g, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("user %q: group %q: %w", pgSuperuser, g, err)
+		}
+		cred.Groups = append(cred.Groups, uint32(id))
+	}
+	return cred, nil
+}
+
+// pgLocalDataDir is ProjectDir/.svc/postgres, unless runAs cannot traverse
+// to ProjectDir/.svc: then a directory under pgFallbackRoot named by the
+// project's hash.
+func pgLocalDataDir(projectDir string, runAs *syscall.Credential) string {
+	dir := filepath.Join(projectDir, ".svc", "postgres")
+	if runAs == nil || pgCanTraverse(filepath.Dir(dir), runAs) {
+		return dir
+	}
+	return filepath.Join(pgFallbackRoot, pgProjectHash(projectDir))
+}
+
+// pgCanTraverse reports whether the user of cred may search every directory
+// from / down to dir, judging by the permission bits (ACLs are not read).
+func pgCanTraverse(dir string, cred *syscall.Credential) bool {
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	for p := resolved; ; p = filepath.Dir(p) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			return false
+		}
+		var bit uint32
+		switch {
+		case st.Uid == cred.Uid:
+			bit = 0o100
+		case st.Gid == cred.Gid || pgContains(cred.Groups, st.Gid):
+			bit = 0o010
+		default:
+			bit = 0o001
+		}
+		if st.Mode&bit == 0 {
+			return false
+		}
+		if p == filepath.Dir(p) {
+			return true
+		}
+	}
+}
+
+// pgContains reports whether ids holds id.
+func pgContains(ids []uint32, id uint32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// command builds a server command run as l.runAs from /, which that user
+// can always enter. It gets its own process group so that a Ctrl-C in the
+// terminal reaches svc, which then stops the server in order.
+func (l *pgLocal) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: l.runAs, Setpgid: true}
+	return cmd
+}
+
+// run runs a server command, copying its output to w, and quotes the end of
+// that output in the error when it fails.
+func (l *pgLocal) run(ctx context.Context, w io.Writer, bin string, args ...string) error {
+	var out bytes.Buffer
+	cmd := l.command(ctx, bin, args...)
+	cmd.Stdout = io.MultiWriter(w, &out)
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), args[0], err, pgOutputTail(out.Bytes()))
+	}
+	return nil
+}
+
+// initialized reports whether the data directory holds a cluster.
+func (l *pgLocal) initialized() bool {
+	_, err := os.Stat(filepath.Join(l.dataDir, "PG_VERSION"))
+	return err == nil
+}
+
+// stopLeftover stops a server still running on the cluster. The caller
+// holds the project lock, so that server was left by a session that was
+// killed; this session starts it again with its own settings.
+func (l *pgLocal) stopLeftover(ctx context.Context) error {
+	if !l.initialized() {
+		return nil
+	}
+	err := l.command(ctx, l.bins.pgCtl, "status", "-D", l.dataDir).Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return l.stop(ctx)
+	case errors.As(err, &exit) && exit.ExitCode() == 3: // no server running
+		return nil
+	default:
+		return fmt.Errorf("pg_ctl status -D %q: %w", l.dataDir, err)
+	}
+}
+
+// initCluster runs initdb once. It initialises a sibling directory and
+// renames it into place, so an initdb that was interrupted never leaves a
+// half-made cluster where the next boot would look.
+func (l *pgLocal) initCluster(ctx context.Context, log io.Writer, noSync bool) error {
+	if l.initialized() {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(l.dataDir), 0o755); err != nil {
+		return err
+	}
+	tmp := l.dataDir + ".initdb"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
+	if l.runAs != nil {
+		if err := os.Chown(tmp, int(l.runAs.Uid), int(l.runAs.Gid)); err != nil {
+			return err
+		}
+	}
+	args := []string{"-D", tmp, "-U", pgSuperuser, "-A", "trust", "-E", "UTF8", "--no-locale"}
+	if noSync {
+		args = append(args, "--no-sync")
+	}
+	if err := l.run(ctx, log, l.bins.initdb, args...); err != nil {
+		return errors.Join(err, os.RemoveAll(tmp))
+	}
+	if err := os.Rename(tmp, l.dataDir); err != nil {
+		return fmt.Errorf("%w (if %q is not a PostgreSQL cluster, remove it)", err, l.dataDir)
+	}
+	return nil
+}
+
+// start starts the server on 127.0.0.1:port and waits until it accepts
+// connections. The server writes to the log file svc opened, so the log
+// works even where the postgres user cannot reach .svc.
+func (l *pgLocal) start(ctx context.Context, port int) error {
+	logFile, err := os.OpenFile(l.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=", port)
+	cmd := l.command(ctx, l.bins.pgCtl, "start", "-w", "-t", "60", "-D", l.dataDir, "-o", opts)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(l.logPath)
+		return fmt.Errorf("pg_ctl start -D %q: %w\n%s\n(full log: %s)", l.dataDir, err, pgOutputTail(out), l.logPath)
+	}
+	return nil
+}
+
+// stop stops the server with a fast shutdown (sessions are disconnected,
+// nothing is lost) and waits for it to exit.
+func (l *pgLocal) stop(ctx context.Context) error {
+	return l.run(ctx, io.Discard, l.bins.pgCtl, "stop", "-w", "-t", "60", "-m", "fast", "-D", l.dataDir)
+}
+
+// pgEnsureDatabase creates the database name through adminURL unless it exists.
+func pgEnsureDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("create database %q: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("create database %q: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %q: %w", name, err)
+	}
+	return nil
+}
+
+// pgLogTail mirrors a growing log file to a writer until closed. Its zero
+// value (no writer) does nothing.
+type pgLogTail struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// pgStartLogTail copies path to w from its start and then as it grows. It
+// does nothing when w is io.Discard.
+func pgStartLogTail(path string, w io.Writer) *pgLogTail {
+	if w == io.Discard {
+		return &pgLogTail{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &pgLogTail{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintf(w, "postgres log: %v\n", err)
+			return
+		}
+		defer f.Close()
+		ticker := time.NewTicker(pgLogTailInterval)
+		defer ticker.Stop()
+		for {
+			io.Copy(w, f) // from where the last copy stopped
+			select {
+			case <-ctx.Done():
+				io.Copy(w, f) // what the server wrote while stopping
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return t
+}
+
+// close stops the copying, after a last copy, and waits for it.
+func (t *pgLogTail) close() {
+	if t.cancel == nil {
+		return
+	}
+	t.cancel()
+	<-t.done
+}
+
+// pgContainer drives one named container through a runtime's CLI.
+type pgContainer struct {
+	runtime string    // executable path of docker or podman
+	name    string    // svc-pg-<project hash>
+	log     io.Writer // verbose output
+}
+
+// run runs the runtime with args and extra environment, copying the output
+// to the verbose log, and returns the output; a failure quotes its end.
+func (c *pgContainer) run(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, c.runtime, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout = io.MultiWriter(c.log, &out)
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(c.runtime), args[0], err, pgOutputTail(out.Bytes()))
+	}
+	return out.Bytes(), nil
+}
+
+// pgContainerState is what inspect reports about an existing container.
+type pgContainerState struct {
+	running  bool
+	bindings map[string][]struct{ HostIp, HostPort string }
+}
+
+// pgContainerInspectFormat asks for the running flag and the port bindings.
+const pgContainerInspectFormat = "{{.State.Running}} {{json .HostConfig.PortBindings}}"
+
+// inspect reports the container's state, or false when it does not exist
+// (or cannot be inspected: then the run that follows says why).
+func (c *pgContainer) inspect(ctx context.Context) (pgContainerState, bool) {
+	out, err := c.run(ctx, nil, "inspect", "--format", pgContainerInspectFormat, c.name)
+	if err != nil {
+		return pgContainerState{}, false
+	}
+	running, bindings, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	st := pgContainerState{running: running == "true"}
+	json.Unmarshal([]byte(bindings), &st.bindings) // unparsable: no bindings, so it is recreated
+	return st, true
+}
+
+// publishes reports whether the container publishes PostgreSQL on
+// 127.0.0.1:port and nowhere else.
+func (st pgContainerState) publishes(port int) bool {
+	b := st.bindings["5432/tcp"]
+	return len(b) == 1 && b[0].HostIp == "127.0.0.1" && b[0].HostPort == strconv.Itoa(port)
+}
+
+// pgStartContainer starts (or restarts) the project's container and waits
+// until PostgreSQL accepts connections through the published port.
+func pgStartContainer(ctx context.Context, o pgOptions, stateDir, runtime, path string) (*pgService, error) {
+	volume := filepath.Join(stateDir, "postgres-container")
+	if err := os.MkdirAll(volume, 0o700); err != nil { // podman refuses a missing bind source
+		return nil, err
+	}
+	password, err := pgContainerPassword(filepath.Join(stateDir, "postgres-container.password"))
+	if err != nil {
+		return nil, err
+	}
+	c := &pgContainer{runtime: path, name: "svc-pg-" + pgProjectHash(o.ProjectDir), log: o.Log}
+	if err := c.up(ctx, o.Port, volume, password); err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", pgSuperuser, password, o.Port, pgDatabase)
+	if err := pgWaitReady(ctx, url, o.ReadyTimeout); err != nil {
+		logs, _ := c.run(ctx, nil, "logs", "--tail", strconv.Itoa(pgOutputTailLines), c.name)
+		_, rmErr := c.run(context.WithoutCancel(ctx), nil, "rm", "-f", c.name)
+		return nil, errors.Join(fmt.Errorf("container %q is not accepting connections after %s: %w\ncontainer log:\n%s",
+			c.name, o.ReadyTimeout, err, pgOutputTail(logs)), rmErr)
+	}
+	return &pgService{
+		URL:      url,
+		Provider: runtime,
+		DataDir:  volume,
+		stop: func(ctx context.Context) error {
+			_, stopErr := c.run(ctx, nil, "stop", c.name)
+			_, rmErr := c.run(ctx, nil, "rm", c.name)
+			return errors.Join(stopErr, rmErr)
+		},
+	}, nil
+}
+
+// up brings the container up: a running one left by a killed session is
+// kept, a stopped one publishing the same port is started, anything else is
+// replaced by a new container.
+func (c *pgContainer) up(ctx context.Context, port int, volume, password string) error {
+	st, exists := c.inspect(ctx)
+	if exists && st.publishes(port) {
+		if st.running {
+			return nil
+		}
+		if err := pgCheckPort(port); err != nil {
+			return err
+		}
+		_, err := c.run(ctx, nil, "start", c.name)
+		return err
+	}
+	if exists {
+		if _, err := c.run(ctx, nil, "rm", "-f", c.name); err != nil {
+			return err
+		}
+	}
+	if err := pgCheckPort(port); err != nil {
+		return err
+	}
+	_, err := c.run(ctx, []string{"POSTGRES_PASSWORD=" + password},
+		"run", "-d", "--name", c.name,
+		"-p", fmt.Sprintf("127.0.0.1:%d:5432", port),
+		"-e", "POSTGRES_PASSWORD", // value from the environment, not the command line
+		"-e", "POSTGRES_DB="+pgDatabase,
+		"-v", volume+":/var/lib/postgresql/data",
+		pgContainerImage)
+	return err
+}
+
+// pgContainerPassword reads the container's superuser password from path,
+// generating and saving one (0600) on first use. The image sets it only when
+// it initialises the volume, so it must stay the same across sessions.
+func pgContainerPassword(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	password := rand.Text()
+	if err := os.WriteFile(path, []byte(password+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return password, nil
+}
+
+// pgWaitReady connects to url until it succeeds, for at most timeout.
+func pgWaitReady(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := pgPing(ctx, url)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case <-time.After(pgRetryInterval):
+		}
+	}
+}

@@ -1,0 +1,918 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestPgVersionLess(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"9.6", "15", true},
+		{"15", "9.6", false},
+		{"12", "16", true},
+		{"16", "16", false},
+		{"9.5", "9.6", true},
+		{"10", "9.6", false},
+	}
+	for _, tt := range tests {
+		if got := pgVersionLess(tt.a, tt.b); got != tt.want {
+			t.Errorf("pgVersionLess(%q, %q) = %v; want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+// pgTestBinTree makes stand-in server binaries under a temporary root:
+// lib/9.6/bin and lib/15/bin complete, lib/16/bin without pg_ctl, and
+// path/ (as if on PATH). It returns the root and the glob of lib.
+func pgTestBinTree(t *testing.T) (root, glob string) {
+	t.Helper()
+	root = t.TempDir()
+	for _, rel := range []string{"lib/9.6/bin/initdb", "lib/9.6/bin/pg_ctl", "lib/15/bin/initdb", "lib/15/bin/pg_ctl",
+		"lib/16/bin/initdb", "path/initdb", "path/pg_ctl"} {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, filepath.Join(root, "lib", "*", "bin")
+}
+
+func TestPgFindServerBinaries(t *testing.T) {
+	root, glob := pgTestBinTree(t)
+	pathInitdb, pathPgCtl := filepath.Join(root, "path/initdb"), filepath.Join(root, "path/pg_ctl")
+	lookPath := func(have ...string) func(string) (string, error) {
+		return func(name string) (string, error) {
+			for _, h := range have {
+				if filepath.Base(h) == name {
+					return h, nil
+				}
+			}
+			return "", exec.ErrNotFound
+		}
+	}
+	tests := []struct {
+		name     string
+		lookPath func(string) (string, error)
+		glob     string
+		want     pgServerBinaries
+		wantOK   bool
+	}{
+		{"on PATH", lookPath(pathInitdb, pathPgCtl), glob, pgServerBinaries{pathInitdb, pathPgCtl}, true},
+		{"highest complete version", lookPath(pathInitdb), glob,
+			pgServerBinaries{filepath.Join(root, "lib/15/bin/initdb"), filepath.Join(root, "lib/15/bin/pg_ctl")}, true},
+		{"none", lookPath(), filepath.Join(root, "nowhere", "*", "bin"), pgServerBinaries{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := pgFindServerBinaries(tt.lookPath, tt.glob)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("pgFindServerBinaries = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestPgClusterBinaries(t *testing.T) {
+	root, glob := pgTestBinTree(t)
+	given := pgServerBinaries{filepath.Join(root, "path/initdb"), filepath.Join(root, "path/pg_ctl")}
+	tests := []struct {
+		name    string
+		version string // PG_VERSION of the cluster; "" for none
+		want    pgServerBinaries
+	}{
+		{"no cluster", "", given},
+		{"cluster of an installed version", "9.6\n",
+			pgServerBinaries{filepath.Join(root, "lib/9.6/bin/initdb"), filepath.Join(root, "lib/9.6/bin/pg_ctl")}},
+		{"cluster of an incomplete version", "16\n", given},
+		{"cluster of a missing version", "11\n", given},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			if tt.version != "" {
+				if err := os.WriteFile(filepath.Join(dataDir, "PG_VERSION"), []byte(tt.version), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := pgClusterBinaries(given, glob, dataDir); got != tt.want {
+				t.Errorf("pgClusterBinaries(PG_VERSION %q) = %v; want %v", tt.version, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPgCanTraverse(t *testing.T) {
+	const uid, gid = 4242, 4343
+	tests := []struct {
+		name string
+		mode os.FileMode
+		cred syscall.Credential
+		want bool
+	}{
+		{name: "world-searchable", mode: 0o755, cred: syscall.Credential{Uid: uid, Gid: gid}, want: true},
+		{name: "private", mode: 0o700, cred: syscall.Credential{Uid: uid, Gid: gid}, want: false},
+		{name: "group-searchable, user in group", mode: 0o710, cred: syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{uint32(os.Getgid())}}, want: true},
+		{name: "group-searchable, user not in group", mode: 0o710, cred: syscall.Credential{Uid: uid, Gid: gid}, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent, err := os.MkdirTemp("/tmp", "svc-pgtraverse-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(parent) })
+			if err := os.Chmod(parent, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(parent, "project", ".svc")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Dir(dir), tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			if got := pgCanTraverse(dir, &tt.cred); got != tt.want {
+				t.Errorf("pgCanTraverse(%q, mode %o) = %v; want %v", dir, tt.mode, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPgLocalDataDir(t *testing.T) {
+	open, err := os.MkdirTemp("/tmp", "svc-pgdatadir-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(open) })
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	private := t.TempDir() // 0700
+	for _, dir := range []string{open, private} {
+		if err := os.MkdirAll(filepath.Join(dir, ".svc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := &syscall.Credential{Uid: 4242, Gid: 4242}
+	tests := []struct {
+		name    string
+		project string
+		runAs   *syscall.Credential
+		want    string
+	}{
+		{"not root", private, nil, filepath.Join(private, ".svc", "postgres")},
+		{"root, reachable project", open, other, filepath.Join(open, ".svc", "postgres")},
+		{"root, private project", private, other, filepath.Join(pgFallbackRoot, pgProjectHash(private))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := pgLocalDataDir(tt.project, tt.runAs); got != tt.want {
+				t.Errorf("pgLocalDataDir(%q) = %q; want %q", tt.project, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPostgresNoProvider(t *testing.T) {
+	_, err := startPostgres(context.Background(), pgOptions{
+		ProjectDir: t.TempDir(),
+		Port:       1,
+		Getenv:     func(string) string { return "" },
+		LookPath:   func(string) (string, error) { return "", exec.ErrNotFound },
+		BinGlob:    filepath.Join(t.TempDir(), "*", "bin"),
+	})
+	if !errors.Is(err, errNoPostgres) {
+		t.Fatalf("startPostgres = %v; want errNoPostgres", err)
+	}
+	for _, want := range []string{"SVC_DATABASE_URL", "apt-get install postgresql", "docker", "podman"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("startPostgres error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestPostgresEnvProvider(t *testing.T) {
+	good := testPostgresURL(t)
+	closed, err := pgTestFreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		url     string
+		wantErr string
+	}{
+		{"reachable", good, ""},
+		{"unreachable", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/svc?sslmode=disable", closed), "connect to SVC_DATABASE_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := startPostgres(context.Background(), pgOptions{
+				Getenv: func(k string) string {
+					if k == "SVC_DATABASE_URL" {
+						return tt.url
+					}
+					return ""
+				},
+				LookPath: func(string) (string, error) { return "", exec.ErrNotFound },
+			})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("startPostgres = %v; want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("startPostgres: %v", err)
+			}
+			if p.URL != tt.url || p.Provider != "env" {
+				t.Errorf("startPostgres = %q (%s); want %q (env)", p.URL, p.Provider, tt.url)
+			}
+			if err := p.Stop(context.Background()); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+			if err := pgPing(context.Background(), tt.url); err != nil {
+				t.Errorf("after Stop, the database is unreachable: %v", err)
+			}
+		})
+	}
+}
+
+func TestPostgresPortBusy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	fake := pgFakeRuntimeInstall(t, "docker", "")
+	tests := []struct {
+		name     string
+		lookPath func(string) (string, error)
+	}{
+		{"local", pgTestLocalLookPath},
+		{"docker", fake.lookPath},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "local" {
+				pgTestNeedLocal(t)
+			}
+			_, err := startPostgres(context.Background(), pgOptions{
+				ProjectDir: t.TempDir(),
+				Port:       port,
+				Getenv:     func(string) string { return "" },
+				LookPath:   tt.lookPath,
+				BinGlob:    pgTestGlobFor(tt.name),
+			})
+			var busy *portBusyError
+			if !errors.As(err, &busy) || busy.Port != port || busy.Service != "postgres" {
+				t.Fatalf("startPostgres = %v; want *portBusyError for port %d", err, port)
+			}
+			if !strings.Contains(err.Error(), "SVC_DEV_PORT_OFFSET") {
+				t.Errorf("error %q does not mention SVC_DEV_PORT_OFFSET", err)
+			}
+		})
+	}
+	for _, call := range fake.calls(t) {
+		if call[0] == "run" {
+			t.Errorf("the runtime was asked to run a container on a busy port: %q", call)
+		}
+	}
+}
+
+// pgTestGlobFor is the BinGlob for a provider under test: the real one for
+// "local", none otherwise.
+func pgTestGlobFor(provider string) string {
+	if provider == "local" {
+		return pgServerBinGlob
+	}
+	return "/nonexistent/svc-test/*/bin"
+}
+
+// pgTestNeedLocal fails (or skips, see pgTestUnavailable) a test that needs
+// the local server binaries when they are missing.
+func pgTestNeedLocal(t *testing.T) {
+	t.Helper()
+	if _, ok := pgFindServerBinaries(exec.LookPath, pgServerBinGlob); !ok {
+		pgTestUnavailable(t, errors.New("this test needs the PostgreSQL server binaries (initdb, pg_ctl)"))
+	}
+}
+
+// pgTestSyncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type pgTestSyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *pgTestSyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written.
+func (b *pgTestSyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// pgTestQuery returns the single text value of query on url.
+func pgTestQuery(t *testing.T, url, query string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	var s string
+	if err := conn.QueryRow(ctx, query).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return s
+}
+
+// pgTestExec runs sql, which may hold several statements, on url.
+func pgTestExec(t *testing.T, url, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func TestPostgresLocalProvider(t *testing.T) {
+	pgTestNeedLocal(t)
+	// t.TempDir is 0700: as root this also exercises the data directory
+	// outside the project.
+	project := t.TempDir()
+	port, err := pgTestFreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAs, err := pgServerUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := pgLocalDataDir(project, runAs)
+	t.Cleanup(func() { // a failed test must not leave a server running
+		bins, _ := pgFindServerBinaries(exec.LookPath, pgServerBinGlob)
+		l := &pgLocal{bins: bins, dataDir: dataDir, runAs: runAs}
+		l.run(context.Background(), io.Discard, bins.pgCtl, "stop", "-m", "immediate", "-D", dataDir)
+		if strings.HasPrefix(dataDir, pgFallbackRoot) {
+			os.RemoveAll(dataDir)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	boot := func(t *testing.T, log io.Writer) *pgService {
+		t.Helper()
+		p, err := startPostgres(ctx, pgOptions{
+			ProjectDir: project,
+			Port:       port,
+			Getenv:     func(string) string { return "" },
+			LookPath:   pgTestLocalLookPath,
+			Log:        log,
+			NoSync:     true,
+		})
+		if err != nil {
+			t.Fatalf("startPostgres: %v", err)
+		}
+		if p.Provider != "local" || p.DataDir != dataDir {
+			t.Fatalf("startPostgres = %s in %q; want local in %q", p.Provider, p.DataDir, dataDir)
+		}
+		if got := pgTestQuery(t, p.URL, "SELECT current_database()"); got != pgDatabase {
+			t.Fatalf("current_database() = %q; want %q", got, pgDatabase)
+		}
+		return p
+	}
+	stop := func(t *testing.T, p *pgService) {
+		t.Helper()
+		if err := p.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if err := pgCheckPort(port); err != nil {
+			t.Fatalf("after Stop: %v", err)
+		}
+	}
+
+	var log pgTestSyncBuffer
+	p := boot(t, &log)
+	pgTestExec(t, p.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('yes')")
+	_, err = startPostgres(ctx, pgOptions{ProjectDir: project, Port: port, Getenv: func(string) string { return "" }, LookPath: pgTestLocalLookPath})
+	if !errors.Is(err, errPostgresInUse) {
+		t.Errorf("a second session's startPostgres = %v; want errPostgresInUse", err)
+	}
+	if got := pgTestQuery(t, p.URL, "SELECT v FROM kept"); got != "yes" {
+		t.Errorf("after a second session tried to start, kept = %q; want %q", got, "yes")
+	}
+	stop(t, p)
+	if !strings.Contains(log.String(), "ready to accept connections") {
+		t.Errorf("verbose log lacks the server's start line; got:\n%s", log.String())
+	}
+	if fi, err := os.Stat(filepath.Join(project, ".svc", "postgres.log")); err != nil || fi.Size() == 0 {
+		t.Errorf("server log .svc/postgres.log missing or empty: %v", err)
+	}
+
+	t.Run("restart keeps data", func(t *testing.T) {
+		p := boot(t, io.Discard)
+		if got := pgTestQuery(t, p.URL, "SELECT v FROM kept"); got != "yes" {
+			t.Errorf("kept = %q; want %q", got, "yes")
+		}
+		pgTestKillServer(t, dataDir)
+		p.lock.Close() // the session dies with its server
+	})
+	t.Run("after SIGKILL with a stale postmaster.pid", func(t *testing.T) {
+		if _, err := os.Stat(filepath.Join(dataDir, "postmaster.pid")); err != nil {
+			t.Fatalf("want a stale postmaster.pid: %v", err)
+		}
+		p := boot(t, io.Discard)
+		if got := pgTestQuery(t, p.URL, "SELECT v FROM kept"); got != "yes" {
+			t.Errorf("kept = %q; want %q", got, "yes")
+		}
+		p.lock.Close() // svc is killed, its server keeps running
+	})
+	t.Run("server left running by a killed session", func(t *testing.T) {
+		p := boot(t, io.Discard)
+		if got := pgTestQuery(t, p.URL, "SELECT v FROM kept"); got != "yes" {
+			t.Errorf("kept = %q; want %q", got, "yes")
+		}
+		stop(t, p)
+	})
+}
+
+// pgTestKillServer kills the postmaster of dataDir and its children with
+// SIGKILL, as a crash would, and waits until they are gone.
+func pgTestKillServer(t *testing.T, dataDir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(first)
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	// pg_ctl starts the postmaster in a session of its own: its process
+	// group holds the server's processes.
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -KILL -%d: %v", pid, err)
+	}
+	for i := 0; syscall.Kill(-pid, 0) == nil; i++ {
+		if i == 100 {
+			t.Fatalf("postgres processes of group %d still exist 10s after SIGKILL (is PID 1 reaping orphans?)", pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestPostgresContainerProvider(t *testing.T) {
+	for _, runtime := range []string{"docker", "podman"} {
+		t.Run(runtime, func(t *testing.T) {
+			testPostgresURL(t) // the shared server must be up
+			if pgTestShared.local == nil {
+				t.Skip("the stand-in runtime forwards to the tests' own cluster, which SVC_DATABASE_URL replaces")
+			}
+			u, err := url.Parse(pgTestShared.local.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fake := pgFakeRuntimeInstall(t, runtime, u.Host)
+			project := t.TempDir()
+			name := "svc-pg-" + pgProjectHash(project)
+			volume := filepath.Join(project, ".svc", "postgres-container")
+			runArgs := func(port int) []string {
+				return []string{"run", "-d", "--name", name, "-p", fmt.Sprintf("127.0.0.1:%d:5432", port),
+					"-e", "POSTGRES_PASSWORD", "-e", "POSTGRES_DB=svc",
+					"-v", volume + ":/var/lib/postgresql/data", "docker.io/library/postgres:16"}
+			}
+			inspect := []string{"inspect", "--format", pgContainerInspectFormat, name}
+			port, err := pgTestFreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			seen := 0
+			boot := func(port int, want ...[]string) *pgService {
+				t.Helper()
+				p, err := startPostgres(ctx, pgOptions{
+					ProjectDir:   project,
+					Port:         port,
+					Getenv:       func(string) string { return "" },
+					LookPath:     fake.lookPath,
+					BinGlob:      pgTestGlobFor(runtime),
+					ReadyTimeout: 30 * time.Second,
+				})
+				if err != nil {
+					t.Fatalf("startPostgres: %v", err)
+				}
+				if p.Provider != runtime || p.DataDir != volume {
+					t.Errorf("startPostgres = %s in %q; want %s in %q", p.Provider, p.DataDir, runtime, volume)
+				}
+				if got := pgTestQuery(t, p.URL, "SELECT current_database()"); got != pgDatabase {
+					t.Errorf("current_database() = %q; want %q", got, pgDatabase)
+				}
+				calls := fake.calls(t)
+				if got := calls[seen:]; !reflect.DeepEqual(got, want) {
+					t.Errorf("runtime calls = %q; want %q", got, want)
+				}
+				seen = len(calls)
+				return p
+			}
+			leaveStopped := func() { // as after a reboot
+				t.Helper()
+				fake.invoke(t, "stop", name)
+				seen = len(fake.calls(t))
+			}
+
+			// Each session but the last is killed: it releases its lock and
+			// leaves its container running.
+			first := boot(port, inspect, runArgs(port))
+			first.lock.Close()
+			again := boot(port, inspect) // reused as is
+			again.lock.Close()
+			if again.URL != first.URL {
+				t.Errorf("second boot URL %q; want the first's %q (same password)", again.URL, first.URL)
+			}
+			leaveStopped()
+			boot(port, inspect, []string{"start", name}).lock.Close()
+			leaveStopped()
+			// A stopped container publishing another port is replaced.
+			other, err := pgTestFreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := boot(other, inspect, []string{"rm", "-f", name}, runArgs(other))
+			if err := p.Stop(ctx); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			if got, want := fake.calls(t)[seen:], [][]string{{"stop", name}, {"rm", name}}; !reflect.DeepEqual(got, want) {
+				t.Errorf("Stop runtime calls = %q; want %q", got, want)
+			}
+			if err := pgCheckPort(other); err != nil {
+				t.Errorf("after Stop: %v", err)
+			}
+		})
+	}
+}
+
+func TestPostgresContainerNotReady(t *testing.T) {
+	fake := pgFakeRuntimeInstall(t, "docker", "") // runs containers that never listen
+	project := t.TempDir()
+	name := "svc-pg-" + pgProjectHash(project)
+	port, err := pgTestFreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = startPostgres(context.Background(), pgOptions{
+		ProjectDir:   project,
+		Port:         port,
+		Getenv:       func(string) string { return "" },
+		LookPath:     fake.lookPath,
+		BinGlob:      pgTestGlobFor("docker"),
+		ReadyTimeout: time.Second,
+	})
+	if err == nil {
+		t.Fatal("startPostgres succeeded with a container that never listens")
+	}
+	for _, want := range []string{name, "not accepting connections after 1s", pgFakeRuntimeLogLine} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	calls := fake.calls(t)
+	if last := calls[len(calls)-1]; !reflect.DeepEqual(last, []string{"rm", "-f", name}) {
+		t.Errorf("last runtime call = %q; want the container removed", last)
+	}
+}
+
+// The stand-in container runtime. A test writes a shell script named docker
+// or podman that re-executes the test binary with pgFakeRuntimeDirEnv set;
+// TestMain then runs pgFakeRuntime instead of the tests. It records each
+// call, keeps one container's state in a file, and makes a "running"
+// container publish its port by forwarding it, from a detached helper
+// process, to a real PostgreSQL server (pgFakeRuntimeTargetEnv).
+
+const (
+	// pgFakeRuntimeDirEnv names the stand-in's state directory.
+	pgFakeRuntimeDirEnv = "SVC_TEST_FAKE_RUNTIME_DIR"
+	// pgFakeRuntimeTargetEnv is the host:port containers forward to; empty
+	// means containers never listen.
+	pgFakeRuntimeTargetEnv = "SVC_TEST_FAKE_RUNTIME_TARGET"
+	// pgFakeForwardEnv makes the test binary a port forwarder to its value.
+	pgFakeForwardEnv = "SVC_TEST_FAKE_FORWARD_TO"
+	// pgFakeForwardLifetime bounds a forwarder that nobody stopped.
+	pgFakeForwardLifetime = 2 * time.Minute
+	// pgFakeRuntimeLogLine is what the stand-in's logs command prints.
+	pgFakeRuntimeLogLine = "stand-in container log line"
+)
+
+// pgFakeRuntimeMain plays the stand-in runtime or the forwarder when the
+// environment asks for one, and reports whether it did.
+func pgFakeRuntimeMain() (code int, ok bool) {
+	if target := os.Getenv(pgFakeForwardEnv); target != "" {
+		return pgFakeForward(target), true
+	}
+	if dir := os.Getenv(pgFakeRuntimeDirEnv); dir != "" {
+		return pgFakeRuntime(dir, os.Getenv(pgFakeRuntimeTargetEnv), os.Args[1:], os.Stdout, os.Stderr), true
+	}
+	return 0, false
+}
+
+// pgFakeRuntimeHandle is a stand-in runtime installed for one test.
+type pgFakeRuntimeHandle struct {
+	dir, script string
+	lookPath    func(string) (string, error)
+}
+
+// pgFakeRuntimeInstall writes the stand-in runtime as name, forwarding
+// containers to target, and returns it with a LookPath that finds only it.
+// Cleanup stops a forwarder the test left behind.
+func pgFakeRuntimeInstall(t *testing.T, name, target string) *pgFakeRuntimeHandle {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, name)
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	body := fmt.Sprintf("#!/bin/sh\nexport %s=%s %s=%s\nexec %s \"$@\"\n",
+		pgFakeRuntimeDirEnv, quote(dir), pgFakeRuntimeTargetEnv, quote(target), quote(exe))
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c, err := pgFakeLoad(dir); err == nil && c != nil {
+			c.stopForwarder()
+		}
+	})
+	return &pgFakeRuntimeHandle{
+		dir:    dir,
+		script: script,
+		lookPath: func(n string) (string, error) {
+			if n == name {
+				return script, nil
+			}
+			return "", exec.ErrNotFound
+		},
+	}
+}
+
+// invoke runs the stand-in as a user would.
+func (h *pgFakeRuntimeHandle) invoke(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(h.script, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %q: %v\n%s", filepath.Base(h.script), args, err, out)
+	}
+}
+
+// calls returns the argument lists the stand-in was called with, in order.
+func (h *pgFakeRuntimeHandle) calls(t *testing.T) [][]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(h.dir, "calls.jsonl"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var calls [][]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var args []string
+		if err := json.Unmarshal(sc.Bytes(), &args); err != nil {
+			t.Fatalf("calls.jsonl: %v", err)
+		}
+		calls = append(calls, args)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return calls
+}
+
+// pgFakeContainer is the stand-in's one container.
+type pgFakeContainer struct {
+	Name, HostIP, HostPort string
+	Running                bool
+	ForwarderPID           int
+}
+
+// pgFakeLoad reads the container state in dir; nil when there is none.
+func pgFakeLoad(dir string) (*pgFakeContainer, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "container.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var c pgFakeContainer
+	return &c, json.Unmarshal(b, &c)
+}
+
+// save writes the container state to dir.
+func (c *pgFakeContainer) save(dir string) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "container.json"), b, 0o600)
+}
+
+// start marks the container running and, with a target, binds its port and
+// hands the listener to a detached forwarder.
+func (c *pgFakeContainer) start(target string) error {
+	c.Running = true
+	if target == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.HostIP, c.HostPort))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), pgFakeForwardEnv+"="+target)
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.ForwarderPID = cmd.Process.Pid
+	return cmd.Process.Release()
+}
+
+// stopForwarder stops the forwarder and waits (bounded) until the port is free.
+func (c *pgFakeContainer) stopForwarder() {
+	c.Running = false
+	if c.ForwarderPID == 0 {
+		return
+	}
+	syscall.Kill(c.ForwarderPID, syscall.SIGKILL)
+	c.ForwarderPID = 0
+	addr := net.JoinHostPort(c.HostIP, c.HostPort)
+	for i := 0; i < 100; i++ {
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pgFakeRuntime runs one command of the stand-in runtime and returns its
+// exit code.
+func pgFakeRuntime(dir, target string, args []string, stdout, stderr io.Writer) int {
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "Error: "+format+"\n", a...)
+		return code
+	}
+	if len(args) == 0 {
+		return fail(1, "no command")
+	}
+	line, _ := json.Marshal(args)
+	log, err := os.OpenFile(filepath.Join(dir, "calls.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	fmt.Fprintf(log, "%s\n", line)
+	log.Close()
+	c, err := pgFakeLoad(dir)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	name := args[len(args)-1]
+	if args[0] != "run" && (c == nil || c.Name != name) {
+		return fail(1, "No such container: %s", name)
+	}
+	switch args[0] {
+	case "inspect":
+		bindings, _ := json.Marshal(map[string][]map[string]string{"5432/tcp": {{"HostIp": c.HostIP, "HostPort": c.HostPort}}})
+		fmt.Fprintf(stdout, "%t %s\n", c.Running, bindings)
+	case "run":
+		if c != nil {
+			return fail(125, "Conflict. The container name %q is already in use", c.Name)
+		}
+		if os.Getenv("POSTGRES_PASSWORD") == "" {
+			return fail(125, "POSTGRES_PASSWORD is not in the environment")
+		}
+		c = &pgFakeContainer{}
+		for i := 1; i+1 < len(args); i++ {
+			switch args[i] {
+			case "--name":
+				c.Name = args[i+1]
+			case "-p":
+				host, _ := strings.CutSuffix(args[i+1], ":5432")
+				c.HostIP, c.HostPort, _ = net.SplitHostPort(host)
+			}
+		}
+		if err := c.start(target); err != nil {
+			return fail(125, "%v", err)
+		}
+		fmt.Fprintln(stdout, "0123456789ab")
+	case "start":
+		if err := c.start(target); err != nil {
+			return fail(1, "%v", err)
+		}
+	case "stop":
+		c.stopForwarder()
+	case "rm":
+		if c.Running && args[1] != "-f" {
+			return fail(1, "cannot remove container %q: container is running", name)
+		}
+		c.stopForwarder()
+		if err := os.Remove(filepath.Join(dir, "container.json")); err != nil {
+			return fail(1, "%v", err)
+		}
+		return 0
+	case "logs":
+		fmt.Fprintln(stdout, pgFakeRuntimeLogLine)
+		return 0
+	default:
+		return fail(1, "unknown command %q", args[0])
+	}
+	if err := c.save(dir); err != nil {
+		return fail(1, "%v", err)
+	}
+	return 0
+}
+
+// pgFakeForward forwards connections on the listener inherited as fd 3 to
+// target until killed or pgFakeForwardLifetime passes. It runs in a process
+// of its own, which owns its goroutines.
+func pgFakeForward(target string) int {
+	ln, err := net.FileListener(os.NewFile(3, "listener"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	time.AfterFunc(pgFakeForwardLifetime, func() { ln.Close() })
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return 0
+		}
+		go func() {
+			defer conn.Close()
+			upstream, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer upstream.Close()
+			go func() {
+				io.Copy(upstream, conn)
+				upstream.(*net.TCPConn).CloseWrite()
+			}()
+			io.Copy(conn, upstream)
+		}()
+	}
+}
