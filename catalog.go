@@ -224,7 +224,7 @@ func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.
 		if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 			continue
 		}
-		b, err := json.Marshal(v.Export())
+		b, err := jsonStringify(vm, v) // keeps the source order of properties
 		if err != nil {
 			return &compileError{File: wf.File, Message: fmt.Sprintf("%s is not JSON: %v", key, err)}
 		}

@@ -366,7 +366,7 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind}
 	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
 	e.mu.Lock()
-	if def.Serial && e.active[def.Name] != "" {
+	if def.Serial && (e.active[def.Name] != "" || len(e.st.Queues[def.Name]) > 0) {
 		ev.Type, ev.Queue = evQueue, "q_"+uuid.NewString()
 		rc.Status = "queued"
 	} else {
