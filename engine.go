@@ -30,6 +30,7 @@ const (
 	triggerHTTP     = "http"
 	triggerCLI      = "cli"
 	triggerWorkflow = "workflow"
+	triggerAgent    = "agent"
 )
 
 // Durable call kinds of a run's timeline.
@@ -82,21 +83,25 @@ type durableCall struct {
 
 // runRecord is a durable run as the runs API shows it.
 type runRecord struct {
-	RunID        string          `json:"runId"`
-	TraceID      string          `json:"traceId"`
-	WorkflowName string          `json:"workflowName"`
-	Status       string          `json:"status"`
-	Trigger      string          `json:"trigger"`
-	Input        json.RawMessage `json:"input"`
-	Output       json.RawMessage `json:"output,omitempty"`
-	Error        *runError       `json:"error,omitempty"`
-	Serial       bool            `json:"serial"`
-	QueueID      string          `json:"queueId,omitempty"`
-	ParentRunID  string          `json:"parentRunId,omitempty"`
-	ParentSeq    int             `json:"parentSeq,omitempty"`
-	CreatedAt    time.Time       `json:"createdAt"`
-	EndedAt      *time.Time      `json:"endedAt,omitempty"`
-	Steps        []*durableCall  `json:"steps"`
+	RunID          string          `json:"runId"`
+	TraceID        string          `json:"traceId"`
+	WorkflowName   string          `json:"workflowName"`
+	Status         string          `json:"status"`
+	Trigger        string          `json:"trigger"`
+	Input          json.RawMessage `json:"input"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	Error          *runError       `json:"error,omitempty"`
+	Serial         bool            `json:"serial"`
+	QueueID        string          `json:"queueId,omitempty"`
+	ParentRunID    string          `json:"parentRunId,omitempty"`
+	ParentSeq      int             `json:"parentSeq,omitempty"`
+	Agent          string          `json:"agent,omitempty"`          // agent turns: the agent
+	Wire           string          `json:"wire,omitempty"`           // agent turns: openai, anthropic or agui
+	SessionID      string          `json:"sessionId,omitempty"`      // agent turns: durable session key
+	ConversationID string          `json:"conversationId,omitempty"` // agent turns: grouping key
+	CreatedAt      time.Time       `json:"createdAt"`
+	EndedAt        *time.Time      `json:"endedAt,omitempty"`
+	Steps          []*durableCall  `json:"steps"`
 
 	executing bool          // an execution goroutine owns a VM for it
 	rerun     bool          // something happened while executing: run again
@@ -579,4 +584,42 @@ func (e *engine) resumeHook(token string, payload json.RawMessage) (string, erro
 	}
 	err := e.commitLocked(&journalEvent{Type: evResume, Run: ref.RunID, Seq: ref.Seq, Token: token, Result: compactJSON(payload)}, true)
 	return ref.RunID, err
+}
+
+// agentTurn is one chat turn of an agent, recorded in the runs API as a
+// finished run with trigger "agent" and its tool calls as the timeline.
+type agentTurn struct {
+	Agent          string
+	Wire           string // "openai", "anthropic" or "agui"
+	SessionID      string // durable session key, "" when stateless
+	ConversationID string // grouping-only key
+	Input          json.RawMessage
+	Output         json.RawMessage
+	Error          *runError // nil when the turn succeeded
+	StartedAt      time.Time
+	ToolCalls      []*durableCall
+}
+
+// recordTurn journals a finished agent turn and returns its run id. The
+// record rides the next group commit: turns are history, not state.
+func (e *engine) recordTurn(t agentTurn) (string, error) {
+	status := runCompleted
+	if t.Error != nil {
+		status = runFailed
+	}
+	ev := &journalEvent{Type: evTurn, Run: uuid.NewString(), WRun: newWorldRunID(), Status: status, Input: t.Input, Result: t.Output,
+		Error: t.Error, Agent: t.Agent, Wire: t.Wire, Session: t.SessionID, Conv: t.ConversationID,
+		StartedAt: t.StartedAt.UnixMicro(), Calls: t.ToolCalls}
+	e.mu.Lock()
+	if err := e.commitLocked(ev, false); err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	r := e.st.Runs[ev.Run]
+	close(r.done)
+	e.mu.Unlock()
+	if e.opts.OnRunDone != nil {
+		e.opts.OnRunDone(r)
+	}
+	return ev.Run, nil
 }

@@ -16,6 +16,7 @@ const (
 	evHook   = "hook"   // a hook was created with Token
 	evResume = "resume" // a hook was resumed with Result as payload
 	evEnd    = "end"    // a run reached Status (completed, failed, cancelled)
+	evTurn   = "turn"   // an agent's chat turn, recorded as a finished run
 )
 
 // journalEvent is one journal record (JSON-encoded; short keys keep the log
@@ -43,6 +44,11 @@ type journalEvent struct {
 	Until     int64           `json:"u,omitempty"` // sleep end, unix µs
 	Token     string          `json:"tok,omitempty"`
 	Status    string          `json:"st,omitempty"`
+	Agent     string          `json:"ag,omitempty"` // evTurn: the agent, its wire and session keys
+	Wire      string          `json:"wi,omitempty"`
+	Session   string          `json:"ss,omitempty"`
+	Conv      string          `json:"cv,omitempty"`
+	Calls     []*durableCall  `json:"calls,omitempty"` // evTurn: the tool calls of the turn
 }
 
 // micros converts unix microseconds to a time.
@@ -125,6 +131,14 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			delete(e.st.Hooks, ev.Token)
 			after = append(after, func() { e.schedule(ev.Run) })
 		}
+	case evTurn:
+		calls := ev.Calls
+		if calls == nil {
+			calls = []*durableCall{}
+		}
+		e.st.Runs[ev.Run] = &runRecord{RunID: ev.Run, TraceID: ev.WRun, Status: ev.Status, Trigger: triggerAgent,
+			Input: ev.Input, Output: ev.Result, Error: ev.Error, Agent: ev.Agent, Wire: ev.Wire, SessionID: ev.Session,
+			ConversationID: ev.Conv, CreatedAt: micros(ev.StartedAt), EndedAt: &at, Steps: calls, done: make(chan struct{})}
 	case evEnd:
 		r := e.st.Runs[ev.Run]
 		if r == nil || terminal(r.Status) {
@@ -180,3 +194,4 @@ func (e *engine) advanceQueue(workflow string) {
 	}
 	e.schedule(ev.Run)
 }
+
