@@ -194,4 +194,3 @@ func (e *engine) advanceQueue(workflow string) {
 	}
 	e.schedule(ev.Run)
 }
-
