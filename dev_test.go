@@ -162,9 +162,7 @@ func TestDevGateClosedThenStored(t *testing.T) {
 	if d.payload.Gate.Open || d.payload.Gate.Reason != gateNoProvider || len(d.payload.DeepAgents) != 0 || d.payload.DeepAgents == nil {
 		t.Fatalf("gate = %+v agents %#v; want closed no-model-provider, []", d.payload.Gate, d.payload.DeepAgents)
 	}
-	if !strings.Contains(d.stderr.String(), d.payload.EmulatorURL+"/") {
-		t.Errorf("closed gate did not print the console link:\n%s", d.stderr.String())
-	}
+	eventually(t, 5*time.Second, "the console link on stderr", func() bool { return strings.Contains(d.stderr.String(), d.payload.EmulatorURL+"/") })
 	var e struct{ Error apiError }
 	if st := httpJSON(t, "POST", d.url("/api/workflows/ping/start"), "{}", &e); st != 503 || e.Error.Code != "gate_closed" {
 		t.Errorf("start while closed = %d %+v; want 503 gate_closed", st, e)
