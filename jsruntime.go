@@ -43,18 +43,23 @@ type jsModule struct {
 var stepDeclPattern = regexp.MustCompile(`(?m)\b(async\s+)?function\s+([A-Za-z_$][\w$]*)\s*\(`)
 
 // bundleModule bundles and compiles the TypeScript entry rel under dir.
-func bundleModule(dir, rel string) (*jsModule, error) {
+// Imports of "svc" and of the external module names stay require() calls,
+// answered at run time by vmOptions.Modules.
+func bundleModule(dir, rel string, external ...string) (*jsModule, error) {
 	res := api.Build(api.BuildOptions{
 		EntryPoints:   []string{filepath.Join(dir, rel)},
 		AbsWorkingDir: dir,
-		Bundle:        true,
-		Write:         false,
-		Format:        api.FormatCommonJS,
-		Platform:      api.PlatformNeutral,
-		Target:        api.ES2017, // goja runs ES2017 natively; later syntax is lowered
-		External:      []string{"svc"},
-		Sourcemap:     api.SourceMapInline,
-		LogLevel:      api.LogLevelSilent,
+		// Not written; it makes the source map's paths relative to rel's
+		// directory, which is how goja resolves them against the program name.
+		Outfile:   filepath.Join(dir, rel+".js"),
+		Bundle:    true,
+		Write:     false,
+		Format:    api.FormatCommonJS,
+		Platform:  api.PlatformNeutral,
+		Target:    api.ES2017, // goja runs ES2017 natively; later syntax is lowered
+		External:  append([]string{"svc"}, external...),
+		Sourcemap: api.SourceMapInline,
+		LogLevel:  api.LogLevelSilent,
 	})
 	if len(res.Errors) > 0 {
 		m := res.Errors[0]
@@ -158,12 +163,13 @@ var (
 
 // vmOptions configure a fresh VM for a module.
 type vmOptions struct {
-	Ambient  map[string]any      // Go members of the "svc" module, beside the prelude's
-	Env      map[string]string   // process.env
-	Log      *slog.Logger        // console.* output
-	Globals  map[string]any      // extra globals (e.g. __svc_step, __svc_now)
-	Workflow bool                // install the deterministic workflow prelude (needs __svc_now/__svc_random/__svc_uuid globals)
-	Setup    func(*goja.Runtime) // called with the VM before the module runs
+	Ambient  map[string]any           // Go members of the "svc" module, beside the prelude's
+	Env      map[string]string        // process.env
+	Log      *slog.Logger             // console.* output
+	Globals  map[string]any           // extra globals (e.g. __svc_step, __svc_now)
+	Workflow bool                     // install the deterministic workflow prelude (needs __svc_now/__svc_random/__svc_uuid globals)
+	Setup    func(*goja.Runtime)      // called with the VM before the module runs
+	Modules  map[string]*goja.Program // require()-able modules beside "svc": each program evaluates to the module's exports, once per VM
 }
 
 // newModuleVM creates a VM, installs require("svc"), process.env, console
@@ -182,9 +188,21 @@ func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) 
 	for k, v := range o.Ambient {
 		ambient.Set(k, v)
 	}
+	loaded := map[*goja.Program]goja.Value{}
 	vm.Set("require", func(name string) (goja.Value, error) {
 		if name == "svc" {
 			return ambient, nil
+		}
+		if p, ok := o.Modules[name]; ok {
+			if v, ok := loaded[p]; ok {
+				return v, nil
+			}
+			v, err := vm.RunProgram(p)
+			if err != nil {
+				return nil, fmt.Errorf("load module %q: %w", name, err)
+			}
+			loaded[p] = v
+			return v, nil
 		}
 		return nil, fmt.Errorf("cannot require %q: only the ambient \"svc\" module and relative imports are available", name)
 	})
@@ -261,7 +279,7 @@ func jsError(file string, err error) error {
 	var ex *goja.Exception
 	if errors.As(err, &ex) {
 		ce := &compileError{File: file, Message: ex.Value().String()}
-		if frames := ex.Stack(); len(frames) > 0 {
+		if frames := userFrames(ex.Stack()); len(frames) > 0 {
 			pos := frames[0].Position()
 			ce.Line, ce.Column = pos.Line, pos.Column
 			if pos.Filename != "" {
@@ -271,4 +289,16 @@ func jsError(file string, err error) error {
 		return ce
 	}
 	return &compileError{File: file, Message: err.Error()}
+}
+
+// userFrames drops the leading frames of the runtime's own programs (named
+// "svc:…"), so an error thrown by a builtin is located at the user's call;
+// nil when no user code is on the stack.
+func userFrames(frames []goja.StackFrame) []goja.StackFrame {
+	for i, f := range frames {
+		if !strings.HasPrefix(f.Position().Filename, "svc:") {
+			return frames[i:]
+		}
+	}
+	return nil
 }

@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 // testPostgresURL returns the URL of a new, empty database on the shared test
 // server, dropped when the test ends. Without PostgreSQL the test fails with
 // what to do, or is skipped when SVC_SKIP_POSTGRES_TESTS=1.
-func testPostgresURL(t *testing.T) string {
+func testPostgresURL(t testing.TB) string {
 	t.Helper()
 	pgTestShared.once.Do(pgTestShared.start)
 	if pgTestShared.err != nil {
@@ -76,7 +76,7 @@ func testPostgresURL(t *testing.T) string {
 
 // pgTestUnavailable fails the test because PostgreSQL is missing, or skips
 // it when SVC_SKIP_POSTGRES_TESTS=1: CI must not pass by skipping.
-func pgTestUnavailable(t *testing.T, err error) {
+func pgTestUnavailable(t testing.TB, err error) {
 	t.Helper()
 	if os.Getenv("SVC_SKIP_POSTGRES_TESTS") == "1" {
 		t.Skipf("SVC_SKIP_POSTGRES_TESTS=1: %v", err)
@@ -85,7 +85,7 @@ func pgTestUnavailable(t *testing.T, err error) {
 }
 
 // pgTestAdminExec runs one statement on the shared server's admin database.
-func pgTestAdminExec(t *testing.T, sql string) {
+func pgTestAdminExec(t testing.TB, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Benchmarks of the whole product, run against the real binary over HTTP:
+//
+//	go test -run '^$' -bench 'Boot|Workflow' -benchtime=1x .
+//
+// They print figures and never fail on timing.
+
+// percentile returns the p-th percentile (0-100) of sorted durations in ms.
+func percentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p / 100)
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// benchProject writes a project of nWorkflows workflows and nAgents agents
+// in all: the scaffold's two workflows and one agent, the W3 workflow of
+// 1000 sequential steps, and generated 3-step workflows and agents.
+func benchProject(b *testing.B, nWorkflows, nAgents int) string {
+	dir := projectDir(b)
+	for i := range nWorkflows - 3 {
+		writeFile(b, dir, fmt.Sprintf("workflows/w%02d.workflow.ts", i), fmt.Sprintf(`
+export const inputSchema = { type: "object", properties: { n: { type: "integer" } } };
+async function one(n: number) { "use step"; return n + 1; }
+async function two(n: number) { "use step"; return n * 2; }
+async function three(n: number) { "use step"; return n - 1; }
+export default async function w%02d(input: { n?: number }) {
+  "use workflow";
+  return { v: await three(await two(await one(input.n ?? 0))) };
+}`, i))
+	}
+	for i := range nAgents - 1 {
+		writeFile(b, dir, fmt.Sprintf("deep-agents/a%02d/index.ts", i), `
+import { defineAgent, tool } from "svc";
+export default defineAgent({ instructions: "bench", tools: { t: tool({ description: "t", parameters: { type: "object" }, execute: async () => 1 }) } });`)
+	}
+	writeFile(b, dir, "workflows/long.workflow.ts", `
+async function step(i: number) { "use step"; return i; }
+export default async function long(input: { steps: number }) {
+  "use workflow";
+  let sum = 0;
+  for (let i = 0; i < input.steps; i++) sum += await step(i);
+  return { sum };
+}`)
+	return dir
+}
+
+// peakRSS returns the peak resident set of a running process in MiB.
+func peakRSS(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkBoot measures `svc dev` to its JSON line for 50 workflows and 10
+// agents: the first boot (initdb of the local PostgreSQL included) and warm
+// boots, and the peak memory of the svc process.
+func BenchmarkBoot(b *testing.B) {
+	dir := benchProject(b, 50, 10)
+	env := baseEnv("OPENAI_API_KEY=sk-bench")
+	bootOnce := func() (time.Duration, float64) {
+		start := time.Now()
+		d := startDevProcess(b, dir, freePortBase(b), env)
+		d.payload = d.nextPayload(120 * time.Second)
+		took := time.Since(start)
+		if len(d.payload.DeepAgents) != 10 {
+			b.Fatalf("agents = %v", d.payload.DeepAgents)
+		}
+		rss := peakRSS(d.cmd.Process.Pid)
+		d.cmd.Process.Signal(syscall.SIGINT)
+		<-d.exited
+		return took, rss
+	}
+	first, rss := bootOnce()
+	var warm []time.Duration
+	for range max(b.N, 5) {
+		t, r := bootOnce()
+		warm = append(warm, t)
+		rss = max(rss, r)
+	}
+	sort.Slice(warm, func(i, k int) bool { return warm[i] < warm[k] })
+	b.ReportMetric(float64(first.Milliseconds()), "first-boot-ms")
+	b.ReportMetric(percentile(warm, 50), "warm-boot-p50-ms")
+	b.ReportMetric(rss, "peak-rss-MiB")
+}
+
+// BenchmarkWorkflows runs the durable-workflow workloads against `svc dev`
+// on the file journal, over HTTP: W1 100 sequential start-and-await runs of
+// a 3-step workflow; W2 1000 runs from 32 concurrent clients; W3 one run of
+// 1000 sequential steps.
+func BenchmarkWorkflows(b *testing.B) {
+	dir := benchProject(b, 4, 1)
+	d := startDev(b, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(b), "OPENAI_API_KEY=sk-bench"))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	startAndWait := func(wf, input string) error {
+		resp, err := client.Post(d.url("/api/workflows/"+wf+"/start"), "application/json", strings.NewReader(input))
+		if err != nil {
+			return err
+		}
+		var rc startReceipt
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if err := json.Unmarshal(buf.Bytes(), &rc); err != nil || rc.RunID == "" {
+			return fmt.Errorf("start: %s", buf.String())
+		}
+		resp, err = client.Get(d.url("/api/runs/" + rc.RunID + "?wait=60s"))
+		if err != nil {
+			return err
+		}
+		buf.Reset()
+		buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(buf.String(), `"status":"completed"`) {
+			return fmt.Errorf("run did not complete: %.300s", buf.String())
+		}
+		return nil
+	}
+	for range b.N {
+		// W1
+		var lat []time.Duration
+		for range 100 {
+			t0 := time.Now()
+			if err := startAndWait("w00", `{"n":1}`); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
+		b.ReportMetric(percentile(lat, 50), "W1-p50-ms")
+		b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
+		// W2
+		var wg sync.WaitGroup
+		work := make(chan struct{}, 1000)
+		for range 1000 {
+			work <- struct{}{}
+		}
+		close(work)
+		t0 := time.Now()
+		errs := make(chan error, 32)
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range work {
+					if err := startAndWait("w00", `{"n":2}`); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		el := time.Since(t0).Seconds()
+		b.ReportMetric(1000/el, "W2-runs/s")
+		b.ReportMetric(3000/el, "W2-steps/s")
+		// W3
+		t0 = time.Now()
+		if err := startAndWait("long", `{"steps":1000}`); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(t0).Microseconds())/1000/1000, "W3-ms/step")
+	}
+}
