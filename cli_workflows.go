@@ -173,6 +173,17 @@ func oneArg(fs *flag.FlagSet, what string) (string, error) {
 	return fs.Arg(0), nil
 }
 
+// argAndTarget returns the single positional argument (named what) and the
+// resolved target of a verb.
+func argAndTarget(ctx context.Context, c *cmd, fs *flag.FlagSet, what string) (string, *target, error) {
+	arg, err := oneArg(fs, what)
+	if err != nil {
+		return "", nil, err
+	}
+	t, err := resolveTarget(ctx, c, fs)
+	return arg, t, err
+}
+
 // runWorkflowsList is `svc workflows list`.
 func runWorkflowsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if fs.NArg() != 0 {
@@ -209,11 +220,7 @@ func runWorkflowsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 
 // runWorkflowsSchema is `svc workflows schema <name>`.
 func runWorkflowsSchema(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
-	name, err := oneArg(fs, "workflow name")
-	if err != nil {
-		return err
-	}
-	t, err := resolveTarget(ctx, c, fs)
+	name, t, err := argAndTarget(ctx, c, fs, "workflow name")
 	if err != nil {
 		return err
 	}
@@ -347,11 +354,7 @@ func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 
 // runRunsGet is `svc runs get <runId>`.
 func runRunsGet(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
-	id, err := oneArg(fs, "run id")
-	if err != nil {
-		return err
-	}
-	t, err := resolveTarget(ctx, c, fs)
+	id, t, err := argAndTarget(ctx, c, fs, "run id")
 	if err != nil {
 		return err
 	}
@@ -367,11 +370,7 @@ func runRunsGet(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 
 // runRunsCancel is `svc runs cancel <runId>`.
 func runRunsCancel(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
-	id, err := oneArg(fs, "run id")
-	if err != nil {
-		return err
-	}
-	t, err := resolveTarget(ctx, c, fs)
+	id, t, err := argAndTarget(ctx, c, fs, "run id")
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -324,26 +322,6 @@ func pgTestNeedLocal(t *testing.T) {
 	}
 }
 
-// pgTestSyncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type pgTestSyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p.
-func (b *pgTestSyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// String returns what was written.
-func (b *pgTestSyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // pgTestQuery returns the single text value of query on url.
 func pgTestQuery(t *testing.T, url, query string) string {
 	t.Helper()
@@ -431,7 +409,7 @@ func TestPostgresLocalProvider(t *testing.T) {
 		}
 	}
 
-	var log pgTestSyncBuffer
+	var log syncBuffer
 	p := boot(t, &log)
 	pgTestExec(t, p.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('yes')")
 	_, err = startPostgres(ctx, pgOptions{ProjectDir: project, Port: port, Getenv: func(string) string { return "" }, LookPath: pgTestLocalLookPath})
