@@ -359,10 +359,12 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { return os.Remove(proj.stateDir("runtime.json")) })
 
-	// 6. Past the gate, compile every agent and workflow; watch for edits.
-	if rt.gateState().Open {
-		rt.recompile()
-	} else {
+	// 4. Editor types (and the compile they need), then the user's schema.
+	rt.recompile()
+	rt.autoMigrate(ctx)
+
+	// 6. Past the gate, agents and workflows start; edits are watched.
+	if !rt.gateState().Open {
 		rt.log.Warn("boot gate closed: no model provider; agents and workflows are not started",
 			"console", rt.apiURL+"/", "hint", "set OPENAI_API_KEY or ANTHROPIC_API_KEY, or store a credential in the console")
 	}
@@ -471,7 +473,7 @@ func (rt *devRuntime) storeProvider(ctx context.Context, p storedProvider) error
 	}
 	if !wasOpen && rt.gateState().Open {
 		rt.log.Info("boot gate opened", "reason", rt.gateState().Reason)
-		rt.recompile()
+		rt.engine.resumeAll()
 		rt.announce()
 	}
 	return nil
@@ -492,12 +494,10 @@ func (rt *devRuntime) vmEnv() map[string]string {
 	return env
 }
 
-// recompile compiles the catalog and swaps it in, logging every file that
-// failed with file:line. It does nothing while the gate is closed.
+// recompile compiles the catalog, swaps it in and regenerates the editor
+// types, logging every file that failed with file:line. While the gate is
+// closed the catalog is compiled (for types and errors) but nothing runs.
 func (rt *devRuntime) recompile() {
-	if !rt.gateState().Open {
-		return
-	}
 	began := time.Now()
 	cat, cerr := compileCatalog(rt.proj.Dir, rt.log)
 	if cerr != nil {
@@ -508,10 +508,44 @@ func (rt *devRuntime) recompile() {
 		rt.log.Error("compile failed", "name", name, "err", cat.Failed[name].Error())
 	}
 	rt.catalog.Store(cat)
-	if rt.engine != nil {
+	if err := writeTypes(rt.proj.stateDir(), cat); err != nil {
+		rt.log.Error("generate types", "err", err)
+	}
+	if rt.engine != nil && rt.gateState().Open {
 		rt.engine.resumeAll()
 	}
 	rt.log.Info("compiled", "workflows", len(cat.Workflows), "agents", len(cat.Agents), "failed", len(cat.Failed), "dur", time.Since(began).Round(time.Millisecond))
+}
+
+// autoMigrateOn reports whether auto-migrate is on for this session: the
+// flag wins over dev.autoMigrate in agent.yaml.
+func (rt *devRuntime) autoMigrateOn() bool {
+	if rt.opts.autoMigrate != nil {
+		return *rt.opts.autoMigrate
+	}
+	return rt.proj.Config.DevAutoMigrate
+}
+
+// autoMigrate diffs src/schema.ts against the database and applies additive
+// changes; destructive ones are written under .svc/migrations/pending and
+// the log says what to do.
+func (rt *devRuntime) autoMigrate(ctx context.Context) {
+	if !rt.autoMigrateOn() {
+		return
+	}
+	log := io.Discard
+	if rt.c.verbose {
+		log = rt.c.stderr
+	}
+	res, err := autoMigrate(ctx, rt.proj.Dir, rt.pg.URL, log)
+	switch {
+	case err != nil:
+		rt.log.Error("auto-migrate", "err", err)
+	case res.Pending:
+		rt.log.Warn("auto-migrate: destructive change not applied", "file", res.File, "what", strings.Join(res.Destructive, "; "), "todo", res.Summary)
+	case res.Applied:
+		rt.log.Info("auto-migrate applied", "file", res.File, "summary", res.Summary)
+	}
 }
 
 // openCatalog is the catalog the engine may run: nil while the gate is closed.

@@ -74,8 +74,13 @@ func (rt *devRuntime) watch(ctx context.Context) {
 		if cur.equal(last) {
 			continue
 		}
+		schema := filepath.Join(rt.proj.Dir, "src", "schema.ts")
+		schemaChanged := cur[schema] != last[schema]
 		last = cur
 		rt.log.Info("sources changed; recompiling")
 		rt.recompile()
+		if schemaChanged {
+			rt.autoMigrate(ctx)
+		}
 	}
 }

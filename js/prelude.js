@@ -23,5 +23,8 @@
     if (!def || typeof def.execute !== "function") throw new TypeError("tool(def): def.execute must be a function");
     return Object.assign({ __svcTool: true }, def);
   }
-  return { FatalError, RetryableError, defineAgent, tool };
+  function defineConfig(config) {
+    return config;
+  }
+  return { FatalError, RetryableError, defineAgent, tool, defineConfig };
 })()
