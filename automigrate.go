@@ -48,11 +48,23 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The stand-in for "drizzle-orm" and "drizzle-orm/pg-core", compiled once.
+// The stand-in for "drizzle-orm" and "drizzle-orm/pg-core", and the
+// function that describes the tables among a module's exports, compiled
+// once. The exports are read in JS, not with Object.Get from Go, because
+// they are getters: JS called through a function value reports an
+// interrupt (the evaluation timeout) as an error instead of a panic.
 var (
 	//go:embed js/drizzle_pg_core.js
-	amShimSource  string
-	amShimProgram = goja.MustCompile("svc:drizzle_pg_core.js", amShimSource, false)
+	amShimSource     string
+	amShimProgram    = goja.MustCompile("svc:drizzle_pg_core.js", amShimSource, false)
+	amCollectProgram = goja.MustCompile("svc:automigrate_collect.js", `(function (exports) {
+  const out = [];
+  for (const k of Object.keys(exports)) {
+    const v = exports[k];
+    if (v !== null && typeof v === "object" && typeof v.__svc_table === "function") out.push(v.__svc_table());
+  }
+  return out;
+})`, false)
 )
 
 const (
@@ -274,24 +286,21 @@ func amLoadSchema(ctx context.Context, dir string, log io.Writer) ([]amTable, er
 	if err != nil {
 		return nil, asCompileError(amSchemaFile, err)
 	}
+	collectFn, err := vm.RunProgram(amCollectProgram)
+	if err != nil {
+		return nil, fmt.Errorf("auto-migrate: %w", err)
+	}
+	collect, _ := goja.AssertFunction(collectFn)
+	descs, err := collect(goja.Undefined(), exports)
+	if err != nil {
+		return nil, jsError(amSchemaFile, err)
+	}
+	var described []amTable
+	if err := exportJSON(vm, descs, &described); err != nil {
+		return nil, &compileError{File: amSchemaFile, Message: "read the tables: " + err.Error()}
+	}
 	byName := map[string]amTable{}
-	for _, key := range exports.Keys() {
-		obj, ok := exports.Get(key).(*goja.Object)
-		if !ok {
-			continue
-		}
-		describe, ok := goja.AssertFunction(obj.Get("__svc_table"))
-		if !ok {
-			continue
-		}
-		desc, err := describe(obj)
-		if err != nil {
-			return nil, jsError(amSchemaFile, err)
-		}
-		var t amTable
-		if err := exportJSON(vm, desc, &t); err != nil {
-			return nil, &compileError{File: amSchemaFile, Message: fmt.Sprintf("read table %q: %v", key, err)}
-		}
+	for _, t := range described {
 		if prev, ok := byName[t.Name]; ok && !reflect.DeepEqual(prev, t) {
 			return nil, &compileError{File: amSchemaFile, Message: fmt.Sprintf("two different tables are named %q", t.Name)}
 		}

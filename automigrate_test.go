@@ -530,3 +530,25 @@ export const users = pgTable("users", { email: text("email")`
 		t.Errorf("applyMigrations after the refusal: %v", err)
 	}
 }
+
+// TestAutoMigrateTimeout: a schema.ts that never finishes, at the top level
+// or in a table's extras, is stopped when the context ends and reported as
+// a *compileError; no database is needed to get there.
+func TestAutoMigrateTimeout(t *testing.T) {
+	tests := []struct{ name, schema string }{
+		{"top level", "while (true) {}\n"},
+		{"extras", "import { pgTable, text } from \"drizzle-orm/pg-core\";\nexport const t = pgTable(\"t\", { a: text() }, () => { for (;;) {} });\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := amTestProject(t, tt.schema)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := autoMigrate(ctx, dir, "postgres://unused.invalid/db", io.Discard)
+			var ce *compileError
+			if !errors.As(err, &ce) || !strings.Contains(ce.Message, "evaluation stopped") {
+				t.Errorf("autoMigrate = %v; want a *compileError saying the evaluation stopped", err)
+			}
+		})
+	}
+}

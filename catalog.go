@@ -26,7 +26,9 @@ type workflowDef struct {
 	InputSchema  json.RawMessage // nil when not declared
 	OutputSchema json.RawMessage // nil when not declared
 	Serial       bool
-	input        *jsonSchema // compiled InputSchema, nil when absent
+	input        *jsonSchema      // compiled InputSchema, nil when absent
+	vms          chan *workflowVM // pre-warmed workflow VMs, each used by one execution
+	stepVMs      chan *stepVM     // idle step VMs, reused
 }
 
 // agentDef is one compiled agent of deep-agents/<name>/index.ts.
@@ -181,7 +183,7 @@ func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
 		}()
 	}
 	for name, file := range src.workflows {
-		wf := &workflowDef{Name: name, File: file}
+		wf := &workflowDef{Name: name, File: file, vms: make(chan *workflowVM, warmVMs), stepVMs: make(chan *stepVM, vmPoolSize)}
 		each(name, file, func(m *jsModule) error {
 			wf.Module = m
 			return inspectWorkflow(wf, src.serial, log)

@@ -278,7 +278,6 @@ func (e *engine) close() error {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
-	e.steps.close()
 	return e.j.Close()
 }
 

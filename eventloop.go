@@ -41,14 +41,8 @@ var errLoopIdle = errors.New("event loop idle with the promise pending")
 // await runs jobs until p settles, ctx ends, or the loop goes idle.
 func (l *jsLoop) await(ctx context.Context, p *goja.Promise) (goja.Value, error) {
 	for {
-		switch p.State() {
-		case goja.PromiseStateFulfilled:
-			return p.Result(), nil
-		case goja.PromiseStateRejected:
-			return nil, &jsThrown{Value: p.Result()}
-		}
-		if l.pending == 0 {
-			return nil, errLoopIdle
+		if v, err := settledResult(p); !errors.Is(err, errLoopIdle) || l.pending == 0 {
+			return v, err
 		}
 		select {
 		case fn := <-l.jobs:

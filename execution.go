@@ -89,6 +89,7 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 	h.Write([]byte(r.RunID))
 	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e))}
 	out, err := x.run(ctx)
+	defer e.warmWorkflowVM(def)
 	e.mu.Lock()
 	switch {
 	case terminal(r.Status):
@@ -134,37 +135,93 @@ func toRunError(err error) *runError {
 	return &runError{Name: "Error", Message: err.Error()}
 }
 
-// run creates the VM, calls the workflow function with the run's input and
-// drives the loop. It returns the output JSON, errLoopIdle to suspend, or
-// the failure.
-func (x *execution) run(ctx context.Context) (json.RawMessage, error) {
-	vm, exports, err := newModuleVM(x.def.Module, vmOptions{
+// warmVMs is how many pre-warmed workflow VMs are kept per workflow.
+const warmVMs = 4
+
+// workflowVM is a fresh VM with a workflow module evaluated, made ahead of
+// need so a run does not wait for it. Its ambient functions act for the
+// execution bound to it; each is used by exactly one execution, so no state
+// leaks from one run to another.
+type workflowVM struct {
+	vm      *goja.Runtime
+	exports *goja.Object
+	loop    *jsLoop
+	x       *execution
+}
+
+// newWorkflowVM evaluates def's module in a deterministic workflow VM.
+func (e *engine) newWorkflowVM(def *workflowDef) (*workflowVM, error) {
+	w := &workflowVM{}
+	child := func(kind string) func(string, goja.Value) goja.Value {
+		return func(name string, input goja.Value) goja.Value { return w.x.child(kind, name, input) }
+	}
+	_, exports, err := newModuleVM(def.Module, vmOptions{
 		Workflow: true,
-		Setup:    func(vm *goja.Runtime) { x.vm, x.loop = vm, newJSLoop(vm) },
-		Env:      x.e.opts.Env(),
-		Log:      x.e.log.With("workflow", x.def.Name, "run", x.r.RunID),
+		Setup:    func(vm *goja.Runtime) { w.vm, w.loop = vm, newJSLoop(vm) },
+		Env:      e.opts.Env(),
+		Log:      e.log.With("workflow", def.Name),
 		Ambient: map[string]any{
-			"sleep":      x.sleep,
-			"createHook": x.createHook,
-			"workflows":  map[string]any{"start": x.child(callStart), "startAndWait": x.child(callStartAndWait)},
+			"sleep":      func(d goja.Value) goja.Value { return w.x.sleep(d) },
+			"createHook": func() (goja.Value, error) { return w.x.createHook() },
+			"workflows":  map[string]any{"start": child(callStart), "startAndWait": child(callStartAndWait)},
 		},
 		Globals: map[string]any{
-			"__svc_step":   x.stepProxy,
-			"__svc_now":    func() int64 { return x.now.UnixMilli() },
-			"__svc_random": func() float64 { return x.rng.Float64() },
-			"__svc_uuid":   x.randomUUID,
+			"__svc_step": func(name string, impl goja.Value) goja.Value {
+				return w.vm.ToValue(func(call goja.FunctionCall) goja.Value { return w.x.callStep(name, call.Arguments) })
+			},
+			"__svc_now":    func() int64 { return w.x.now.UnixMilli() },
+			"__svc_random": func() float64 { return w.x.rng.Float64() },
+			"__svc_uuid":   func() string { return w.x.randomUUID() },
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { vm.Interrupt(context.Canceled) })
-	defer stop()
-	input, err := jsonParse(vm, x.r.Input)
+	w.exports = exports
+	return w, nil
+}
+
+// takeWorkflowVM returns a pre-warmed VM of def (or a new one) and warms
+// its replacement in the background.
+func (e *engine) takeWorkflowVM(def *workflowDef) (*workflowVM, error) {
+	select {
+	case w := <-def.vms:
+		return w, nil
+	default:
+		return e.newWorkflowVM(def)
+	}
+}
+
+// warmWorkflowVM makes a VM of def ahead of the next execution, unless
+// enough are waiting. It runs after an execution, off its critical path.
+func (e *engine) warmWorkflowVM(def *workflowDef) {
+	if len(def.vms) >= cap(def.vms)/2 {
+		return
+	}
+	if w, err := e.newWorkflowVM(def); err == nil {
+		select {
+		case def.vms <- w:
+		default:
+		}
+	}
+}
+
+// run binds a workflow VM, calls the workflow function with the run's
+// input and drives the loop. It returns the output JSON, errLoopIdle to
+// suspend, or the failure.
+func (x *execution) run(ctx context.Context) (json.RawMessage, error) {
+	w, err := x.e.takeWorkflowVM(x.def)
 	if err != nil {
 		return nil, err
 	}
-	v, err := x.loop.await(ctx, callAsync(vm, exports.Get(x.def.Export), input))
+	w.x, x.vm, x.loop = x, w.vm, w.loop
+	stop := context.AfterFunc(ctx, func() { w.vm.Interrupt(context.Canceled) })
+	defer stop()
+	input, err := jsonParse(w.vm, x.r.Input)
+	if err != nil {
+		return nil, err
+	}
+	v, err := x.loop.await(ctx, callAsync(w.vm, w.exports.Get(x.def.Export), input))
 	if err != nil {
 		var ie *goja.InterruptedError
 		if errors.As(err, &ie) || ctx.Err() != nil {
@@ -172,7 +229,7 @@ func (x *execution) run(ctx context.Context) (json.RawMessage, error) {
 		}
 		return nil, err
 	}
-	return jsonStringify(vm, v)
+	return jsonStringify(w.vm, v)
 }
 
 // nextCall numbers the workflow's next durable call and returns the journal
@@ -244,70 +301,85 @@ func (x *execution) advance(t time.Time) {
 	}
 }
 
-// stepProxy is __svc_step in a workflow VM: calls of a "use step" function
-// become durable step calls.
-func (x *execution) stepProxy(name string, impl goja.Value) goja.Value {
-	return x.vm.ToValue(func(call goja.FunctionCall) goja.Value {
-		seq, c, err := x.nextCall(callStep, name)
-		if err != nil {
-			return x.rejected(err)
-		}
-		if c != nil && c.EndedAt != nil {
-			x.advance(*c.EndedAt)
-			return x.settled(c.Result, c.Error)
-		}
-		args, err := jsonStringify(x.vm, x.vm.ToValue(call.Arguments))
-		if err != nil {
-			return x.rejected(fmt.Errorf("step %s: arguments must be JSON-serialisable: %w", name, err))
-		}
-		attempt := 1
-		if c != nil {
-			attempt = len(c.Attempts) + 1
-		}
-		p, resolve, reject := x.vm.NewPromise()
-		x.runStep(seq, name, args, attempt, resolve, reject)
-		return x.vm.ToValue(p)
-	})
+// callStep is a call of a "use step" function in a workflow VM: answered
+// from the journal on replay, performed and journaled otherwise.
+func (x *execution) callStep(name string, arguments []goja.Value) goja.Value {
+	seq, c, err := x.nextCall(callStep, name)
+	if err != nil {
+		return x.rejected(err)
+	}
+	if c != nil && c.EndedAt != nil {
+		x.advance(*c.EndedAt)
+		return x.settled(c.Result, c.Error)
+	}
+	args, err := jsonStringify(x.vm, x.vm.ToValue(arguments))
+	if err != nil {
+		return x.rejected(fmt.Errorf("step %s: arguments must be JSON-serialisable: %w", name, err))
+	}
+	attempt := 1
+	if c != nil {
+		attempt = len(c.Attempts) + 1
+	}
+	p, resolve, reject := x.vm.NewPromise()
+	x.runStep(&stepAttemptState{seq: seq, name: name, args: args, attempt: attempt, resolve: resolve, reject: reject})
+	return x.vm.ToValue(p)
 }
 
-// runStep performs one attempt of a step in a step VM and, back on the
-// loop, journals it and settles the workflow's promise or schedules a retry
-// with exponential backoff. FatalError fails at once.
-func (x *execution) runStep(seq int, name string, args json.RawMessage, attempt int, resolve, reject func(any) error) {
+// stepAttemptState is one attempt of a step in flight.
+type stepAttemptState struct {
+	seq             int
+	name            string
+	args            json.RawMessage
+	attempt         int
+	started         time.Time
+	resolve, reject func(any) error
+}
+
+// runStep performs one attempt of a step in a step VM. A step that settles
+// at once is handled inline; one that waits on I/O or timers finishes on
+// another goroutine and hands its outcome back to the loop.
+func (x *execution) runStep(st *stepAttemptState) {
+	st.started = time.Now()
+	result, err, finish := x.e.steps.start(x.def, st.name, st.args)
+	if finish == nil {
+		x.stepDone(st, result, err)
+		return
+	}
 	x.loop.begin()
-	started := time.Now()
 	go func() {
-		result, err := x.e.steps.run(x.def.Module, name, args)
-		x.loop.post(func() {
-			ev := &journalEvent{Type: evStep, Seq: seq, Name: name, Attempt: attempt, StartedAt: started.UnixMicro()}
-			if err == nil {
-				ev.Final, ev.Result = true, result
-				x.commit(ev)
-				x.advance(time.Now())
-				v, perr := jsonParse(x.vm, result)
-				if perr != nil {
-					reject(perr)
-					return
-				}
-				resolve(v)
-				return
-			}
-			ev.Error = toRunError(err)
-			if ev.Error.Name == "FatalError" || attempt >= x.e.opts.MaxAttempts {
-				ev.Final = true
-				x.commit(ev)
-				x.advance(time.Now())
-				reject(x.newError(ev.Error))
-				return
-			}
-			x.commit(ev)
-			backoff := x.e.opts.RetryBase << (attempt - 1)
-			x.loop.begin()
-			time.AfterFunc(backoff, func() {
-				x.loop.post(func() { x.runStep(seq, name, args, attempt+1, resolve, reject) })
-			})
-		})
+		result, err := finish()
+		x.loop.post(func() { x.stepDone(st, result, err) })
 	}()
+}
+
+// stepDone journals an attempt and settles the workflow's promise, or
+// schedules a retry with exponential backoff. FatalError fails at once.
+func (x *execution) stepDone(st *stepAttemptState, result json.RawMessage, err error) {
+	ev := &journalEvent{Type: evStep, Seq: st.seq, Name: st.name, Attempt: st.attempt, StartedAt: st.started.UnixMicro()}
+	if err == nil {
+		ev.Final, ev.Result = true, result
+		x.commit(ev)
+		x.advance(time.Now())
+		if v, perr := jsonParse(x.vm, result); perr != nil {
+			st.reject(perr)
+		} else {
+			st.resolve(v)
+		}
+		return
+	}
+	ev.Error = toRunError(err)
+	if ev.Error.Name == "FatalError" || st.attempt >= x.e.opts.MaxAttempts {
+		ev.Final = true
+		x.commit(ev)
+		x.advance(time.Now())
+		st.reject(x.newError(ev.Error))
+		return
+	}
+	x.commit(ev)
+	backoff := x.e.opts.RetryBase << (st.attempt - 1)
+	st.attempt++
+	x.loop.begin()
+	time.AfterFunc(backoff, func() { x.loop.post(func() { x.runStep(st) }) })
 }
 
 // sleep is the ambient sleep(duration): a durable timer. The run suspends
@@ -401,59 +473,57 @@ func (x *execution) createHook() (goja.Value, error) {
 	return hook, nil
 }
 
-// child returns the ambient workflows.start / workflows.startAndWait.
+// child is the ambient workflows.start / workflows.startAndWait (kind).
 // start resolves with the receipt; startAndWait with the child's output,
 // suspending the parent (no goroutine, no VM) until the child ends.
-func (x *execution) child(kind string) func(string, goja.Value) goja.Value {
-	return func(name string, input goja.Value) goja.Value {
-		seq, c, err := x.nextCall(kind, name)
+func (x *execution) child(kind, name string, input goja.Value) goja.Value {
+	seq, c, err := x.nextCall(kind, name)
+	if err != nil {
+		return x.rejected(err)
+	}
+	if c == nil {
+		raw := json.RawMessage("{}")
+		if input != nil && !goja.IsUndefined(input) {
+			if raw, err = jsonStringify(x.vm, input); err != nil {
+				return x.rejected(err)
+			}
+		}
+		_, err := x.e.start(startRequest{Workflow: name, Input: raw, Trigger: triggerWorkflow, ParentRun: x.r.RunID, ParentSeq: seq, ParentKind: kind})
 		if err != nil {
 			return x.rejected(err)
 		}
-		if c == nil {
-			raw := json.RawMessage("{}")
-			if input != nil && !goja.IsUndefined(input) {
-				if raw, err = jsonStringify(x.vm, input); err != nil {
-					return x.rejected(err)
-				}
-			}
-			_, err := x.e.start(startRequest{Workflow: name, Input: raw, Trigger: triggerWorkflow, ParentRun: x.r.RunID, ParentSeq: seq, ParentKind: kind})
-			if err != nil {
-				return x.rejected(err)
-			}
-			x.e.mu.Lock()
-			cp := *x.r.call(seq)
-			x.e.mu.Unlock()
-			c = &cp
-		}
 		x.e.mu.Lock()
-		child := x.e.st.Runs[c.ChildRunID]
-		var childCopy runRecord
-		if child != nil {
-			childCopy = snapshotRun(child)
-		}
+		cp := *x.r.call(seq)
 		x.e.mu.Unlock()
-		if kind == callStart {
-			rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: name, Status: "queued", Trigger: workflowRoute(name)}
-			if child != nil {
-				rc.Status, rc.RunID, rc.WorldRunID = "started", childCopy.RunID, childCopy.TraceID
-			}
-			b, _ := json.Marshal(rc)
-			return x.settled(b, nil)
-		}
-		if child == nil || !terminal(childCopy.Status) {
-			return x.pending()
-		}
-		x.advance(*childCopy.EndedAt)
-		if childCopy.Status != runCompleted {
-			e := childCopy.Error
-			if e == nil {
-				e = &runError{Message: "child run " + childCopy.Status}
-			}
-			return x.settled(nil, &runError{Name: e.Name, Message: fmt.Sprintf("child workflow %s %s: %s", name, childCopy.Status, e.Message)})
-		}
-		return x.settled(childCopy.Output, nil)
+		c = &cp
 	}
+	x.e.mu.Lock()
+	child := x.e.st.Runs[c.ChildRunID]
+	var childCopy runRecord
+	if child != nil {
+		childCopy = snapshotRun(child)
+	}
+	x.e.mu.Unlock()
+	if kind == callStart {
+		rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: name, Status: "queued", Trigger: workflowRoute(name)}
+		if child != nil {
+			rc.Status, rc.RunID, rc.WorldRunID = "started", childCopy.RunID, childCopy.TraceID
+		}
+		b, _ := json.Marshal(rc)
+		return x.settled(b, nil)
+	}
+	if child == nil || !terminal(childCopy.Status) {
+		return x.pending()
+	}
+	x.advance(*childCopy.EndedAt)
+	if childCopy.Status != runCompleted {
+		e := childCopy.Error
+		if e == nil {
+			e = &runError{Message: "child run " + childCopy.Status}
+		}
+		return x.settled(nil, &runError{Name: e.Name, Message: fmt.Sprintf("child workflow %s %s: %s", name, childCopy.Status, e.Message)})
+	}
+	return x.settled(childCopy.Output, nil)
 }
 
 // randomUUID is the deterministic crypto.randomUUID() of workflow code: a

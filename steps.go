@@ -3,23 +3,25 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/dop251/goja"
 )
 
-// stepVMPoolSize bounds the idle step VMs kept per module.
-const stepVMPoolSize = 64
+// vmPoolSize bounds the idle VMs kept per workflow (step VMs) and the
+// pre-warmed workflow VMs.
+const vmPoolSize = 32
 
 // stepTimeout bounds one step attempt.
 const stepTimeout = 10 * time.Minute
 
 // stepVM is a VM in which a module's "use step" functions run with the real
-// clock, timers and fetch. VMs are pooled per module and reused.
+// clock, timers and fetch. Step VMs are pooled per workflow and reused.
 type stepVM struct {
 	vm    *goja.Runtime
 	loop  *jsLoop
@@ -31,26 +33,11 @@ type stepRunner struct {
 	env    func() map[string]string
 	log    *slog.Logger
 	client *http.Client
-
-	mu    sync.Mutex
-	pools map[*jsModule]chan *stepVM
 }
 
 // newStepRunner returns a runner whose VMs see env as process.env.
 func newStepRunner(env func() map[string]string, log *slog.Logger) *stepRunner {
-	return &stepRunner{env: env, log: log, client: &http.Client{Timeout: 5 * time.Minute}, pools: map[*jsModule]chan *stepVM{}}
-}
-
-// pool returns the idle-VM pool of m.
-func (s *stepRunner) pool(m *jsModule) chan *stepVM {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.pools[m]
-	if !ok {
-		p = make(chan *stepVM, stepVMPoolSize)
-		s.pools[m] = p
-	}
-	return p
+	return &stepRunner{env: env, log: log, client: &http.Client{Timeout: 5 * time.Minute}}
 }
 
 // newVM evaluates m in a fresh step VM, collecting its step implementations.
@@ -72,62 +59,79 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 	return sv, nil
 }
 
-// run calls step name of m with the JSON array args and returns its JSON
-// result. A thrown error is returned as *jsThrown.
-func (s *stepRunner) run(m *jsModule, name string, args json.RawMessage) (json.RawMessage, error) {
-	pool := s.pool(m)
+// start calls step name of def with the JSON array args. When the step
+// settles without waiting on I/O or timers (the common case for CPU-only
+// steps) the result is returned at once and finish is nil; otherwise finish
+// must be called, on another goroutine, to wait for the result. A thrown
+// error is a *jsThrown.
+func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) (result json.RawMessage, err error, finish func() (json.RawMessage, error)) {
 	var sv *stepVM
 	select {
-	case sv = <-pool:
+	case sv = <-def.stepVMs:
 	default:
-		var err error
-		if sv, err = s.newVM(m); err != nil {
-			return nil, err
+		if sv, err = s.newVM(def.Module); err != nil {
+			return nil, err, nil
 		}
 	}
 	impl, ok := sv.steps[name]
 	if !ok {
-		return nil, fmt.Errorf("step %q not found in %s", name, m.File)
+		return nil, fmt.Errorf("step %q not found in %s", name, def.File), nil
 	}
 	argv, err := jsonParse(sv.vm, args)
 	if err != nil {
-		return nil, err
+		return nil, err, nil
 	}
 	arr := argv.ToObject(sv.vm)
-	var list []goja.Value
-	for i := 0; i < int(arr.Get("length").ToInteger()); i++ {
-		list = append(list, arr.Get(fmt.Sprint(i)))
+	list := make([]goja.Value, arr.Get("length").ToInteger())
+	for i := range list {
+		list[i] = arr.Get(strconv.Itoa(i))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-	defer cancel()
-	v, err := sv.loop.await(ctx, callAsync(sv.vm, impl, list...))
-	if err == errLoopIdle {
+	p := callAsync(sv.vm, impl, list...)
+	if p.State() != goja.PromiseStatePending || sv.loop.pending == 0 {
+		result, err = s.settle(def, sv, p, name, nil)
+		return result, err, nil
+	}
+	return nil, nil, func() (json.RawMessage, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		return s.settle(def, sv, p, name, ctx)
+	}
+}
+
+// settle waits (with ctx, or not at all when ctx is nil) for the step's
+// promise, returns the VM to the pool when it is idle, and encodes the result.
+func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name string, ctx context.Context) (json.RawMessage, error) {
+	var v goja.Value
+	var err error
+	if ctx == nil {
+		v, err = settledResult(p)
+	} else {
+		v, err = sv.loop.await(ctx, p)
+	}
+	if errors.Is(err, errLoopIdle) {
 		return nil, fmt.Errorf("step %s returned a promise that never settles", name)
 	}
-	if err != nil {
-		if sv.loop.pending == 0 {
-			s.put(pool, sv)
-		}
-		return nil, err
+	var out json.RawMessage
+	if err == nil {
+		out, err = jsonStringify(sv.vm, v)
 	}
-	out, err := jsonStringify(sv.vm, v)
 	if sv.loop.pending == 0 {
-		s.put(pool, sv)
+		select {
+		case def.stepVMs <- sv:
+		default:
+		}
 	}
 	return out, err
 }
 
-// put returns an idle VM to its pool, dropping it when the pool is full.
-func (s *stepRunner) put(pool chan *stepVM, sv *stepVM) {
-	select {
-	case pool <- sv:
-	default:
+// settledResult returns the outcome of a promise that is no longer pending
+// (errLoopIdle when it is).
+func settledResult(p *goja.Promise) (goja.Value, error) {
+	switch p.State() {
+	case goja.PromiseStateFulfilled:
+		return p.Result(), nil
+	case goja.PromiseStateRejected:
+		return nil, &jsThrown{Value: p.Result()}
 	}
-}
-
-// close drops every pooled VM.
-func (s *stepRunner) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pools = map[*jsModule]chan *stepVM{}
+	return nil, errLoopIdle
 }
