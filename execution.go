@@ -215,13 +215,16 @@ func (x *execution) run(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	w.x, x.vm, x.loop = x, w.vm, w.loop
-	stop := context.AfterFunc(ctx, func() { w.vm.Interrupt(context.Canceled) })
-	defer stop()
 	input, err := jsonParse(w.vm, x.r.Input)
 	if err != nil {
 		return nil, err
 	}
-	v, err := x.loop.await(ctx, callAsync(w.vm, w.exports.Get(x.def.Export), input))
+	// Read the export (an esbuild getter) before interrupts are armed: an
+	// interrupt raised outside a JS call would panic instead of returning.
+	fn := w.exports.Get(x.def.Export)
+	stop := context.AfterFunc(ctx, func() { w.vm.Interrupt(context.Canceled) })
+	defer stop()
+	v, err := x.loop.await(ctx, callAsync(w.vm, fn, input))
 	if err != nil {
 		var ie *goja.InterruptedError
 		if errors.As(err, &ie) || ctx.Err() != nil {
