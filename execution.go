@@ -209,7 +209,17 @@ func (e *engine) warmWorkflowVM(def *workflowDef) {
 // run binds a workflow VM, calls the workflow function with the run's
 // input and drives the loop. It returns the output JSON, errLoopIdle to
 // suspend, or the failure.
-func (x *execution) run(ctx context.Context) (json.RawMessage, error) {
+func (x *execution) run(ctx context.Context) (out json.RawMessage, err error) {
+	defer func() {
+		// goja raises an interrupt as a panic when it lands outside a JS
+		// call; a cancelled run must not take the process down with it.
+		if p := recover(); p != nil {
+			if ctx.Err() == nil {
+				panic(p)
+			}
+			out, err = nil, context.Canceled
+		}
+	}()
 	w, err := x.e.takeWorkflowVM(x.def)
 	if err != nil {
 		return nil, err
