@@ -244,3 +244,70 @@ func TestDevFailingMigrationStopsBoot(t *testing.T) {
 		t.Errorf("table b exists: the failing migration was half-applied")
 	}
 }
+
+// tableColumns returns the columns of a public table ("" when absent).
+func tableColumns(t *testing.T, dbURL, table string) string {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var cols *string
+	conn.QueryRow(context.Background(), `select string_agg(column_name, ',' order by ordinal_position) from information_schema.columns where table_schema = 'public' and table_name = $1`, table).Scan(&cols)
+	if cols == nil {
+		return ""
+	}
+	return *cols
+}
+
+// usersSchema is a src/schema.ts with the given extra columns.
+func usersSchema(extra string) string {
+	return `import { pgTable, serial, text, integer } from "drizzle-orm/pg-core";
+export const users = pgTable("users", { id: serial("id").primaryKey(), name: text("name").notNull()` + extra + ` });
+`
+}
+
+// TestDevAutoMigrate: src/schema.ts is applied at boot and on edits while
+// svc dev runs; --no-auto-migrate and dev.autoMigrate: false turn it off,
+// and --auto-migrate overrides the file.
+func TestDevAutoMigrate(t *testing.T) {
+	t.Run("on by default, follows edits", func(t *testing.T) {
+		dir := projectDir(t)
+		dbURL := testPostgresURL(t)
+		writeFile(t, dir, "src/schema.ts", usersSchema(""))
+		startDev(t, dir, baseEnv("SVC_DATABASE_URL="+dbURL, "OPENAI_API_KEY=sk"))
+		if got := tableColumns(t, dbURL, "users"); got != "id,name" {
+			t.Fatalf("users columns after boot = %q; want id,name", got)
+		}
+		writeFile(t, dir, "src/schema.ts", usersSchema(`, age: integer("age")`))
+		eventually(t, 15*time.Second, "the added column to be applied", func() bool { return tableColumns(t, dbURL, "users") == "id,name,age" })
+		files, _ := filepath.Glob(filepath.Join(dir, ".svc", "migrations", "*.sql"))
+		if len(files) != 2 {
+			t.Errorf("migrations written = %v; want 2 files", files)
+		}
+	})
+	for _, tt := range []struct {
+		name   string
+		yaml   string
+		args   []string
+		create bool
+	}{
+		{"--no-auto-migrate", "", []string{"--no-auto-migrate"}, false},
+		{"dev.autoMigrate false", "dev:\n  autoMigrate: false\n", nil, false},
+		{"--auto-migrate overrides the file", "dev:\n  autoMigrate: false\n", []string{"--auto-migrate"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := projectDir(t)
+			dbURL := testPostgresURL(t)
+			if tt.yaml != "" {
+				writeFile(t, dir, "agent.yaml", tt.yaml)
+			}
+			writeFile(t, dir, "src/schema.ts", usersSchema(""))
+			startDev(t, dir, baseEnv("SVC_DATABASE_URL="+dbURL, "OPENAI_API_KEY=sk"), tt.args...)
+			if got := tableColumns(t, dbURL, "users") != ""; got != tt.create {
+				t.Errorf("users table created = %v; want %v", got, tt.create)
+			}
+		})
+	}
+}
