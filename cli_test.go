@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runInProcess runs the CLI in-process in dir with env and returns stdout,
@@ -299,5 +302,69 @@ func TestParseDotEnv(t *testing.T) {
 	}
 	if _, err := parseDotEnv([]byte("NOEQUALS\n")); err == nil {
 		t.Error("parseDotEnv accepted a line without =")
+	}
+}
+
+func TestDevWithoutProjectInteractive(t *testing.T) {
+	t.Run("declined", func(t *testing.T) {
+		dir := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"dev"}, cliIO{stdin: strings.NewReader("n\n"), stdout: &stdout, stderr: &stderr,
+			getenv: func(string) string { return "" }, dir: dir, stdinTerminal: true})
+		if code != 3 || !strings.Contains(stderr.String(), "Create a local-only project") {
+			t.Fatalf("declined prompt = exit %d %q; want 3 after the prompt", code, stderr.String())
+		}
+	})
+	t.Run("accepted", func(t *testing.T) {
+		parent := t.TempDir()
+		os.Chmod(parent, 0o755)
+		dir := filepath.Join(parent, "cloned")
+		writeFile(t, dir, "agent.yaml", "name: cloned\n")
+		env := map[string]string{"SVC_DATABASE_URL": testPostgresURL(t), "OPENAI_API_KEY": "sk"}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var stdout, stderr syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"dev", "--port", strconv.Itoa(freePortBase(t))}, cliIO{stdin: strings.NewReader("\n"), stdout: &stdout, stderr: &stderr,
+				getenv: func(k string) string { return env[k] }, dir: dir, stdinTerminal: true})
+		}()
+		eventually(t, 60*time.Second, "svc dev to come up", func() bool { return strings.Contains(stdout.String(), "svc dev is up") })
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Fatalf("exit %d after cancel: %s", code, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("svc dev did not stop")
+		}
+		p, err := loadProject(dir)
+		if err != nil || p.Link == nil || p.Link.OrganizationID != "local" || p.Link.Agent.Name != "cloned" {
+			t.Fatalf("project after the prompt = %+v, %v", p, err)
+		}
+	})
+}
+
+// TestDependencyBudget fails when a package outside the allowed modules
+// reaches the binary (DESIGN §1: standard library, pgx, uuid, esbuild, goja).
+func TestDependencyBudget(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := []string{"svc", "github.com/jackc/pgx/v5", "github.com/jackc/pgpassfile", "github.com/jackc/pgservicefile", "github.com/jackc/puddle/v2",
+		"github.com/google/uuid", "github.com/evanw/esbuild", "github.com/dop251/goja", "github.com/dlclark/regexp2", "github.com/go-sourcemap/sourcemap",
+		"github.com/google/pprof", "golang.org/x/text", "golang.org/x/sync", "golang.org/x/sys"}
+	for _, pkg := range strings.Fields(string(out)) {
+		ok := false
+		for _, a := range allowed {
+			if pkg == a || strings.HasPrefix(pkg, a+"/") {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("package %s reaches the binary; add it to the README's dependency list with a reason, then here", pkg)
+		}
 	}
 }
