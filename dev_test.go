@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -309,5 +310,95 @@ func TestDevAutoMigrate(t *testing.T) {
 				t.Errorf("users table created = %v; want %v", got, tt.create)
 			}
 		})
+	}
+}
+
+// TestWorkflowAndRunVerbsEndToEnd drives every workflows/runs verb through
+// the binary against a running svc dev, in human and --json modes.
+func TestWorkflowAndRunVerbsEndToEnd(t *testing.T) {
+	dir := projectDir(t)
+	writeFile(t, dir, "workflows/slow.workflow.ts", `import { sleep } from "svc";
+export const serial = true;
+export default async function slow() { "use workflow"; await sleep("1h"); return 1; }`)
+	startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk"))
+	env := baseEnv()
+	jsonOut := func(args ...string) (map[string]any, int) {
+		out, stderr, code := cli(t, dir, env, append([]string{"--json"}, args...)...)
+		var e struct {
+			OK    bool           `json:"ok"`
+			Data  map[string]any `json:"data"`
+			Error *envelopeError `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(out), &e); err != nil {
+			t.Fatalf("svc %v: not an envelope: %q %q", args, out, stderr)
+		}
+		if !e.OK {
+			return map[string]any{"code": e.Error.Code, "message": e.Error.Message}, code
+		}
+		return e.Data, code
+	}
+	list, _ := jsonOut("workflows", "list")
+	if list["schema_version"].(float64) != 1 || len(list["items"].([]any)) != 3 {
+		t.Fatalf("list = %v", list)
+	}
+	first := list["items"].([]any)[0].(map[string]any)
+	if first["name"] != "greet" || first["trigger"] != "POST /api/workflows/greet/start" || first["hasSchema"] != true {
+		t.Errorf("first item = %v", first)
+	}
+	schema, _ := jsonOut("workflows", "schema", "greet")
+	if in := schema["schema"].(map[string]any)["input"].(map[string]any); in["type"] != "object" {
+		t.Errorf("schema = %v", schema)
+	}
+	out, _, code := cli(t, dir, env, "workflows", "schema", "ping")
+	if code != 0 || !strings.Contains(out, "declares no input/output schema") || !strings.Contains(out, "raw JSON field") {
+		t.Errorf("schema ping = %d %q", code, out)
+	}
+	if got, code := jsonOut("workflows", "schema", "nope"); code != 4 || got["code"] != codeWorkflowNotFound {
+		t.Errorf("schema nope = %d %v; want 4 workflow_not_found", code, got)
+	}
+	// start: --input wins over --input-file.
+	file := filepath.Join(dir, "in.json")
+	os.WriteFile(file, []byte(`{"name":"File"}`), 0o644)
+	rc, code := jsonOut("workflows", "start", "greet", "--input-file", file, "--input", `{"name":"Flag"}`)
+	if code != 0 || rc["status"] != "started" || rc["schema_version"].(float64) != 1 || rc["trigger"] != "POST /api/workflows/greet/start" || rc["runId"] == nil || !strings.HasPrefix(rc["worldRunId"].(string), "wrun_") {
+		t.Fatalf("start = %d %v", code, rc)
+	}
+	id := rc["runId"].(string)
+	run, _ := jsonOut("runs", "get", id, "--wait", "20s")
+	r := run["run"].(map[string]any)
+	if r["status"] != runCompleted || r["trigger"] != triggerCLI || r["traceId"] != rc["worldRunId"] || !strings.Contains(fmt.Sprint(r["output"]), "Hello, Flag!") {
+		t.Fatalf("run = %v", r)
+	}
+	if steps := r["steps"].([]any); len(steps) != 2 || steps[0].(map[string]any)["attempts"] == nil {
+		t.Errorf("timeline = %v", steps)
+	}
+	out, stderr, code := cli(t, dir, env, "workflows", "start", "greet", "--input", `{"name":""}`)
+	if code != 1 || !strings.Contains(stderr, "/name") {
+		t.Errorf("schema failure = %d %q %q; want exit 1 with the path on stderr", code, out, stderr)
+	}
+	if got, code := jsonOut("workflows", "start", "nope"); code != 4 || got["code"] != codeWorkflowNotFound {
+		t.Errorf("start nope = %d %v", code, got)
+	}
+	// Serial: the second start is queued, with the sentence in human mode.
+	first2, _ := jsonOut("workflows", "start", "slow")
+	out, _, _ = cli(t, dir, env, "workflows", "start", "slow")
+	if !strings.Contains(out, "queued") || !strings.Contains(out, "earlier run is still active") || !strings.Contains(out, "starts automatically") {
+		t.Errorf("queued start printed %q", out)
+	}
+	out, _, _ = cli(t, dir, env, "runs", "list")
+	if !strings.Contains(out, "queued") || !strings.Contains(out, "slow") {
+		t.Errorf("runs list = %q", out)
+	}
+	cancelled, code := jsonOut("runs", "cancel", first2["runId"].(string))
+	if code != 0 || cancelled["run"].(map[string]any)["status"] != runCancelled {
+		t.Errorf("cancel = %d %v", code, cancelled)
+	}
+	// The queued start now runs.
+	eventually(t, 10*time.Second, "the queued start to run", func() bool {
+		l, _ := jsonOut("runs", "list", "--workflow", "slow")
+		return len(l["queued"].([]any)) == 0 && len(l["items"].([]any)) == 2
+	})
+	if got, code := jsonOut("runs", "get", "00000000-0000-0000-0000-000000000000"); code != 4 || got["code"] != codeNotFound {
+		t.Errorf("get unknown run = %d %v", code, got)
 	}
 }
