@@ -33,6 +33,8 @@ func TestDevBootEndToEnd(t *testing.T) {
 	dbURL := testPostgresURL(t)
 	writeFile(t, dir, ".svc/migrations/0001_notes.sql", "create table notes(id serial primary key, body text);")
 	writeFile(t, dir, ".env", "GREETING=hi\n")
+	writeFile(t, dir, "workflows/envcheck.workflow.ts", `async function read() { "use step"; return { greeting: process.env.GREETING, db: !!process.env.DATABASE_URL, s3: !!process.env.S3_ENDPOINT && !!process.env.S3_SECRET_ACCESS_KEY, key: process.env.OPENAI_API_KEY }; }
+export default async function envcheck() { "use workflow"; return await read(); }`)
 	env := baseEnv("SVC_DATABASE_URL="+dbURL, "OPENAI_API_KEY=sk-test")
 	d := startDev(t, dir, env)
 	p := d.payload
@@ -95,6 +97,14 @@ func TestDevBootEndToEnd(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, fmt.Sprint(d.port)) || !strings.Contains(stderr, "SVC_DEV_PORT_OFFSET") {
 		t.Errorf("dev on a busy port = exit %d %q; want exit 1 naming the port and SVC_DEV_PORT_OFFSET", code, stderr)
 	}
+	// Agents and workflows see the system secrets, the provider and .env.
+	var rc startReceipt
+	httpJSON(t, "POST", d.url("/api/workflows/envcheck/start"), "", &rc)
+	var got struct{ Run runRecord }
+	httpJSON(t, "GET", d.url("/api/runs/"+rc.RunID+"?wait=20s"), nil, &got)
+	if string(got.Run.Output) != `{"greeting":"hi","db":true,"s3":true,"key":"sk-test"}` {
+		t.Errorf("process.env in a step = %s %+v", got.Run.Output, got.Run.Error)
+	}
 	if code := d.interrupt(); code != 0 {
 		t.Errorf("SIGINT exit = %d; want 0\n%s", code, d.stderr.String())
 	}
@@ -107,6 +117,12 @@ func TestDevBootEndToEnd(t *testing.T) {
 	_, _, code = cli(t, dir, cliEnv, "workflows", "list")
 	if code != 3 {
 		t.Errorf("workflows list after shutdown = exit %d; want 3 (dev_not_running)", code)
+	}
+	// A run completed in this project: without any provider the gate opens
+	// with first-run-completed.
+	d = startDev(t, dir, baseEnv("SVC_DATABASE_URL="+dbURL))
+	if !d.payload.Gate.Open || d.payload.Gate.Reason != gateFirstRun {
+		t.Errorf("gate after a completed run = %+v; want open first-run-completed", d.payload.Gate)
 	}
 }
 

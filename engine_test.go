@@ -410,3 +410,25 @@ func TestEngineSerialQueue(t *testing.T) {
 		t.Errorf("queued runs started in order %v; want FIFO %v", got, order)
 	}
 }
+
+func TestCatalogConfigOverrides(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "workflows/a.workflow.ts", `export default async function a() { "use workflow"; return 1; }`)
+	writeFile(t, dir, "flows/b.ts", `export const inputSchema = { type: "object" }; export async function b() { "use workflow"; return 2; }`)
+	writeFile(t, dir, "svc.config.ts", `import { defineConfig } from "svc";
+export default defineConfig({ workflows: { a: { serial: true }, custom: { file: "flows/b.ts" } } });`)
+	cat, cerr := compileCatalog(dir, discardLogger())
+	if cerr != nil || len(cat.Failed) > 0 {
+		t.Fatalf("compile: %v %v", cerr, cat.Failed)
+	}
+	if got := strings.Join(cat.workflowNames(), ","); got != "a,custom" {
+		t.Fatalf("workflows = %s; want a,custom", got)
+	}
+	if !cat.Workflows["a"].Serial || cat.Workflows["custom"].Export != "b" || cat.Workflows["custom"].InputSchema == nil {
+		t.Errorf("overrides not applied: a %+v custom %+v", cat.Workflows["a"], cat.Workflows["custom"])
+	}
+	writeFile(t, dir, "svc.config.ts", `export default { workflows: { a: { serial: "yes" } } };`)
+	if _, cerr := compileCatalog(dir, discardLogger()); cerr == nil || !strings.Contains(cerr.Error(), "svc.config.ts") {
+		t.Errorf("a bad svc.config.ts = %v; want an error naming the file", cerr)
+	}
+}
