@@ -117,12 +117,19 @@ func (r *runRecord) call(seq int) *durableCall {
 	return nil
 }
 
-// ensureCall returns entry seq, creating it (and any gap) when missing.
+// ensureCall returns entry seq, creating it when missing. Calls run
+// concurrently (Promise.all), so a later call can be journaled before an
+// earlier one settles: the gap is filled with placeholders (no Kind) that
+// the earlier call's own event completes.
 func (r *runRecord) ensureCall(seq int, kind, name string, at time.Time) *durableCall {
 	for len(r.Steps) < seq {
-		r.Steps = append(r.Steps, &durableCall{Seq: len(r.Steps) + 1, Kind: kind, Name: name, Status: runRunning, StartedAt: at})
+		r.Steps = append(r.Steps, &durableCall{Seq: len(r.Steps) + 1, Status: runRunning})
 	}
-	return r.Steps[seq-1]
+	c := r.Steps[seq-1]
+	if c.Kind == "" {
+		c.Kind, c.Name, c.StartedAt = kind, name, at
+	}
+	return c
 }
 
 // queuedTrigger is a start of a serial workflow waiting for the active run.

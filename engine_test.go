@@ -432,3 +432,34 @@ export default defineConfig({ workflows: { a: { serial: true }, custom: { file: 
 		t.Errorf("a bad svc.config.ts = %v; want an error naming the file", cerr)
 	}
 }
+
+func TestEngineParallelCallsReplay(t *testing.T) {
+	te := newTestEngine(t)
+	dir := te.dir
+	writeFile(t, dir, "workflows/fan.workflow.ts", `
+import { sleep, workflows } from "svc";
+async function slow(key: string) { "use step"; await new Promise((r) => setTimeout(r, 50)); const r = await fetch(process.env.COUNTER + "?k=" + key); return (await r.json()).n; }
+export default async function fan() {
+  "use workflow";
+  const [a, child, b] = await Promise.all([slow("par-a"), workflows.startAndWait("three", { id: "fan" }), slow("par-b")]);
+  await sleep(30);
+  return { a, b, child: (child as any).sum };
+}`)
+	cat, cerr := compileCatalog(dir, discardLogger())
+	if cerr != nil || len(cat.Failed) > 0 {
+		t.Fatalf("compile: %v %v", cerr, cat.Failed)
+	}
+	te.cat = cat
+	r := te.startWait(t, "fan", `{}`)
+	if r.Status != runCompleted || string(r.Output) != `{"a":1,"b":1,"child":3}` {
+		b, _ := json.MarshalIndent(r.Steps, "", " ")
+		t.Fatalf("fan = %s %s %+v\n%s", r.Status, r.Output, r.Error, b)
+	}
+	kinds := []string{}
+	for _, s := range r.Steps {
+		kinds = append(kinds, s.Kind)
+	}
+	if strings.Join(kinds, ",") != "step,startAndWait,step,sleep" {
+		t.Errorf("timeline kinds = %v", kinds)
+	}
+}

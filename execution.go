@@ -253,7 +253,7 @@ func (x *execution) nextCall(kind, name string) (int, *durableCall, error) {
 	x.e.mu.Lock()
 	defer x.e.mu.Unlock()
 	c := x.r.call(x.seq)
-	if c == nil {
+	if c == nil || c.Kind == "" { // new, or in flight when the process stopped
 		return x.seq, nil, nil
 	}
 	if c.Kind != kind || (name != "" && c.Name != name) {
