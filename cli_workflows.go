@@ -152,7 +152,11 @@ func (t *target) call(ctx context.Context, method, path string, body []byte, hea
 		for _, v := range eb.Error.Violations {
 			msg += fmt.Sprintf("\n  %s: %s", orRoot(v.Path), v.Message)
 		}
-		return &cliError{Code: code, Message: msg}
+		hint := ""
+		if eb.Error.Code == "gate_closed" {
+			hint = "set OPENAI_API_KEY, ANTHROPIC_API_KEY or SVC_MODEL_BASE_URL for svc dev, or store a model provider in its console (" + t.baseURL + "/)"
+		}
+		return &cliError{Code: code, Message: msg, Hint: hint}
 	}
 	return json.Unmarshal(b, out)
 }

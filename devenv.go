@@ -143,12 +143,14 @@ func runDev(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	defer rt.close()
 	rt.announce()
 	select {
 	case <-ctx.Done():
+		rt.log.Info("stopping")
 	case err = <-rt.fatal:
 	}
+	rt.close()
+	rt.log.Info("stopped: PostgreSQL, object storage and the API are down")
 	return err
 }
 
