@@ -150,7 +150,7 @@ func runDev(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	case err = <-rt.fatal:
 	}
 	rt.close()
-	rt.log.Info("stopped: PostgreSQL, object storage and the API are down")
+	rt.log.Info("stopped")
 	return err
 }
 
