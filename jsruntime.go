@@ -35,7 +35,6 @@ func (e *compileError) Error() string {
 type jsModule struct {
 	File    string // project-relative path of the entry
 	Program *goja.Program
-	Steps   []string // names of the "use step" functions, in source order
 }
 
 // stepDeclPattern finds function declarations in esbuild's output; whether
@@ -72,12 +71,12 @@ func bundleModule(dir, rel string, external ...string) (*jsModule, error) {
 	if len(res.OutputFiles) != 1 {
 		return nil, &compileError{File: rel, Message: "bundler produced no output"}
 	}
-	src, steps := markSteps(string(res.OutputFiles[0].Contents))
+	src := markSteps(string(res.OutputFiles[0].Contents))
 	prog, err := goja.Compile(rel, src, false)
 	if err != nil {
 		return nil, &compileError{File: rel, Message: err.Error()}
 	}
-	return &jsModule{File: rel, Program: prog, Steps: steps}, nil
+	return &jsModule{File: rel, Program: prog}, nil
 }
 
 // markSteps rewrites every function whose body starts with the "use step"
@@ -91,16 +90,14 @@ func bundleModule(dir, rel string, external ...string) (*jsModule, error) {
 //
 // The implementation keeps its (hoisted) declaration; in a workflow VM the
 // dispatcher journals the call, in a step VM it registers the implementation.
-func markSteps(src string) (string, []string) {
+func markSteps(src string) string {
 	var b strings.Builder
-	var steps []string
 	last := 0
 	for _, m := range stepDeclPattern.FindAllStringSubmatchIndex(src, -1) {
 		if !bodyStartsWithDirective(src[m[1]:], "use step") {
 			continue
 		}
 		name := src[m[4]:m[5]]
-		steps = append(steps, name)
 		b.WriteString(src[last:m[0]])
 		fmt.Fprintf(&b, "var %s = __svc_step(%q, __svc_step_%s); ", name, name, name)
 		b.WriteString(src[m[0]:m[4]])
@@ -108,7 +105,7 @@ func markSteps(src string) (string, []string) {
 		last = m[5]
 	}
 	b.WriteString(src[last:])
-	return b.String(), steps
+	return b.String()
 }
 
 // bodyStartsWithDirective reports whether s, the text just after a function's
