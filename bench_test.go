@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -188,6 +190,73 @@ func BenchmarkWorkflows(b *testing.B) {
 		if err := startAndWait("long", `{"steps":1000}`); err != nil {
 			b.Fatal(err)
 		}
+		b.ReportMetric(float64(time.Since(t0).Microseconds())/1000/1000, "W3-ms/step")
+	}
+}
+
+// BenchmarkEngineInProcess runs W1-W3 against the engine in-process, as
+// the peers' figures in TARGETS.md were taken (their clients ran
+// in-process), on the file journal in the working directory's disk.
+func BenchmarkEngineInProcess(b *testing.B) {
+	dir := benchProject(b, 4, 1)
+	cat, cerr := compileCatalog(dir, discardLogger())
+	if cerr != nil {
+		b.Fatal(cerr)
+	}
+	journalDir, err := os.MkdirTemp(".", ".bench-journal-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(journalDir)
+	e, err := openEngine(engineOptions{Dir: journalDir, Catalog: func() *catalog { return cat },
+		Env: func() map[string]string { return nil }, Log: discardLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.close()
+	defer debug.SetGCPercent(debug.SetGCPercent(devGCPercent)) // as svc dev runs
+	startAndWait := func(wf, input string) {
+		rc, err := e.start(startRequest{Workflow: wf, Input: json.RawMessage(input), Trigger: triggerHTTP})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.wait(ctx, rc.RunID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range b.N {
+		var lat []time.Duration
+		for range 100 {
+			t0 := time.Now()
+			startAndWait("w00", `{"n":1}`)
+			lat = append(lat, time.Since(t0))
+		}
+		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
+		b.ReportMetric(percentile(lat, 50), "W1-p50-ms")
+		b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
+		work := make(chan struct{}, 1000)
+		for range 1000 {
+			work <- struct{}{}
+		}
+		close(work)
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range work {
+					startAndWait("w00", `{"n":2}`)
+				}
+			}()
+		}
+		wg.Wait()
+		el := time.Since(t0).Seconds()
+		b.ReportMetric(1000/el, "W2-runs/s")
+		t0 = time.Now()
+		startAndWait("long", `{"steps":1000}`)
 		b.ReportMetric(float64(time.Since(t0).Microseconds())/1000/1000, "W3-ms/step")
 	}
 }
