@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -120,9 +121,10 @@ export default async function forever() { "use workflow"; await sleep("1h"); ret
 // testEngine compiles the engine workflows and opens an engine on dir.
 type testEngine struct {
 	*engine
-	dir     string
-	cat     *catalog
-	counter *stepCounter
+	compactBytes int64 // 0: the default
+	dir          string
+	cat          *catalog
+	counter      *stepCounter
 }
 
 // newTestEngine writes the workflows into a project and opens the engine.
@@ -146,7 +148,7 @@ func (te *testEngine) open(t *testing.T) {
 	e, err := openEngine(engineOptions{
 		Dir: te.dir + "/.svc/journal", Catalog: func() *catalog { return te.cat },
 		Env: func() map[string]string { return map[string]string{"COUNTER": te.counter.URL} },
-		Log: discardLogger(), RetryBase: 10 * time.Millisecond,
+		Log: discardLogger(), RetryBase: 10 * time.Millisecond, CompactBytes: te.compactBytes,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -461,5 +463,49 @@ export default async function fan() {
 	}
 	if strings.Join(kinds, ",") != "step,startAndWait,step,sleep" {
 		t.Errorf("timeline kinds = %v", kinds)
+	}
+}
+
+func TestEngineCompactionKeepsState(t *testing.T) {
+	te := newTestEngine(t)
+	te.close()
+	te.compactBytes = 2048 // compact every few runs
+	te.open(t)
+	var done []runRecord
+	for i := range 20 {
+		done = append(done, te.startWait(t, "three", fmt.Sprintf(`{"id":"c%d"}`, i)))
+	}
+	// Leave a run waiting on a hook, and a serial run with a queued start.
+	hooked, _ := te.start(startRequest{Workflow: "hooked", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
+	token := <-te.counter.tokens
+	te.start(startRequest{Workflow: "forever", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
+	entries, _ := os.ReadDir(te.dir + "/.svc/journal")
+	snaps := 0
+	for _, en := range entries {
+		if strings.HasSuffix(en.Name(), ".snap") {
+			snaps++
+		}
+	}
+	if snaps == 0 {
+		t.Fatalf("no snapshot after 20 runs with CompactBytes 2048: %v", entries)
+	}
+	te.close()
+	te.open(t)
+	for _, r := range done {
+		got, ok := te.get(r.RunID)
+		if !ok || got.Status != runCompleted || string(got.Output) != string(r.Output) || len(got.Steps) != 3 {
+			t.Fatalf("run %s after compaction and reopen = %+v", r.RunID, got)
+		}
+	}
+	if _, err := te.resumeHook(token, json.RawMessage(`{"approved":false}`)); err != nil {
+		t.Fatalf("hook lost in the snapshot: %v", err)
+	}
+	if r := te.await(t, hooked.RunID); string(r.Output) != `{"approved":false}` {
+		t.Errorf("hooked after reopen = %s", r.Output)
+	}
+	for i := range 20 {
+		if n := te.counter.count(fmt.Sprintf("c%d-a", i)); n != 1 {
+			t.Errorf("step c%d-a ran %d times", i, n)
+		}
 	}
 }
