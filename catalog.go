@@ -36,6 +36,7 @@ type agentDef struct {
 	Name   string
 	File   string
 	Module *jsModule
+	Spec   *agentSpec // what defineAgent declared (agent.go)
 }
 
 // catalog is the compiled project: every workflow and agent that compiled,
@@ -253,10 +254,10 @@ func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.
 	return nil
 }
 
-// inspectAgent evaluates the agent module once and checks that its default
-// export was made by defineAgent.
+// inspectAgent evaluates the agent module once, checks that its default
+// export was made by defineAgent and reads its definition.
 func inspectAgent(ag *agentDef, log *slog.Logger) error {
-	_, exports, err := newModuleVM(ag.Module, vmOptions{Log: log})
+	vm, exports, err := newModuleVM(ag.Module, vmOptions{Log: log})
 	if err != nil {
 		return err
 	}
@@ -264,8 +265,10 @@ func inspectAgent(ag *agentDef, log *slog.Logger) error {
 	if def == nil || goja.IsUndefined(def) {
 		return &compileError{File: ag.File, Message: "no default export; write `export default defineAgent({ … })`"}
 	}
-	if obj, ok := def.(*goja.Object); !ok || !obj.Get("__svcAgent").ToBoolean() {
+	obj, ok := def.(*goja.Object)
+	if !ok || !jsTruthy(obj.Get("__svcAgent")) {
 		return &compileError{File: ag.File, Message: "the default export was not made by defineAgent({ … })"}
 	}
-	return nil
+	ag.Spec, err = readAgentSpec(vm, obj, ag.File)
+	return err
 }

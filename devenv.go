@@ -198,6 +198,7 @@ type devRuntime struct {
 	db       *pgxpool.Pool
 	secrets  *secretStore
 	engine   *engine
+	agents   *agentHost // chat wires: model clients, sessions, credentials (wires.go)
 	s3       *s3Server
 	services devServices
 	baseEnv  map[string]string // system secrets and .env, without the model provider
@@ -354,6 +355,11 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read .env: %w", err)
+	}
+
+	rt.agents, err = newAgentHost(rt)
+	if err != nil {
+		return nil, err
 	}
 
 	// The gate decides whether agents and workflows start.
@@ -610,6 +616,9 @@ func (rt *devRuntime) announce() {
 		fmt.Fprintf(w, "svc dev is up\n  API         %s\n  PostgreSQL  %s\n  S3          %s (bucket %s)\n  Gate        %s\n  Agents      %s\n  Workflows   %s\nPress Ctrl-C to stop.\n",
 			p.EmulatorURL, redactURL(p.Services.PostgresURL), p.Services.S3Endpoint, p.Services.S3Bucket, gate,
 			orNone(p.DeepAgents), orNone(wfs))
+		if rt.agents != nil && len(rt.agents.apiKeys) > 0 {
+			fmt.Fprintf(w, "  Chat wires accept only the dev key %s (.svc/%s) or a key of SVC_API_KEYS (--listen).\n", rt.agents.apiKeys[0], devAPIKeyFile)
+		}
 	})
 }
 

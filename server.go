@@ -51,6 +51,12 @@ func routeTable(s *server) []route {
 		{"GET", "/api/runs/{runId}", "one run with its step timeline; ?wait=30s long-polls until terminal", s.handleGetRun},
 		{"POST", "/api/runs/{runId}/cancel", "cancel an active run", s.handleCancelRun},
 		{"POST", "/api/hooks/{token}", "resume a workflow waiting on createHook() with the JSON body", s.handleResumeHook},
+		{"POST", "/openai/v1/chat/completions", "chat-completions wire (OpenAI shape); model = agent name; stream: true = SSE chunks ending data: [DONE]", s.handleOpenAIChat},
+		{"GET", "/openai/v1/models", "the agents as models (OpenAI list shape)", s.handleOpenAIModels},
+		{"GET", "/openai/v1/models/{model}", "one agent as a model (OpenAI shape)", s.handleOpenAIModel},
+		{"POST", "/anthropic/v1/messages", "messages wire (Anthropic shape); model = agent name; stream: true = Anthropic SSE events", s.handleAnthropicMessages},
+		{"POST", "/agui/{agent}", "agent-UI wire: AG-UI RunAgentInput body, SSE of AG-UI events; threadId = durable session", s.handleAGUI},
+		{"POST", "/chat", "the agent-UI wire with the agent named in forwardedProps.agent (the console's chat)", s.handleChat},
 		{"GET", "/", "the local console", s.handleConsole},
 	}
 }

@@ -1,0 +1,243 @@
+package main
+
+// Sessions and approvals (SPEC §5, DESIGN §4). A turn is stateless unless
+// the request names a durable session (x-svc-session, or a non-empty
+// agent-UI threadId): then the history and the tool calls waiting for the
+// client live in PostgreSQL (svc.agent_sessions), keyed by agent, the
+// SHA-256 of the credential and the session key, so they survive a restart
+// of svc dev and no other credential can read or continue them.
+//
+// The history rule of a durable turn: the server's history is
+// authoritative. For a session that already has history, only the request's
+// messages after its last assistant message are taken (a client may send
+// just its newest turn, or resend everything); a new session takes every
+// message the request carries, so a client may seed it.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// sessionMaxKeyLength bounds a session key (header value or threadId).
+const sessionMaxKeyLength = 512
+
+// Errors of durable sessions that the wires answer in their own shape.
+var (
+	errSessionBusy        = errors.New("a turn of this session is already running; wait for it to finish")
+	errSessionUnavailable = errors.New("durable sessions need the runtime's database, which is not available")
+)
+
+// sessionStore keeps durable sessions in PostgreSQL and lets one turn of a
+// session run at a time (in this process).
+type sessionStore struct {
+	db *pgxpool.Pool
+
+	mu   sync.Mutex
+	busy map[string]bool // sessionRef.lockKey of the sessions running a turn
+}
+
+// newSessionStore returns a store over db.
+func newSessionStore(db *pgxpool.Pool) *sessionStore {
+	return &sessionStore{db: db, busy: map[string]bool{}}
+}
+
+// sessionRef names a durable session: agent, credential and key.
+type sessionRef struct {
+	Agent          string
+	CredentialHash string
+	Key            string
+}
+
+// newSessionRef scopes key to agent and the credential.
+func newSessionRef(agent, credential, key string) sessionRef {
+	sum := sha256.Sum256([]byte(credential))
+	return sessionRef{Agent: agent, CredentialHash: hex.EncodeToString(sum[:]), Key: key}
+}
+
+// lockKey is the ref as one string.
+func (r sessionRef) lockKey() string { return r.Agent + "\x00" + r.CredentialHash + "\x00" + r.Key }
+
+// agentSession is a durable session's state.
+type agentSession struct {
+	Ref      sessionRef
+	Messages []chatMessage
+	Pending  []pendingCall
+	Turns    int
+	stored   bool // it exists in the database
+}
+
+// acquire marks ref as running a turn; release undoes it. ok is false when
+// a turn of ref is already running.
+func (s *sessionStore) acquire(ref sessionRef) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := ref.lockKey()
+	if s.busy[k] {
+		return nil, false
+	}
+	s.busy[k] = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.busy, k)
+	}, true
+}
+
+// load returns the session ref, empty when it does not exist yet.
+func (s *sessionStore) load(ctx context.Context, ref sessionRef) (*agentSession, error) {
+	sess := &agentSession{Ref: ref}
+	var msgs, pending []byte
+	err := s.db.QueryRow(ctx, `select messages, pending, turns from svc.agent_sessions
+		where agent = $1 and credential_hash = $2 and session_key = $3`, ref.Agent, ref.CredentialHash, ref.Key).Scan(&msgs, &pending, &sess.Turns)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sess, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load session %q: %w", ref.Key, err)
+	}
+	if err := json.Unmarshal(msgs, &sess.Messages); err != nil {
+		return nil, fmt.Errorf("load session %q: messages: %w", ref.Key, err)
+	}
+	if err := json.Unmarshal(pending, &sess.Pending); err != nil {
+		return nil, fmt.Errorf("load session %q: pending: %w", ref.Key, err)
+	}
+	sess.stored = true
+	return sess, nil
+}
+
+// save writes the session, creating it on its first turn.
+func (s *sessionStore) save(ctx context.Context, sess *agentSession) error {
+	msgs, err := json.Marshal(sessionNonNil(sess.Messages))
+	if err != nil {
+		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
+	}
+	pending, err := json.Marshal(sessionNonNil(sess.Pending))
+	if err != nil {
+		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
+	}
+	_, err = s.db.Exec(ctx, `insert into svc.agent_sessions(agent, credential_hash, session_key, messages, pending, turns)
+		values($1, $2, $3, $4, $5, $6)
+		on conflict (agent, credential_hash, session_key) do update
+		set messages = excluded.messages, pending = excluded.pending, turns = excluded.turns, updated_at = now()`,
+		sess.Ref.Agent, sess.Ref.CredentialHash, sess.Ref.Key, msgs, pending, sess.Turns)
+	if err != nil {
+		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
+	}
+	sess.stored = true
+	return nil
+}
+
+// sessionNonNil returns s, or an empty slice for nil (so it encodes as []).
+func sessionNonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// sessionAfterLastAssistant returns the messages after the last assistant message.
+func sessionAfterLastAssistant(msgs []chatMessage) []chatMessage {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "assistant" {
+			return msgs[i+1:]
+		}
+	}
+	return msgs
+}
+
+// turnOutput is the output of an agent turn as the runs API shows it.
+type turnOutput struct {
+	Text       string        `json:"text"`
+	ToolCalls  []pendingCall `json:"toolCalls,omitempty"`
+	StopReason string        `json:"stopReason"`
+	Usage      modelUsage    `json:"usage"`
+}
+
+// runTurn runs one turn of ag for wr on wire, authenticated by credential:
+// it loads the durable session when wr names one, runs the loop, saves the
+// session (also after a failure, so tools that already ran are not lost or
+// run twice) and records the turn as a run. emit receives the turn's events
+// as they happen.
+func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider, wire, credential string, wr *wireRequest, emit func(agentEvent)) (*agentResult, error) {
+	started := time.Now()
+	if p == nil {
+		return nil, fmt.Errorf("%w: set OPENAI_API_KEY or ANTHROPIC_API_KEY (or SVC_MODEL_BASE_URL), or store a credential in the console", errNoModelProvider)
+	}
+	loop := newAgentLoop(h, ag, h.models(p), p, wr, emit)
+	input := wr.Messages
+	var res *agentResult
+	var err error
+	if wr.SessionKey == "" {
+		res, err = loop.run(ctx, nil, nil, input, nil)
+		input = sessionAfterLastAssistant(input)
+	} else {
+		if h.sessions == nil {
+			return nil, errSessionUnavailable
+		}
+		ref := newSessionRef(ag.Name, credential, wr.SessionKey)
+		release, ok := h.sessions.acquire(ref)
+		if !ok {
+			return nil, errSessionBusy
+		}
+		defer release()
+		sess, lerr := h.sessions.load(ctx, ref)
+		if lerr != nil {
+			return nil, lerr
+		}
+		if sess.stored {
+			input = sessionAfterLastAssistant(input)
+		}
+		res, err = loop.run(ctx, sess.Messages, sess.Pending, input, wr.Approvals)
+		sess.Messages = append(sess.Messages, res.Messages...)
+		sess.Pending = res.Pending
+		sess.Turns++
+		// Saved with its own bound: a client that hung up must not lose
+		// the progress of a turn whose tools already ran.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		serr := h.sessions.save(sctx, sess)
+		cancel()
+		if err == nil {
+			err = serr
+		} else if serr != nil {
+			h.log.Error("save session after a failed turn", "agent", ag.Name, "err", serr)
+		}
+	}
+	h.recordTurn(ag.Name, wire, wr, input, res, err, started)
+	return res, err
+}
+
+// recordTurn records a finished turn in the runs API; a failure to record
+// is logged, never returned (the turn itself happened).
+func (h *agentHost) recordTurn(agent, wire string, wr *wireRequest, input []chatMessage, res *agentResult, turnErr error, started time.Time) {
+	if h.record == nil {
+		return
+	}
+	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, StartedAt: started}
+	if wr.SessionKey == "" {
+		t.ConversationID = wr.ConversationKey
+	}
+	t.Input, _ = json.Marshal(map[string]any{"messages": sessionNonNil(input)})
+	if res != nil {
+		t.ToolCalls = res.Calls
+		t.Output, _ = json.Marshal(turnOutput{Text: res.text(), ToolCalls: res.Pending, StopReason: res.StopReason, Usage: res.Usage})
+	}
+	if turnErr != nil {
+		t.Error = &runError{Name: "AgentError", Message: turnErr.Error()}
+		var ue *upstreamError
+		if errors.As(turnErr, &ue) {
+			t.Error.Name = "UpstreamError"
+		}
+	}
+	if _, err := h.record(t); err != nil {
+		h.log.Warn("record agent turn", "agent", agent, "err", err)
+	}
+}

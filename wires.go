@@ -1,0 +1,1141 @@
+package main
+
+// The three chat wires (SPEC §4.1, §5, §7; DESIGN §4): OpenAI chat
+// completions, Anthropic messages and AG-UI, each in its own request,
+// response, streaming and error shapes, all driving the same agent turn.
+// Errors found before a stream starts are answered with an HTTP status in
+// the wire's error shape (for AG-UI a JSON {"type":"RUN_ERROR",...} body);
+// errors after it started are the wire's in-stream error event.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// Wire names, as recorded on agent turns.
+const (
+	wireOpenAI    = "openai"
+	wireAnthropic = "anthropic"
+	wireAGUI      = "agui"
+)
+
+// Session headers (SPEC §4.1).
+const (
+	wireHeaderSession      = "x-svc-session"
+	wireHeaderConversation = "x-svc-conversation"
+)
+
+// devAPIKeyFile is where `svc dev --listen` keeps the project's dev key.
+const devAPIKeyFile = "dev-api-key"
+
+// Kinds of wireError; each wire maps them to its own error vocabulary.
+const (
+	wireErrAuth     = "authentication"
+	wireErrNotFound = "not_found"
+	wireErrInvalid  = "invalid_request"
+	wireErrTooLarge = "request_too_large"
+	wireErrGate     = "gate_closed"
+	wireErrCompile  = "agent_compile_failed"
+	wireErrBusy     = "session_busy"
+	wireErrUpstream = "upstream_error"
+	wireErrInternal = "internal_error"
+)
+
+// wireError is a failure answered in the caller's wire shape.
+type wireError struct {
+	Status  int
+	Kind    string
+	Message string
+	Param   string // the offending request field, when one is
+}
+
+// wireErrorFor maps a turn's error to a wire error: a provider failure
+// keeps a 429 or 400 and is otherwise a 502; session conflicts are 409.
+func wireErrorFor(err error) *wireError {
+	var ue *upstreamError
+	switch {
+	case errors.As(err, &ue):
+		status := http.StatusBadGateway
+		if ue.Status == http.StatusTooManyRequests || ue.Status == http.StatusBadRequest {
+			status = ue.Status
+		}
+		return &wireError{Status: status, Kind: wireErrUpstream, Message: ue.Error()}
+	case errors.Is(err, errSessionBusy):
+		return &wireError{Status: http.StatusConflict, Kind: wireErrBusy, Message: err.Error()}
+	case errors.Is(err, errNoModelProvider), errors.Is(err, errSessionUnavailable):
+		return &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrGate, Message: err.Error()}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &wireError{Status: http.StatusGatewayTimeout, Kind: wireErrUpstream, Message: "the turn was cancelled: " + err.Error()}
+	}
+	return &wireError{Status: http.StatusInternalServerError, Kind: wireErrInternal, Message: err.Error()}
+}
+
+// wireRequest is a chat request decoded from any wire.
+type wireRequest struct {
+	Agent           string
+	System          string // the client's system text, after the agent's instructions
+	Messages        []chatMessage
+	ClientTools     []toolSpec
+	Stream          bool
+	IncludeUsage    bool // OpenAI stream_options.include_usage
+	MaxTokens       int
+	Temperature     *float64
+	SessionKey      string                    // durable session ("" = none)
+	ConversationKey string                    // grouping only
+	Approvals       map[string]approvalAnswer // AG-UI resume entries, by tool call id
+	ThreadID, RunID string                    // AG-UI
+}
+
+// wireCodec is one wire's request decoding and response encoding.
+type wireCodec interface {
+	name() string
+	decode(r *http.Request, body []byte) (*wireRequest, *wireError)
+	writeError(w http.ResponseWriter, e *wireError)
+	// open returns the writer of the answer to wr: streamed or whole.
+	open(w http.ResponseWriter, wr *wireRequest) wireAnswer
+}
+
+// wireAnswer writes the answer of one turn: its events as they happen,
+// then the result or the failure. A streamed answer writes nothing before
+// its first event, so a failure before it still gets an HTTP error status.
+type wireAnswer interface {
+	event(ev agentEvent)
+	finish(res *agentResult)
+	fail(e *wireError)
+}
+
+// wireWhole is the answer to a request that does not stream: nothing until
+// the turn ends, then one JSON response.
+type wireWhole struct {
+	w          http.ResponseWriter
+	wr         *wireRequest
+	respond    func(w http.ResponseWriter, wr *wireRequest, res *agentResult)
+	writeError func(w http.ResponseWriter, e *wireError)
+}
+
+// event ignores the turn's events: the answer is written whole.
+func (a wireWhole) event(agentEvent) {}
+
+// finish writes the response.
+func (a wireWhole) finish(res *agentResult) { a.respond(a.w, a.wr, res) }
+
+// fail writes the error with its status.
+func (a wireWhole) fail(e *wireError) { a.writeError(a.w, e) }
+
+// newAgentHost builds the agents' runtime side for rt: the outbound model
+// clients, the session store over rt.db, and the credentials the wires
+// accept (any non-empty one on loopback; with --listen the project's dev
+// key, minted once into .svc/dev-api-key, or one of SVC_API_KEYS).
+func newAgentHost(rt *devRuntime) (*agentHost, error) {
+	hc := &http.Client{Timeout: 10 * time.Minute}
+	h := &agentHost{
+		log:      rt.log,
+		env:      rt.vmEnv,
+		fetch:    hc,
+		models:   func(p *modelProvider) modelClient { return newModelClient(p, hc) },
+		sessions: newSessionStore(rt.db),
+		record:   rt.engine.recordTurn,
+	}
+	if rt.opts.host != "0.0.0.0" {
+		return h, nil
+	}
+	key, err := devAPIKey(rt.proj.stateDir(devAPIKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	h.apiKeys = append(h.apiKeys, key)
+	for _, k := range strings.Split(rt.c.getenv("SVC_API_KEYS"), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			h.apiKeys = append(h.apiKeys, k)
+		}
+	}
+	return h, nil
+}
+
+// devAPIKey returns the key stored at path, minting it (0600) on first use.
+func devAPIKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read dev API key: %w", err)
+	}
+	key := "svc-dev-" + rand.Text()
+	if err := writeFileAtomic(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("mint dev API key: %w", err)
+	}
+	return key, nil
+}
+
+// wireCredential returns the request's credential: the bearer token of
+// Authorization, else x-api-key; "" when both are missing or empty.
+func wireCredential(r *http.Request) string {
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, token, ok := strings.Cut(a, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != "" {
+			return strings.TrimSpace(token)
+		}
+	}
+	return strings.TrimSpace(r.Header.Get("x-api-key"))
+}
+
+// checkCredential accepts a non-empty credential, which must also be one of
+// apiKeys when the runtime is reachable beyond loopback.
+func (h *agentHost) checkCredential(cred string) *wireError {
+	if cred == "" {
+		return &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth,
+			Message: "missing credential: send Authorization: Bearer <token> or x-api-key: <key>"}
+	}
+	if h.apiKeys == nil {
+		return nil
+	}
+	for _, k := range h.apiKeys {
+		if subtle.ConstantTimeCompare([]byte(cred), []byte(k)) == 1 {
+			return nil
+		}
+	}
+	return &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth,
+		Message: "invalid credential: with --listen the chat wires accept the project's dev key (.svc/dev-api-key) or a key of SVC_API_KEYS"}
+}
+
+// sessionFromHeaders reads x-svc-session and x-svc-conversation: both sent
+// means a durable session (the conversation key is then ignored).
+func sessionFromHeaders(r *http.Request, wr *wireRequest) *wireError {
+	wr.SessionKey = strings.TrimSpace(r.Header.Get(wireHeaderSession))
+	if wr.SessionKey == "" {
+		wr.ConversationKey = strings.TrimSpace(r.Header.Get(wireHeaderConversation))
+	}
+	if len(wr.SessionKey) > sessionMaxKeyLength || len(wr.ConversationKey) > sessionMaxKeyLength {
+		return &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: fmt.Sprintf("session keys are at most %d bytes", sessionMaxKeyLength)}
+	}
+	return nil
+}
+
+// serveChat is the flow every wire shares: credential, body, decode, gate,
+// agent, then the turn, answered whole or streamed.
+func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) {
+	h := s.rt.agents
+	cred := wireCredential(r)
+	if e := h.checkCredential(cred); e != nil {
+		c.writeError(w, e)
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		c.writeError(w, &wireError{Status: http.StatusRequestEntityTooLarge, Kind: wireErrTooLarge, Message: err.Error()})
+		return
+	}
+	wr, e := c.decode(r, body)
+	if e != nil {
+		c.writeError(w, e)
+		return
+	}
+	ag, e := s.chatAgent(wr.Agent)
+	if e != nil {
+		c.writeError(w, e)
+		return
+	}
+	wireFillToolNames(wr.Messages)
+	answer := c.open(w, wr)
+	res, err := h.runTurn(r.Context(), ag, s.rt.provider.Load(), c.name(), cred, wr, answer.event)
+	if err != nil {
+		s.log.Warn("agent turn failed", "agent", ag.Name, "wire", c.name(), "err", err)
+		answer.fail(wireErrorFor(err))
+		return
+	}
+	answer.finish(res)
+}
+
+// chatAgent finds a compiled agent behind an open gate.
+func (s *server) chatAgent(name string) (*agentDef, *wireError) {
+	if !s.rt.gateState().Open {
+		return nil, &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrGate,
+			Message: "the boot gate is closed (no model provider): agents are not started; store a model provider in the console at " + s.rt.apiURL + "/"}
+	}
+	cat := s.rt.catalog.Load()
+	if cat == nil {
+		return nil, &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrGate, Message: "agents are still compiling; retry shortly"}
+	}
+	if ag, ok := cat.Agents[name]; ok {
+		return ag, nil
+	}
+	if ce, ok := cat.Failed[name]; ok {
+		return nil, &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrCompile, Message: fmt.Sprintf("agent %q failed to compile: %v", name, ce)}
+	}
+	known := "none"
+	if names := cat.agentNames(); len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
+	return nil, &wireError{Status: http.StatusNotFound, Kind: wireErrNotFound, Param: "model",
+		Message: fmt.Sprintf("the agent %q does not exist (agents: %s); name an agent of deep-agents/ as the model", name, known)}
+}
+
+// wireFillToolNames names each tool result after the call it answers, for wires
+// whose results carry only the call id.
+func wireFillToolNames(msgs []chatMessage) {
+	names := map[string]string{}
+	for i, m := range msgs {
+		for _, c := range m.ToolCalls {
+			names[c.ID] = c.Name
+		}
+		if m.Role == "tool" && m.ToolName == "" {
+			msgs[i].ToolName = names[m.ToolCallID]
+		}
+	}
+}
+
+// wireSSE writes server-sent events, flushing each.
+type wireSSE struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+}
+
+// newWireSSE starts an event stream on w.
+func newWireSSE(w http.ResponseWriter) *wireSSE {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	return &wireSSE{w: w, flusher: f}
+}
+
+// send writes one event: an `event:` line when name is set, and v as JSON
+// (or as is, for a string) on the data line.
+func (s *wireSSE) send(name string, v any) {
+	var data []byte
+	if str, ok := v.(string); ok {
+		data = []byte(str)
+	} else {
+		data, _ = json.Marshal(v)
+	}
+	if name != "" {
+		fmt.Fprintf(s.w, "event: %s\n", name)
+	}
+	fmt.Fprintf(s.w, "data: %s\n\n", data)
+	if s.flusher != nil {
+		s.flusher.Flush()
+	}
+}
+
+// wireDecodeJSON unmarshals a request body, answering a wire error.
+func wireDecodeJSON(body []byte, v any) *wireError {
+	if err := json.Unmarshal(body, v); err != nil {
+		return &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "invalid JSON body: " + err.Error()}
+	}
+	return nil
+}
+
+// wireTextJoin tracks the blank line wires that stream one text put
+// between the texts of a turn's model calls, matching agentResult.text.
+type wireTextJoin struct {
+	any      bool
+	lastStep int
+}
+
+// next returns delta, prefixed with the separator when it opens the text
+// of a later model call.
+func (t *wireTextJoin) next(ev agentEvent) string {
+	out := ev.Text
+	if t.any && ev.Step != t.lastStep {
+		out = agentTextSeparator + out
+	}
+	t.any, t.lastStep = true, ev.Step
+	return out
+}
+
+// wireArguments returns a call's arguments as the JSON text wires carry.
+func wireArguments(c toolCall) string {
+	if len(c.Arguments) == 0 {
+		return "{}"
+	}
+	return string(c.Arguments)
+}
+
+// wireJSONObject parses a JSON object, giving {} for anything else.
+func wireJSONObject(raw json.RawMessage) json.RawMessage {
+	var v map[string]any
+	if json.Unmarshal(raw, &v) != nil || v == nil {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+// wireText joins the text of a content given as a string or as an array
+// of parts with a "text" field (OpenAI, Anthropic and AG-UI all use both).
+func wireText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" || p.Type == "input_text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// ---- OpenAI chat completions ----
+
+// openAIWire is the chat-completions wire: model = agent name.
+type openAIWire struct{}
+
+// name is the wire's name on recorded turns.
+func (openAIWire) name() string { return wireOpenAI }
+
+// openAIMessage is a chat-completions message, in and out.
+type openAIMessage struct {
+	Role       string           `json:"role"`
+	Content    json.RawMessage  `json:"content"`
+	ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+}
+
+// openAIToolCall is a function call of an assistant message.
+type openAIToolCall struct {
+	Index    *int   `json:"index,omitempty"` // stream chunks only
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// openAIRequest is the body of POST /openai/v1/chat/completions.
+type openAIRequest struct {
+	Model         string          `json:"model"`
+	Messages      []openAIMessage `json:"messages"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	Tools []struct {
+		Type     string   `json:"type"`
+		Function toolSpec `json:"function"`
+	} `json:"tools"`
+	MaxTokens           int      `json:"max_tokens"`
+	MaxCompletionTokens int      `json:"max_completion_tokens"`
+	Temperature         *float64 `json:"temperature"`
+}
+
+// decode reads a chat-completions request: system and developer messages
+// join the agent's instructions; content parts keep their text.
+func (openAIWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError) {
+	var req openAIRequest
+	if e := wireDecodeJSON(body, &req); e != nil {
+		return nil, e
+	}
+	if req.Model == "" {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "model", Message: "model is required: name the agent"}
+	}
+	if len(req.Messages) == 0 {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "messages", Message: "messages must not be empty"}
+	}
+	wr := &wireRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
+	if req.MaxCompletionTokens > 0 {
+		wr.MaxTokens = req.MaxCompletionTokens
+	}
+	wr.IncludeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	for _, t := range req.Tools {
+		if t.Type == "function" && t.Function.Name != "" {
+			wr.ClientTools = append(wr.ClientTools, t.Function)
+		}
+	}
+	var system []string
+	for _, m := range req.Messages {
+		text := wireText(m.Content)
+		switch m.Role {
+		case "system", "developer":
+			system = append(system, text)
+		case "user":
+			wr.Messages = append(wr.Messages, chatMessage{Role: "user", Content: text})
+		case "assistant":
+			cm := chatMessage{Role: "assistant", Content: text}
+			for _, c := range m.ToolCalls {
+				cm.ToolCalls = append(cm.ToolCalls, toolCall{ID: c.ID, Name: c.Function.Name, Arguments: wireJSONObject(json.RawMessage(c.Function.Arguments))})
+			}
+			wr.Messages = append(wr.Messages, cm)
+		case "tool":
+			wr.Messages = append(wr.Messages, chatMessage{Role: "tool", Content: text, ToolCallID: m.ToolCallID})
+		default:
+			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "messages", Message: fmt.Sprintf("unsupported message role %q", m.Role)}
+		}
+	}
+	wr.System = strings.Join(system, "\n\n")
+	return wr, sessionFromHeaders(r, wr)
+}
+
+// openAIErrorBody is {"error":{message,type,param,code}}.
+type openAIErrorBody struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// openAIError builds the error body of e.
+func openAIError(e *wireError) openAIErrorBody {
+	var b openAIErrorBody
+	b.Error.Message = e.Message
+	code := e.Kind
+	switch {
+	case e.Kind == wireErrAuth:
+		b.Error.Type, code = "invalid_request_error", "invalid_api_key"
+	case e.Kind == wireErrNotFound:
+		b.Error.Type, code = "invalid_request_error", "model_not_found"
+	case e.Status == http.StatusTooManyRequests:
+		b.Error.Type, code = "rate_limit_error", "rate_limit_exceeded"
+	case e.Status < 500:
+		b.Error.Type = "invalid_request_error"
+	default:
+		b.Error.Type = "server_error"
+	}
+	b.Error.Code = &code
+	if e.Param != "" {
+		b.Error.Param = &e.Param
+	}
+	return b
+}
+
+// writeError answers {"error":{...}} with e's status.
+func (openAIWire) writeError(w http.ResponseWriter, e *wireError) {
+	writeJSON(w, e.Status, openAIError(e))
+}
+
+// openAIFinishReason maps a turn's stop reason.
+func openAIFinishReason(stop string) string {
+	switch stop {
+	case stopToolCalls:
+		return "tool_calls"
+	case stopLength:
+		return "length"
+	}
+	return "stop"
+}
+
+// openAIUsage is the usage object of a completion.
+func openAIUsage(u modelUsage) map[string]int {
+	return map[string]int{"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens, "total_tokens": u.InputTokens + u.OutputTokens}
+}
+
+// openAIToolCalls renders the pending calls as tool_calls.
+func openAIToolCalls(pending []pendingCall, indexed bool) []openAIToolCall {
+	var out []openAIToolCall
+	for i, p := range pending {
+		c := openAIToolCall{ID: p.ID, Type: "function"}
+		if indexed {
+			c.Index = &i
+		}
+		c.Function.Name, c.Function.Arguments = p.Name, wireArguments(p.toolCall)
+		out = append(out, c)
+	}
+	return out
+}
+
+// openAIRespond writes a whole chat.completion.
+func openAIRespond(w http.ResponseWriter, wr *wireRequest, res *agentResult) {
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
+	if t := res.text(); t != "" {
+		msg["content"] = t
+	}
+	if len(res.Pending) > 0 {
+		msg["tool_calls"] = openAIToolCalls(res.Pending, false)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": randomID("chatcmpl-", 12), "object": "chat.completion", "created": time.Now().Unix(), "model": wr.Agent,
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": openAIFinishReason(res.StopReason), "logprobs": nil}},
+		"usage":   openAIUsage(res.Usage),
+	})
+}
+
+// openAIStream streams chat.completion.chunk events ending data: [DONE].
+type openAIStream struct {
+	w       http.ResponseWriter
+	wr      *wireRequest
+	sse     *wireSSE
+	id      string
+	created int64
+	text    wireTextJoin
+}
+
+// open answers whole, or streams chunks when the request streams.
+func (c openAIWire) open(w http.ResponseWriter, wr *wireRequest) wireAnswer {
+	if !wr.Stream {
+		return wireWhole{w: w, wr: wr, respond: openAIRespond, writeError: c.writeError}
+	}
+	return &openAIStream{w: w, wr: wr, id: randomID("chatcmpl-", 12), created: time.Now().Unix()}
+}
+
+// chunk sends one chunk with the given choices (and usage when asked for).
+func (s *openAIStream) chunk(choices []map[string]any, usage any) {
+	if s.sse == nil {
+		s.sse = newWireSSE(s.w)
+		s.chunk([]map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}, nil)
+	}
+	c := map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.wr.Agent, "choices": choices}
+	if s.wr.IncludeUsage {
+		c["usage"] = usage
+	}
+	s.sse.send("", c)
+}
+
+// event sends text as content deltas.
+func (s *openAIStream) event(ev agentEvent) {
+	if ev.Kind != agentEventText {
+		return
+	}
+	s.chunk([]map[string]any{{"index": 0, "delta": map[string]any{"content": s.text.next(ev)}, "finish_reason": nil}}, nil)
+}
+
+// finish sends the pending tool calls, the finish reason, the usage when
+// asked for, and [DONE].
+func (s *openAIStream) finish(res *agentResult) {
+	if len(res.Pending) > 0 {
+		s.chunk([]map[string]any{{"index": 0, "delta": map[string]any{"tool_calls": openAIToolCalls(res.Pending, true)}, "finish_reason": nil}}, nil)
+	}
+	s.chunk([]map[string]any{{"index": 0, "delta": map[string]any{}, "finish_reason": openAIFinishReason(res.StopReason)}}, nil)
+	if s.wr.IncludeUsage {
+		s.chunk([]map[string]any{}, openAIUsage(res.Usage))
+	}
+	s.sse.send("", "[DONE]")
+}
+
+// fail answers the error with its status before the stream started, else
+// as an error chunk.
+func (s *openAIStream) fail(e *wireError) {
+	if s.sse == nil {
+		writeJSON(s.w, e.Status, openAIError(e))
+		return
+	}
+	s.sse.send("", openAIError(e))
+}
+
+// handleOpenAIChat serves POST /openai/v1/chat/completions.
+func (s *server) handleOpenAIChat(w http.ResponseWriter, r *http.Request) {
+	s.serveChat(w, r, openAIWire{})
+}
+
+// openAIModel is an agent in the OpenAI models list shape.
+func openAIModel(name string, created int64) map[string]any {
+	return map[string]any{"id": name, "object": "model", "created": created, "owned_by": "svc"}
+}
+
+// handleOpenAIModels serves GET /openai/v1/models: the agents as models.
+func (s *server) handleOpenAIModels(w http.ResponseWriter, r *http.Request) {
+	if e := s.rt.agents.checkCredential(wireCredential(r)); e != nil {
+		openAIWire{}.writeError(w, e)
+		return
+	}
+	data := []map[string]any{}
+	if cat := s.rt.catalog.Load(); cat != nil && s.rt.gateState().Open {
+		for _, name := range cat.agentNames() {
+			data = append(data, openAIModel(name, time.Now().Unix()))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// handleOpenAIModel serves GET /openai/v1/models/{model}.
+func (s *server) handleOpenAIModel(w http.ResponseWriter, r *http.Request) {
+	if e := s.rt.agents.checkCredential(wireCredential(r)); e != nil {
+		openAIWire{}.writeError(w, e)
+		return
+	}
+	ag, e := s.chatAgent(r.PathValue("model"))
+	if e != nil {
+		openAIWire{}.writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, openAIModel(ag.Name, time.Now().Unix()))
+}
+
+// ---- Anthropic messages ----
+
+// anthropicWire is the messages wire: model = agent name.
+type anthropicWire struct{}
+
+// name is the wire's name on recorded turns.
+func (anthropicWire) name() string { return wireAnthropic }
+
+// anthropicBlock is a content block, in and out.
+type anthropicBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+}
+
+// anthropicRequest is the body of POST /anthropic/v1/messages.
+type anthropicRequest struct {
+	Model     string          `json:"model"`
+	MaxTokens int             `json:"max_tokens"`
+	System    json.RawMessage `json:"system"`
+	Messages  []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	} `json:"tools"`
+	Stream      bool     `json:"stream"`
+	Temperature *float64 `json:"temperature"`
+}
+
+// anthropicBlocks reads a message content: a string or an array of blocks.
+func anthropicBlocks(raw json.RawMessage) ([]anthropicBlock, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []anthropicBlock{{Type: "text", Text: s}}, nil
+	}
+	var blocks []anthropicBlock
+	err := json.Unmarshal(raw, &blocks)
+	return blocks, err
+}
+
+// decode reads a messages request: tool_result blocks become tool results,
+// tool_use blocks the assistant's calls.
+func (anthropicWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError) {
+	var req anthropicRequest
+	if e := wireDecodeJSON(body, &req); e != nil {
+		return nil, e
+	}
+	if req.Model == "" {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "model: field required (name the agent)"}
+	}
+	if len(req.Messages) == 0 {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "messages: at least one message is required"}
+	}
+	wr := &wireRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature, System: wireText(req.System)}
+	for _, t := range req.Tools {
+		if t.Name != "" {
+			wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+		}
+	}
+	for i, m := range req.Messages {
+		blocks, err := anthropicBlocks(m.Content)
+		if err != nil {
+			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: fmt.Sprintf("messages.%d.content: %v", i, err)}
+		}
+		var text strings.Builder
+		var calls []toolCall
+		for _, b := range blocks {
+			switch b.Type {
+			case "text":
+				text.WriteString(b.Text)
+			case "tool_use":
+				calls = append(calls, toolCall{ID: b.ID, Name: b.Name, Arguments: wireJSONObject(b.Input)})
+			case "tool_result":
+				wr.Messages = append(wr.Messages, chatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: wireText(b.Content), IsError: b.IsError})
+			}
+		}
+		switch m.Role {
+		case "user":
+			if text.Len() > 0 {
+				wr.Messages = append(wr.Messages, chatMessage{Role: "user", Content: text.String()})
+			}
+		case "assistant":
+			wr.Messages = append(wr.Messages, chatMessage{Role: "assistant", Content: text.String(), ToolCalls: calls})
+		default:
+			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: fmt.Sprintf("messages.%d.role: unsupported role %q", i, m.Role)}
+		}
+	}
+	return wr, sessionFromHeaders(r, wr)
+}
+
+// anthropicError builds {"type":"error","error":{type,message}} for e.
+func anthropicError(e *wireError) map[string]any {
+	typ := "api_error"
+	switch {
+	case e.Kind == wireErrAuth:
+		typ = "authentication_error"
+	case e.Kind == wireErrNotFound:
+		typ = "not_found_error"
+	case e.Kind == wireErrTooLarge:
+		typ = "request_too_large"
+	case e.Status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case e.Status == http.StatusServiceUnavailable:
+		typ = "overloaded_error"
+	case e.Status < 500:
+		typ = "invalid_request_error"
+	}
+	return map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": e.Message}}
+}
+
+// writeError answers {"type":"error","error":{...}} with e's status.
+func (anthropicWire) writeError(w http.ResponseWriter, e *wireError) {
+	writeJSON(w, e.Status, anthropicError(e))
+}
+
+// anthropicStopReason maps a turn's stop reason.
+func anthropicStopReason(stop string) string {
+	switch stop {
+	case stopToolCalls:
+		return "tool_use"
+	case stopLength:
+		return "max_tokens"
+	}
+	return "end_turn"
+}
+
+// anthropicToolUse renders a pending call as a tool_use block.
+func anthropicToolUse(p pendingCall) anthropicBlock {
+	return anthropicBlock{Type: "tool_use", ID: p.ID, Name: p.Name, Input: wireJSONObject(p.Arguments)}
+}
+
+// anthropicMessage is the message object, without content and stop reason
+// when streaming starts.
+func anthropicMessage(id, model string) map[string]any {
+	return map[string]any{"id": id, "type": "message", "role": "assistant", "model": model, "content": []anthropicBlock{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 0, "output_tokens": 0}}
+}
+
+// anthropicRespond writes a whole message.
+func anthropicRespond(w http.ResponseWriter, wr *wireRequest, res *agentResult) {
+	msg := anthropicMessage(randomID("msg_", 12), wr.Agent)
+	content := []anthropicBlock{}
+	if t := res.text(); t != "" {
+		content = append(content, anthropicBlock{Type: "text", Text: t})
+	}
+	for _, p := range res.Pending {
+		content = append(content, anthropicToolUse(p))
+	}
+	msg["content"] = content
+	msg["stop_reason"] = anthropicStopReason(res.StopReason)
+	msg["usage"] = map[string]int{"input_tokens": res.Usage.InputTokens, "output_tokens": res.Usage.OutputTokens}
+	writeJSON(w, http.StatusOK, msg)
+}
+
+// anthropicStream streams message_start … message_stop with event: lines.
+type anthropicStream struct {
+	w        http.ResponseWriter
+	wr       *wireRequest
+	sse      *wireSSE
+	block    int  // index of the open content block, or of the next one
+	textOpen bool // the text block at index block is open
+	text     wireTextJoin
+}
+
+// open answers whole, or streams events when the request streams.
+func (c anthropicWire) open(w http.ResponseWriter, wr *wireRequest) wireAnswer {
+	if !wr.Stream {
+		return wireWhole{w: w, wr: wr, respond: anthropicRespond, writeError: c.writeError}
+	}
+	return &anthropicStream{w: w, wr: wr}
+}
+
+// start sends message_start once.
+func (s *anthropicStream) start() {
+	if s.sse != nil {
+		return
+	}
+	s.sse = newWireSSE(s.w)
+	s.sse.send("message_start", map[string]any{"type": "message_start", "message": anthropicMessage(randomID("msg_", 12), s.wr.Agent)})
+}
+
+// closeText ends the open text block.
+func (s *anthropicStream) closeText() {
+	if s.textOpen {
+		s.sse.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.block})
+		s.textOpen = false
+		s.block++
+	}
+}
+
+// event sends text as text_delta events of one text block.
+func (s *anthropicStream) event(ev agentEvent) {
+	if ev.Kind != agentEventText {
+		return
+	}
+	s.start()
+	if !s.textOpen {
+		s.sse.send("content_block_start", map[string]any{"type": "content_block_start", "index": s.block, "content_block": map[string]string{"type": "text", "text": ""}})
+		s.textOpen = true
+	}
+	s.sse.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.block, "delta": map[string]string{"type": "text_delta", "text": s.text.next(ev)}})
+}
+
+// finish closes the text block, sends a tool_use block per pending call,
+// then message_delta (stop reason, usage) and message_stop.
+func (s *anthropicStream) finish(res *agentResult) {
+	s.start()
+	s.closeText()
+	for _, p := range res.Pending {
+		s.sse.send("content_block_start", map[string]any{"type": "content_block_start", "index": s.block,
+			"content_block": map[string]any{"type": "tool_use", "id": p.ID, "name": p.Name, "input": map[string]any{}}})
+		s.sse.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.block,
+			"delta": map[string]string{"type": "input_json_delta", "partial_json": string(wireJSONObject(p.Arguments))}})
+		s.sse.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.block})
+		s.block++
+	}
+	s.sse.send("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": anthropicStopReason(res.StopReason), "stop_sequence": nil},
+		"usage": map[string]int{"input_tokens": res.Usage.InputTokens, "output_tokens": res.Usage.OutputTokens}})
+	s.sse.send("message_stop", map[string]string{"type": "message_stop"})
+}
+
+// fail answers the error with its status before the stream started, else
+// as an error event.
+func (s *anthropicStream) fail(e *wireError) {
+	if s.sse == nil {
+		writeJSON(s.w, e.Status, anthropicError(e))
+		return
+	}
+	s.sse.send("error", anthropicError(e))
+}
+
+// handleAnthropicMessages serves POST /anthropic/v1/messages.
+func (s *server) handleAnthropicMessages(w http.ResponseWriter, r *http.Request) {
+	s.serveChat(w, r, anthropicWire{})
+}
+
+// ---- AG-UI ----
+
+// aguiWire is the agent-UI wire: a RunAgentInput body answered with an SSE
+// stream of AG-UI events. The agent is named by the path (/agui/{agent}) or,
+// on /chat, by forwardedProps.agent.
+type aguiWire struct {
+	agentInBody bool
+}
+
+// name is the wire's name on recorded turns.
+func (aguiWire) name() string { return wireAGUI }
+
+// aguiMessage is a message of RunAgentInput.
+type aguiMessage struct {
+	ID        string          `json:"id"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"toolCalls"`
+	ToolCallID string `json:"toolCallId"`
+	Error      string `json:"error"`
+}
+
+// aguiInput is the RunAgentInput body.
+type aguiInput struct {
+	ThreadID *string       `json:"threadId"`
+	RunID    string        `json:"runId"`
+	Messages []aguiMessage `json:"messages"`
+	Tools    []toolSpec    `json:"tools"`
+	Context  []struct {
+		Description string `json:"description"`
+		Value       string `json:"value"`
+	} `json:"context"`
+	ForwardedProps struct {
+		Agent string `json:"agent"`
+	} `json:"forwardedProps"`
+	Resume []struct {
+		InterruptID string          `json:"interruptId"`
+		Status      string          `json:"status"`
+		Payload     json.RawMessage `json:"payload"`
+	} `json:"resume"`
+}
+
+// decode reads a RunAgentInput: threadId is the durable session (empty:
+// stateless), context entries join the instructions, resume entries answer
+// pending approvals (resolved = approved unless the payload says
+// {"approved": false}; cancelled = refused).
+func (a aguiWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError) {
+	var in aguiInput
+	if e := wireDecodeJSON(body, &in); e != nil {
+		return nil, e
+	}
+	if in.ThreadID == nil {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "threadId", Message: "threadId is required (an empty threadId runs one stateless turn)"}
+	}
+	if len(*in.ThreadID) > sessionMaxKeyLength {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "threadId", Message: fmt.Sprintf("threadId is at most %d bytes", sessionMaxKeyLength)}
+	}
+	wr := &wireRequest{Agent: r.PathValue("agent"), Stream: true, ThreadID: *in.ThreadID, RunID: in.RunID, SessionKey: *in.ThreadID, ClientTools: in.Tools}
+	if a.agentInBody {
+		wr.Agent = in.ForwardedProps.Agent
+		if wr.Agent == "" {
+			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "forwardedProps.agent", Message: "name the agent in forwardedProps.agent"}
+		}
+	}
+	if wr.RunID == "" {
+		wr.RunID = randomID("run_", 12)
+	}
+	var system []string
+	for _, c := range in.Context {
+		system = append(system, c.Description+": "+c.Value)
+	}
+	for _, m := range in.Messages {
+		text := wireText(m.Content)
+		switch m.Role {
+		case "system", "developer":
+			system = append(system, text)
+		case "user":
+			wr.Messages = append(wr.Messages, chatMessage{Role: "user", Content: text})
+		case "assistant":
+			cm := chatMessage{Role: "assistant", Content: text}
+			for _, c := range m.ToolCalls {
+				cm.ToolCalls = append(cm.ToolCalls, toolCall{ID: c.ID, Name: c.Function.Name, Arguments: wireJSONObject(json.RawMessage(c.Function.Arguments))})
+			}
+			wr.Messages = append(wr.Messages, cm)
+		case "tool":
+			cm := chatMessage{Role: "tool", Content: text, ToolCallID: m.ToolCallID}
+			if m.Error != "" {
+				cm.Content, cm.IsError = m.Error, true
+			}
+			wr.Messages = append(wr.Messages, cm)
+		}
+	}
+	wr.System = strings.Join(system, "\n")
+	if len(in.Resume) > 0 {
+		wr.Approvals = map[string]approvalAnswer{}
+		for _, e := range in.Resume {
+			ans := approvalAnswer{Approved: e.Status == "resolved"}
+			if p, ok := agentParseApproval(string(e.Payload)); ok && ans.Approved {
+				ans = p
+			}
+			wr.Approvals[e.InterruptID] = ans
+		}
+	}
+	return wr, nil
+}
+
+// aguiError is the RUN_ERROR event of e.
+func aguiError(e *wireError) map[string]string {
+	return map[string]string{"type": "RUN_ERROR", "message": e.Message, "code": e.Kind}
+}
+
+// writeError answers a RUN_ERROR body with e's status.
+func (aguiWire) writeError(w http.ResponseWriter, e *wireError) {
+	writeJSON(w, e.Status, aguiError(e))
+}
+
+// aguiStream writes the run's AG-UI events.
+type aguiStream struct {
+	wr      *wireRequest
+	sse     *wireSSE
+	openMsg string // the text message in progress
+	lastMsg string // the assistant message of the latest model call
+}
+
+// open starts the event stream at once with RUN_STARTED: the agent-UI wire
+// always streams, and reports later failures as RUN_ERROR events.
+func (aguiWire) open(w http.ResponseWriter, wr *wireRequest) wireAnswer {
+	s := &aguiStream{wr: wr, sse: newWireSSE(w)}
+	s.sse.send("", map[string]string{"type": "RUN_STARTED", "threadId": wr.ThreadID, "runId": wr.RunID})
+	return s
+}
+
+// toolCallEvents sends TOOL_CALL_START, _ARGS and _END for c.
+func (s *aguiStream) toolCallEvents(c toolCall, parent string) {
+	start := map[string]string{"type": "TOOL_CALL_START", "toolCallId": c.ID, "toolCallName": c.Name}
+	if parent != "" {
+		start["parentMessageId"] = parent
+	}
+	s.sse.send("", start)
+	s.sse.send("", map[string]string{"type": "TOOL_CALL_ARGS", "toolCallId": c.ID, "delta": wireArguments(c)})
+	s.sse.send("", map[string]string{"type": "TOOL_CALL_END", "toolCallId": c.ID})
+}
+
+// event sends text messages per model call and server-side tool calls with
+// their results.
+func (s *aguiStream) event(ev agentEvent) {
+	switch ev.Kind {
+	case agentEventText:
+		if s.openMsg != ev.MessageID {
+			s.sse.send("", map[string]string{"type": "TEXT_MESSAGE_START", "messageId": ev.MessageID, "role": "assistant"})
+			s.openMsg = ev.MessageID
+		}
+		s.sse.send("", map[string]string{"type": "TEXT_MESSAGE_CONTENT", "messageId": ev.MessageID, "delta": ev.Text})
+	case agentEventStepEnd:
+		if s.openMsg == ev.MessageID {
+			s.sse.send("", map[string]string{"type": "TEXT_MESSAGE_END", "messageId": ev.MessageID})
+			s.openMsg = ""
+		}
+		s.lastMsg = ev.MessageID
+	case agentEventToolResult:
+		// A call of this run is shown whole; an approved call resumed from
+		// the previous run only gets its result (the client has the call).
+		if s.lastMsg != "" {
+			s.toolCallEvents(*ev.Call, s.lastMsg)
+		}
+		s.sse.send("", map[string]string{"type": "TOOL_CALL_RESULT", "messageId": randomID("msg_", 12), "toolCallId": ev.Call.ID, "content": ev.Result.Content, "role": "tool"})
+	}
+}
+
+// finish sends the pending calls, then RUN_FINISHED: an interrupt outcome
+// naming the calls awaiting approval, else success (with the client tool
+// calls left to answer in pendingToolCallIds).
+func (s *aguiStream) finish(res *agentResult) {
+	var interrupts []map[string]any
+	clientCalls := []string{}
+	for _, p := range res.Pending {
+		s.toolCallEvents(p.toolCall, res.MessageID)
+		if p.Kind == pendingClient {
+			clientCalls = append(clientCalls, p.ID)
+			continue
+		}
+		interrupts = append(interrupts, map[string]any{
+			"id": p.ID, "reason": "tool_call", "toolCallId": p.ID,
+			"message":        fmt.Sprintf("Approve running the tool %q with these arguments? %s", p.Name, wireArguments(p.toolCall)),
+			"responseSchema": json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"reason":{"type":"string"}},"required":["approved"]}`),
+			"metadata":       map[string]any{"toolName": p.Name, "arguments": wireJSONObject(p.Arguments)},
+		})
+	}
+	outcome := map[string]any{"type": "success"}
+	if len(interrupts) > 0 {
+		outcome = map[string]any{"type": "interrupt", "interrupts": interrupts}
+	} else if len(clientCalls) > 0 {
+		outcome["pendingToolCallIds"] = clientCalls
+	}
+	s.sse.send("", map[string]any{"type": "RUN_FINISHED", "threadId": s.wr.ThreadID, "runId": s.wr.RunID, "outcome": outcome,
+		"result": map[string]any{"text": res.text(), "stopReason": res.StopReason}})
+}
+
+// fail sends RUN_ERROR.
+func (s *aguiStream) fail(e *wireError) {
+	s.sse.send("", aguiError(e))
+}
+
+// handleAGUI serves POST /agui/{agent}.
+func (s *server) handleAGUI(w http.ResponseWriter, r *http.Request) {
+	s.serveChat(w, r, aguiWire{})
+}
+
+// handleChat serves POST /chat: the agent-UI wire with the agent named in
+// forwardedProps.agent (the console's chat).
+func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
+	s.serveChat(w, r, aguiWire{agentInBody: true})
+}
