@@ -64,15 +64,18 @@ export default async function long(input: { steps: number }) {
 }
 
 // peakRSS returns the peak resident set of a running process in MiB.
-func peakRSS(pid int) float64 {
+func peakRSS(pid int) float64 { return procStatusMiB(pid, "VmHWM:") }
+
+// procStatusMiB reads a kB field of /proc/<pid>/status, in MiB.
+func procStatusMiB(pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if strings.HasPrefix(line, field) {
 			var kb float64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")), "%f", &kb)
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, field)), "%f", &kb)
 			return kb / 1024
 		}
 	}

@@ -68,7 +68,7 @@ type fakeProvider struct {
 }
 
 // newFakeProvider starts a fake provider, closed when the test ends.
-func newFakeProvider(t *testing.T) *fakeProvider {
+func newFakeProvider(t testing.TB) *fakeProvider {
 	t.Helper()
 	f := &fakeProvider{}
 	mux := http.NewServeMux()
