@@ -367,6 +367,10 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, err
 	}
 
+	// 4. Editor types (and the compile they need), then the user's schema.
+	rt.recompile()
+	rt.autoMigrate(ctx)
+
 	// 5. Serve the endpoints.
 	rt.apiURL = "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.apiPort))
 	rt.serve(apiLn, newServer(rt), "API")
@@ -374,10 +378,6 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, err
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { return os.Remove(proj.stateDir("runtime.json")) })
-
-	// 4. Editor types (and the compile they need), then the user's schema.
-	rt.recompile()
-	rt.autoMigrate(ctx)
 
 	// 6. Past the gate, agents and workflows start; edits are watched.
 	if !rt.gateState().Open {
