@@ -424,6 +424,35 @@ type openAIToolCall struct {
 	} `json:"function"`
 }
 
+// appendOpenAIStyle converts one message of the OpenAI-shaped wires (chat
+// completions, AG-UI) into wr.Messages; system and developer text goes to
+// system. errText marks a failed tool result (AG-UI). It reports whether
+// the role is known.
+func appendOpenAIStyle(wr *wireRequest, system *[]string, role string, content json.RawMessage, calls []openAIToolCall, toolCallID, errText string) bool {
+	text := wireText(content)
+	switch role {
+	case "system", "developer":
+		*system = append(*system, text)
+	case "user":
+		wr.Messages = append(wr.Messages, chatMessage{Role: "user", Content: text})
+	case "assistant":
+		cm := chatMessage{Role: "assistant", Content: text}
+		for _, c := range calls {
+			cm.ToolCalls = append(cm.ToolCalls, toolCall{ID: c.ID, Name: c.Function.Name, Arguments: wireJSONObject(json.RawMessage(c.Function.Arguments))})
+		}
+		wr.Messages = append(wr.Messages, cm)
+	case "tool":
+		cm := chatMessage{Role: "tool", Content: text, ToolCallID: toolCallID}
+		if errText != "" {
+			cm.Content, cm.IsError = errText, true
+		}
+		wr.Messages = append(wr.Messages, cm)
+	default:
+		return false
+	}
+	return true
+}
+
 // openAIRequest is the body of POST /openai/v1/chat/completions.
 type openAIRequest struct {
 	Model         string          `json:"model"`
@@ -466,21 +495,7 @@ func (openAIWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError
 	}
 	var system []string
 	for _, m := range req.Messages {
-		text := wireText(m.Content)
-		switch m.Role {
-		case "system", "developer":
-			system = append(system, text)
-		case "user":
-			wr.Messages = append(wr.Messages, chatMessage{Role: "user", Content: text})
-		case "assistant":
-			cm := chatMessage{Role: "assistant", Content: text}
-			for _, c := range m.ToolCalls {
-				cm.ToolCalls = append(cm.ToolCalls, toolCall{ID: c.ID, Name: c.Function.Name, Arguments: wireJSONObject(json.RawMessage(c.Function.Arguments))})
-			}
-			wr.Messages = append(wr.Messages, cm)
-		case "tool":
-			wr.Messages = append(wr.Messages, chatMessage{Role: "tool", Content: text, ToolCallID: m.ToolCallID})
-		default:
+		if !appendOpenAIStyle(wr, &system, m.Role, m.Content, m.ToolCalls, m.ToolCallID, "") {
 			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "messages", Message: fmt.Sprintf("unsupported message role %q", m.Role)}
 		}
 	}
@@ -934,18 +949,12 @@ func (aguiWire) name() string { return wireAGUI }
 
 // aguiMessage is a message of RunAgentInput.
 type aguiMessage struct {
-	ID        string          `json:"id"`
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	ToolCalls []struct {
-		ID       string `json:"id"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	} `json:"toolCalls"`
-	ToolCallID string `json:"toolCallId"`
-	Error      string `json:"error"`
+	ID         string           `json:"id"`
+	Role       string           `json:"role"`
+	Content    json.RawMessage  `json:"content"`
+	ToolCalls  []openAIToolCall `json:"toolCalls"` // same shape as OpenAI's
+	ToolCallID string           `json:"toolCallId"`
+	Error      string           `json:"error"`
 }
 
 // aguiInput is the RunAgentInput body.
@@ -998,25 +1007,7 @@ func (a aguiWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError
 		system = append(system, c.Description+": "+c.Value)
 	}
 	for _, m := range in.Messages {
-		text := wireText(m.Content)
-		switch m.Role {
-		case "system", "developer":
-			system = append(system, text)
-		case "user":
-			wr.Messages = append(wr.Messages, chatMessage{Role: "user", Content: text})
-		case "assistant":
-			cm := chatMessage{Role: "assistant", Content: text}
-			for _, c := range m.ToolCalls {
-				cm.ToolCalls = append(cm.ToolCalls, toolCall{ID: c.ID, Name: c.Function.Name, Arguments: wireJSONObject(json.RawMessage(c.Function.Arguments))})
-			}
-			wr.Messages = append(wr.Messages, cm)
-		case "tool":
-			cm := chatMessage{Role: "tool", Content: text, ToolCallID: m.ToolCallID}
-			if m.Error != "" {
-				cm.Content, cm.IsError = m.Error, true
-			}
-			wr.Messages = append(wr.Messages, cm)
-		}
+		appendOpenAIStyle(wr, &system, m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Error) // other roles (activity…) carry no turn
 	}
 	wr.System = strings.Join(system, "\n")
 	if len(in.Resume) > 0 {
