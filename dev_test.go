@@ -237,6 +237,10 @@ func TestDevCompileErrorsAndEdits(t *testing.T) {
 	writeFile(t, dir, "workflows/broken.workflow.ts", "export default async function broken() {\n  \"use workflow\";\n  return 1;\n}\n")
 	writeFile(t, dir, "workflows/fresh.workflow.ts", "export default async function fresh() {\n  \"use workflow\";\n  return 2;\n}\n")
 	eventually(t, 10*time.Second, "edits to be compiled", func() bool { return names() == "broken,fresh,greet,ping" })
+	eventually(t, 5*time.Second, "the editor types to follow the edit", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, ".svc", "workflows.d.ts"))
+		return strings.Contains(string(b), `"fresh": { input: unknown; output: unknown };`)
+	})
 }
 
 // TestDevFailingMigrationStopsBoot: boot stops naming the file and the
