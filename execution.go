@@ -353,7 +353,7 @@ type stepAttemptState struct {
 // another goroutine and hands its outcome back to the loop.
 func (x *execution) runStep(st *stepAttemptState) {
 	st.started = time.Now()
-	result, err, finish := x.e.steps.start(x.def, st.name, st.args)
+	result, finish, err := x.e.steps.start(x.def, st.name, st.args)
 	if finish == nil {
 		x.stepDone(st, result, err)
 		return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -242,7 +243,7 @@ func installConsole(vm *goja.Runtime, log *slog.Logger) {
 			for i, a := range call.Arguments {
 				parts[i] = jsDisplay(vm, a)
 			}
-			log.Log(nil, level, strings.Join(parts, " "))
+			log.Log(context.Background(), level, strings.Join(parts, " "))
 			return goja.Undefined()
 		}
 	}

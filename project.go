@@ -63,9 +63,6 @@ func (p *project) stateDir(elem ...string) string {
 	return filepath.Join(append([]string{p.Dir, ".svc"}, elem...)...)
 }
 
-// errNoProjectFile reports that .svc/project.json is absent.
-var errNoProjectFile = errors.New("no .svc/project.json")
-
 // loadProject reads the project rooted at dir: agent.yaml (optional) and
 // .svc/project.json (nil Link when absent).
 func loadProject(dir string) (*project, error) {
@@ -273,7 +270,8 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err == nil {
+	_, err = f.Write(data)
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -285,8 +283,24 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// syncDir fsyncs a directory so a rename into it survives a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -64,22 +64,22 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 // steps) the result is returned at once and finish is nil; otherwise finish
 // must be called, on another goroutine, to wait for the result. A thrown
 // error is a *jsThrown.
-func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) (result json.RawMessage, err error, finish func() (json.RawMessage, error)) {
+func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) (result json.RawMessage, finish func() (json.RawMessage, error), err error) {
 	var sv *stepVM
 	select {
 	case sv = <-def.stepVMs:
 	default:
 		if sv, err = s.newVM(def.Module); err != nil {
-			return nil, err, nil
+			return nil, nil, err
 		}
 	}
 	impl, ok := sv.steps[name]
 	if !ok {
-		return nil, fmt.Errorf("step %q not found in %s", name, def.File), nil
+		return nil, nil, fmt.Errorf("step %q not found in %s", name, def.File)
 	}
 	argv, err := jsonParse(sv.vm, args)
 	if err != nil {
-		return nil, err, nil
+		return nil, nil, err
 	}
 	arr := argv.ToObject(sv.vm)
 	list := make([]goja.Value, arr.Get("length").ToInteger())
@@ -89,13 +89,13 @@ func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) 
 	p := callAsync(sv.vm, impl, list...)
 	if p.State() != goja.PromiseStatePending || sv.loop.pending == 0 {
 		result, err = s.settle(def, sv, p, name, nil)
-		return result, err, nil
+		return result, nil, err
 	}
-	return nil, nil, func() (json.RawMessage, error) {
+	return nil, func() (json.RawMessage, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
 		return s.settle(def, sv, p, name, ctx)
-	}
+	}, nil
 }
 
 // settle waits (with ctx, or not at all when ctx is nil) for the step's
