@@ -422,3 +422,28 @@ export default async function slow() { "use workflow"; await sleep("1h"); return
 		t.Errorf("get unknown run = %d %v", code, got)
 	}
 }
+
+// TestDevCorruptJournalStopsBoot: damage before the journal's tail stops
+// boot with exit 1, naming the segment and the offset.
+func TestDevCorruptJournalStopsBoot(t *testing.T) {
+	dir := projectDir(t)
+	env := baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk")
+	d := startDev(t, dir, env)
+	for range 3 {
+		var rc startReceipt
+		httpJSON(t, "POST", d.url("/api/workflows/ping/start"), "", &rc)
+		httpJSON(t, "GET", d.url("/api/runs/"+rc.RunID+"?wait=20s"), nil, nil)
+	}
+	d.interrupt()
+	segs, _ := filepath.Glob(filepath.Join(dir, ".svc", "journal", "*.seg"))
+	if len(segs) == 0 {
+		t.Fatal("no journal segment")
+	}
+	b, _ := os.ReadFile(segs[0])
+	b[20] ^= 0xff // inside the first record's payload
+	os.WriteFile(segs[0], b, 0o644)
+	_, stderr, code := cli(t, dir, env, "dev", "--port", fmt.Sprint(freePortBase(t)))
+	if code != 1 || !strings.Contains(stderr, filepath.Base(segs[0])) || !strings.Contains(stderr, "offset") {
+		t.Fatalf("boot on a corrupt journal = exit %d %q; want 1 naming the segment and offset", code, stderr)
+	}
+}
