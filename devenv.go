@@ -297,8 +297,11 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		OnRunDone: func(*runRecord) { rt.markFirstRun() },
 	})
 	if err != nil {
-		return nil, &cliError{Code: codeGeneric, Message: "open journal: " + err.Error(), Err: err,
-			Hint: "the journal under .svc/journal is damaged before its tail; move it aside to start fresh"}
+		hint := "the journal under .svc/journal is damaged before its tail; move it aside to start fresh"
+		if errors.Is(err, errJournalLocked) {
+			hint = "another svc dev serves this project; stop it first"
+		}
+		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: hint}
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { return rt.engine.close() })
 

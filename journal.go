@@ -144,6 +144,7 @@ type journalStats struct {
 type journal struct {
 	dir  string
 	opts journalOptions
+	lock *os.File // holds the exclusive flock on dir/LOCK until Close
 
 	// compactMu serializes Compact and Close.
 	compactMu sync.Mutex
@@ -216,7 +217,16 @@ func openJournal(dir string, opts journalOptions, onSnapshot func([]byte) error,
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 	}
+	if err := journalMkdir(dir); err != nil {
+		return nil, fmt.Errorf("open journal %q: %w", dir, err)
+	}
+	lock, err := journalLock(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open journal %q: %w", dir, err)
+	}
+	j.lock = lock
 	if err := j.recover(onSnapshot, onRecord); err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open journal %q: %w", dir, err)
 	}
 	go j.run()
@@ -473,6 +483,7 @@ func (j *journal) Close() error {
 	j.wakeLocked()
 	j.mu.Unlock()
 
+	defer j.lock.Close() // releases the flock
 	timer := time.NewTimer(j.opts.CloseTimeout)
 	defer timer.Stop()
 	select {

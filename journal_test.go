@@ -559,11 +559,25 @@ func TestJournalCompactionConcurrent(t *testing.T) {
 	journalCheckRecords(t, r.records, want)
 }
 
-// journalCopyDir copies the regular files of src into dst.
+// journalCopyDir copies the journal files of src into dst (not the LOCK
+// file, which every journal directory holds).
 func journalCopyDir(t testing.TB, src, dst string) {
 	t.Helper()
-	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+	entries, err := os.ReadDir(src)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -959,4 +973,21 @@ func BenchmarkJournalGroupCommit(b *testing.B) {
 	st := j.Stats()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
 	b.ReportMetric(float64(st.Records)/float64(st.Syncs), "records/fsync")
+}
+
+func TestJournalLockIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openJournal(dir, journalOptions{}, func([]byte) error { return nil }, func([]byte) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openJournal(dir, journalOptions{}, func([]byte) error { return nil }, func([]byte) error { return nil }); !errors.Is(err, errJournalLocked) {
+		t.Fatalf("second open = %v; want errJournalLocked", err)
+	}
+	j.Close()
+	j2, err := openJournal(dir, journalOptions{}, func([]byte) error { return nil }, func([]byte) error { return nil })
+	if err != nil {
+		t.Fatalf("open after Close = %v", err)
+	}
+	j2.Close()
 }
