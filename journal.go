@@ -456,7 +456,7 @@ func (j *journal) writeSnapshot(seq uint64, snap []byte) (err error) {
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
-	return journalSyncDir(j.dir)
+	return syncDir(j.dir)
 }
 
 // Size returns the bytes appended since the last snapshot (the size of the
@@ -614,7 +614,7 @@ func (j *journal) createSegment(seq uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := journalSyncDir(j.dir); err != nil {
+	if err := syncDir(j.dir); err != nil {
 		f.Close()
 		return err
 	}
@@ -674,7 +674,7 @@ func journalMkdir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return journalSyncDir(filepath.Dir(dir))
+	return syncDir(filepath.Dir(dir))
 }
 
 // journalRemove deletes paths, then fsyncs dir so the deletions last.
@@ -687,21 +687,7 @@ func journalRemove(dir string, paths []string) error {
 			return err
 		}
 	}
-	return journalSyncDir(dir)
-}
-
-// journalSyncDir fsyncs directory dir, making entries created, renamed or
-// removed in it durable.
-func journalSyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return syncDir(dir)
 }
 
 // journalReadFile reads path into buf, growing it if needed.

@@ -23,7 +23,6 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/md5"
-	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -240,7 +239,7 @@ func (s *s3Server) bucketExists(bucket string) bool {
 
 // ServeHTTP authenticates and answers one S3 request.
 func (s *s3Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	requestID := strings.ToUpper(s3RandomHex(8))
+	requestID := strings.ToUpper(randomID("", 8))
 	w.Header().Set("x-amz-request-id", requestID)
 	err := s.authenticate(r)
 	if err == nil {
@@ -926,26 +925,6 @@ func s3ReadError(err error) error {
 	return fmt.Errorf("read request body: %w", err)
 }
 
-// s3RandomHex returns n random bytes in hex.
-func s3RandomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// s3SyncDir fsyncs a directory so the entries just renamed into it survive a crash.
-func s3SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %q: %w", dir, err)
-	}
-	return nil
-}
-
 // spool copies src into a new temporary file and fsyncs it, failing with EntityTooLarge past
 // limit bytes. It returns the file's path (the caller renames or removes it), the byte count
 // and the MD5; the extra hashes see the same bytes.
@@ -1033,7 +1012,7 @@ func s3ReadMeta(path string) (*s3Meta, error) {
 // is followed by an fsync of dir. A missing dir yields an fs.ErrNotExist error.
 func (s *s3Server) commit(dir, name string, meta *s3Meta, tmpData string) (err error) {
 	if tmpData != "" {
-		meta.Data = "d" + s3RandomHex(16)
+		meta.Data = "d" + randomID("", 16)
 		data := filepath.Join(dir, meta.Data)
 		if err := os.Rename(tmpData, data); err != nil {
 			os.Remove(tmpData)
@@ -1044,7 +1023,7 @@ func (s *s3Server) commit(dir, name string, meta *s3Meta, tmpData string) (err e
 				os.Remove(data)
 			}
 		}()
-		if err := s3SyncDir(dir); err != nil {
+		if err := syncDir(dir); err != nil {
 			return fmt.Errorf("commit %q: %w", name, err)
 		}
 	}
@@ -1063,7 +1042,7 @@ func (s *s3Server) commit(dir, name string, meta *s3Meta, tmpData string) (err e
 	old, _ := s3ReadMeta(path)
 	err = os.Rename(tmpMeta, path)
 	if err == nil {
-		err = s3SyncDir(dir)
+		err = syncDir(dir)
 	}
 	mu.Unlock()
 	s.bucketMu.RUnlock()
@@ -1088,7 +1067,7 @@ func (s *s3Server) remove(dir, name string) error {
 		err = os.Remove(path)
 	}
 	if err == nil {
-		err = s3SyncDir(dir)
+		err = syncDir(dir)
 	}
 	mu.Unlock()
 	s.bucketMu.RUnlock()
@@ -1124,13 +1103,13 @@ func (s *s3Server) createDir(parent, name, file string, content []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = s3SyncDir(tmp)
+		err = syncDir(tmp)
 	}
 	if err == nil {
 		err = os.Rename(tmp, filepath.Join(parent, name))
 	}
 	if err == nil {
-		err = s3SyncDir(parent)
+		err = syncDir(parent)
 	}
 	if err != nil {
 		return fmt.Errorf("create directory %q: %w", name, err)
@@ -1141,11 +1120,11 @@ func (s *s3Server) createDir(parent, name, file string, content []byte) error {
 // discardDir makes parent/name disappear at once (renamed into the temporary directory,
 // parent fsynced), then deletes its files.
 func (s *s3Server) discardDir(parent, name string) error {
-	trash := filepath.Join(s.tmpDir(), "trash-"+s3RandomHex(8))
+	trash := filepath.Join(s.tmpDir(), "trash-"+randomID("", 8))
 	if err := os.Rename(filepath.Join(parent, name), trash); err != nil {
 		return fmt.Errorf("discard %q: %w", name, err)
 	}
-	if err := s3SyncDir(parent); err != nil {
+	if err := syncDir(parent); err != nil {
 		return fmt.Errorf("discard %q: %w", name, err)
 	}
 	return os.RemoveAll(trash)
@@ -1870,7 +1849,7 @@ func (s *s3Server) handleCreateMultipartUpload(w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return fmt.Errorf("create multipart upload: %w", err)
 	}
-	id := s3RandomHex(16)
+	id := randomID("", 16)
 	if err := s.createDir(s.uploadsDir(), id, s3UploadFile, record); err != nil {
 		return err
 	}
