@@ -67,6 +67,7 @@ type execution struct {
 	seq  int
 	now  time.Time // the run's deterministic clock
 	rng  *mrand.Rand
+	ctx  context.Context // ends when the run is cancelled or the engine closes
 }
 
 // execute runs one execution of r.
@@ -87,7 +88,7 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 	e.mu.Unlock()
 	h := fnv.New64a()
 	h.Write([]byte(r.RunID))
-	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e))}
+	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e)), ctx: ctx}
 	out, err := x.run(ctx)
 	defer e.warmWorkflowVM(def)
 	e.mu.Lock()
@@ -359,8 +360,13 @@ func (x *execution) runStep(st *stepAttemptState) {
 		return
 	}
 	x.loop.begin()
+	x.e.wg.Add(1) // the engine waits for it on close; the run's ctx ends it
 	go func() {
-		result, err := finish()
+		defer x.e.wg.Done()
+		result, err := finish(x.ctx)
+		if x.ctx.Err() != nil {
+			return // the execution is gone: nothing reads the loop any more
+		}
 		x.loop.post(func() { x.stepDone(st, result, err) })
 	}()
 }

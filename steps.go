@@ -62,9 +62,9 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 // start calls step name of def with the JSON array args. When the step
 // settles without waiting on I/O or timers (the common case for CPU-only
 // steps) the result is returned at once and finish is nil; otherwise finish
-// must be called, on another goroutine, to wait for the result. A thrown
-// error is a *jsThrown.
-func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) (result json.RawMessage, finish func() (json.RawMessage, error), err error) {
+// must be called, on another goroutine, to wait for the result (it gives up
+// when ctx ends). A thrown error is a *jsThrown.
+func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
 	var sv *stepVM
 	select {
 	case sv = <-def.stepVMs:
@@ -91,8 +91,8 @@ func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) 
 		result, err = s.settle(def, sv, p, name, nil)
 		return result, nil, err
 	}
-	return nil, func() (json.RawMessage, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	return nil, func(ctx context.Context) (json.RawMessage, error) {
+		ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 		defer cancel()
 		return s.settle(def, sv, p, name, ctx)
 	}, nil
