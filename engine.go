@@ -544,8 +544,8 @@ func (e *engine) wait(ctx context.Context, id string) error {
 	}
 }
 
-// cancelRun cancels an active run durably; a run already terminal is
-// returned unchanged.
+// cancelRun cancels an active run durably, and then the active runs it
+// started; a run already terminal is returned unchanged.
 func (e *engine) cancelRun(id string) (runRecord, error) {
 	e.mu.Lock()
 	r, ok := e.st.Runs[id]
@@ -557,8 +557,19 @@ func (e *engine) cancelRun(id string) (runRecord, error) {
 		e.mu.Unlock()
 		return e.mustGet(id), nil
 	}
+	var children []string
+	for _, c := range r.Steps {
+		if c.ChildRunID != "" {
+			children = append(children, c.ChildRunID)
+		}
+	}
 	if err := e.commitLocked(&journalEvent{Type: evEnd, Run: id, Status: runCancelled, Error: &runError{Name: "Cancelled", Message: "cancelled"}}, true); err != nil {
 		return runRecord{}, err
+	}
+	for _, child := range children {
+		if _, err := e.cancelRun(child); err != nil {
+			return runRecord{}, err
+		}
 	}
 	return e.mustGet(id), nil
 }

@@ -113,6 +113,9 @@ export default async function lonely(input: { i: number }) {
   await sleep(20);
   return { i: input.i, started };
 }`,
+	"workflows/waiter.workflow.ts": `
+import { workflows } from "svc";
+export default async function waiter() { "use workflow"; return await workflows.startAndWait("forever", {}); }`,
 	"workflows/forever.workflow.ts": `
 import { sleep } from "svc";
 export default async function forever() { "use workflow"; await sleep("1h"); return 1; }`,
@@ -320,6 +323,22 @@ func TestEngineCancel(t *testing.T) {
 	}
 	if _, err := te.cancelRun("nope"); err != errRunNotFound {
 		t.Errorf("cancel unknown = %v", err)
+	}
+	// Cancelling a parent cancels the child it waits on.
+	parent, _ := te.start(startRequest{Workflow: "waiter", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
+	var childID string
+	eventually(t, 5*time.Second, "the child to wait", func() bool {
+		p, _ := te.get(parent.RunID)
+		if len(p.Steps) == 0 || p.Steps[0].ChildRunID == "" {
+			return false
+		}
+		childID = p.Steps[0].ChildRunID
+		c, _ := te.get(childID)
+		return c.Status == runWaiting
+	})
+	te.cancelRun(parent.RunID)
+	if c, _ := te.get(childID); c.Status != runCancelled {
+		t.Errorf("child of a cancelled parent = %s; want cancelled", c.Status)
 	}
 }
 
