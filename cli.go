@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // schemaVersion is the version carried by every CLI JSON payload (SPEC §9).
@@ -281,6 +282,17 @@ func parseInterleaved(fs *flag.FlagSet, args []string) error {
 	return fs.Parse(append([]string{"--"}, positional...))
 }
 
+// topLevelEnvHelp lists the environment variables in `svc --help`.
+const topLevelEnvHelp = `
+environment:
+  SVC_DEV_PORT_OFFSET  added to every svc dev port, so two projects run side by side (e.g. 10)
+  SVC_DATABASE_URL     use this PostgreSQL instead of starting one
+  OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
+  SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
+                       the model provider (the first one set opens the boot gate)
+  SVC_API_KEYS         extra chat-wire keys accepted with svc dev --listen
+`
+
 // printUsage writes the help of a verb: its synopsis, sub-verbs or flags,
 // and the global flags.
 func printUsage(w io.Writer, name, usage string, subverbs []*verb, fs *flag.FlagSet) {
@@ -290,7 +302,7 @@ func printUsage(w io.Writer, name, usage string, subverbs []*verb, fs *flag.Flag
 			fmt.Fprintf(w, "  %-10s %s\n", v.name, v.summary)
 		}
 	} else {
-		fmt.Fprintf(w, "usage: %s [flags] %s\n", name, usage)
+		fmt.Fprintf(w, "%s\n", strings.TrimSpace(fmt.Sprintf("usage: %s [flags] %s", name, usage)))
 		if fs != nil {
 			fmt.Fprintf(w, "\nflags:\n")
 			fs.VisitAll(func(f *flag.Flag) {
@@ -301,6 +313,9 @@ func printUsage(w io.Writer, name, usage string, subverbs []*verb, fs *flag.Flag
 				fmt.Fprintf(w, "  --%-16s %s%s\n", f.Name, f.Usage, def)
 			})
 		}
+	}
+	if name == "svc" {
+		fmt.Fprint(w, topLevelEnvHelp)
 	}
 	fmt.Fprintf(w, "\nglobal flags:\n")
 	names := make([]string, 0, len(globalFlags))
