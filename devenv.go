@@ -274,6 +274,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	if c.verbose {
 		pgLog = c.stderr
 	}
+	rt.log.Info("starting PostgreSQL (the first boot of a project also initializes its cluster)", "port", opts.pgPort)
 	rt.pg, err = startPostgres(ctx, pgOptions{ProjectDir: proj.Dir, Port: opts.pgPort, Getenv: c.getenv, LookPath: exec.LookPath, Log: pgLog})
 	if err != nil {
 		var busy *portBusyError
