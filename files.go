@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // writeFileAtomic writes data to path via a fsynced temporary file and a
@@ -50,4 +52,26 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// errLocked reports that another process holds a lockFile lock.
+var errLocked = errors.New("locked by another process")
+
+// lockFile takes an exclusive, non-blocking flock on path (created if
+// missing) and returns the open file; closing it releases the lock, and the
+// kernel drops it when the process dies, so a killed session never leaves a
+// stale lock. It fails with errLocked when another process holds it.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errLocked
+		}
+		return nil, fmt.Errorf("lock %q: %w", path, err)
+	}
+	return f, nil
 }

@@ -95,6 +95,8 @@ const (
 )
 
 var (
+	// errJournalLocked reports that another process has the journal open.
+	errJournalLocked = errors.New("another process (a second svc dev of this project?) has the journal open")
 	// errJournalClosed is returned by appends and compactions after Close.
 	errJournalClosed = errors.New("journal closed")
 	// errJournalCorrupt is wrapped by every *journalCorruptError.
@@ -220,7 +222,10 @@ func openJournal(dir string, opts journalOptions, onSnapshot func([]byte) error,
 	if err := journalMkdir(dir); err != nil {
 		return nil, fmt.Errorf("open journal %q: %w", dir, err)
 	}
-	lock, err := journalLock(dir)
+	lock, err := lockFile(filepath.Join(dir, "LOCK"))
+	if errors.Is(err, errLocked) {
+		err = errJournalLocked
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open journal %q: %w", dir, err)
 	}

@@ -225,7 +225,10 @@ func pgStartManaged(ctx context.Context, o pgOptions, start pgStartFunc) (*pgSer
 	if err != nil {
 		return nil, err
 	}
-	lock, err := pgLockProject(stateDir)
+	lock, err := lockFile(filepath.Join(stateDir, "postgres.lock"))
+	if errors.Is(err, errLocked) {
+		err = errPostgresInUse
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -235,24 +238,6 @@ func pgStartManaged(ctx context.Context, o pgOptions, start pgStartFunc) (*pgSer
 	}
 	p.lock = lock
 	return p, nil
-}
-
-// pgLockProject takes the project's PostgreSQL lock (.svc/postgres.lock) for
-// this session, or fails with errPostgresInUse when another session holds it.
-// Closing the file releases it.
-func pgLockProject(stateDir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(stateDir, "postgres.lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, errPostgresInUse
-		}
-		return nil, fmt.Errorf("lock %q: %w", f.Name(), err)
-	}
-	return f, nil
 }
 
 // pgPing connects to url once, within pgConnectTimeout, and disconnects.
