@@ -103,11 +103,24 @@ type runRecord struct {
 	EndedAt        *time.Time      `json:"endedAt,omitempty"`
 	Steps          []*durableCall  `json:"steps"`
 
-	executing bool          // an execution goroutine owns a VM for it
-	rerun     bool          // something happened while executing: run again
-	done      chan struct{} // closed when terminal
+	executing bool       // an execution goroutine owns a VM for it
+	rerun     bool       // something happened while executing: run again
+	done      *runSignal // fired when terminal; shared by copies of the record
 	cancel    context.CancelFunc
 }
+
+// runSignal is fired once when a run ends; waiters select on ch. Firing
+// twice is harmless, so no path that ends a run can crash the process.
+type runSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+// newRunSignal returns an unfired signal.
+func newRunSignal() *runSignal { return &runSignal{ch: make(chan struct{})} }
+
+// fire wakes every waiter; later calls do nothing.
+func (s *runSignal) fire() { s.once.Do(func() { close(s.ch) }) }
 
 // call returns the timeline entry seq, or nil.
 func (r *runRecord) call(seq int) *durableCall {
@@ -225,7 +238,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 	e.mu.Lock()
 	for _, r := range e.st.Runs {
 		if terminal(r.Status) {
-			close(r.done)
+			r.done.fire()
 		} else if r.Serial {
 			e.active[r.WorkflowName] = r.RunID
 		}
@@ -242,7 +255,7 @@ func (e *engine) restoreSnapshot(b []byte) error {
 		return fmt.Errorf("decode journal snapshot: %w", err)
 	}
 	for _, r := range st.Runs {
-		r.done = make(chan struct{})
+		r.done = newRunSignal()
 	}
 	e.st = st
 	return nil
@@ -410,6 +423,14 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		e.mu.Unlock()
 		return errEngineClosed
 	}
+	if runScoped(ev.Type) {
+		// A run ends once: nothing is journaled for it afterwards (a step
+		// in flight when a cancel landed, a second cancel, a late end).
+		if r := e.st.Runs[ev.Run]; r == nil || terminal(r.Status) {
+			e.mu.Unlock()
+			return errRunEnded
+		}
+	}
 	ev.At = time.Now().UnixMicro()
 	b, err := json.Marshal(ev)
 	if err != nil {
@@ -433,6 +454,20 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 
 // errEngineClosed is returned for events committed after close.
 var errEngineClosed = errors.New("engine closed")
+
+// errRunEnded is returned for an event of a run that has already ended (or
+// is unknown): it is not journaled.
+var errRunEnded = errors.New("run has already ended")
+
+// runScoped reports whether events of type t belong to an existing run
+// (and so must not follow its end).
+func runScoped(t string) bool {
+	switch t {
+	case evStep, evSleep, evHook, evResume, evEnd:
+		return true
+	}
+	return false
+}
 
 // maybeCompactLocked snapshots the state into the journal once the live log
 // is large, so boot time does not grow with history. mu must be held.
@@ -537,7 +572,7 @@ func (e *engine) wait(ctx context.Context, id string) error {
 		return errRunNotFound
 	}
 	select {
-	case <-r.done:
+	case <-r.done.ch:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -633,7 +668,7 @@ func (e *engine) recordTurn(t agentTurn) (string, error) {
 	}
 	e.mu.Lock()
 	r := e.st.Runs[ev.Run]
-	close(r.done)
+	r.done.fire()
 	e.mu.Unlock()
 	if e.opts.OnRunDone != nil {
 		e.opts.OnRunDone(r)

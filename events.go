@@ -72,7 +72,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 	case evStart:
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
 			Input: ev.Input, Serial: ev.Serial, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
-			CreatedAt: at, Steps: []*durableCall{}, done: make(chan struct{})}
+			CreatedAt: at, Steps: []*durableCall{}, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
 		if ev.Queue != "" {
 			q := e.st.Queues[ev.Workflow]
@@ -138,7 +138,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		}
 		e.st.Runs[ev.Run] = &runRecord{RunID: ev.Run, TraceID: ev.WRun, Status: ev.Status, Trigger: triggerAgent,
 			Input: ev.Input, Output: ev.Result, Error: ev.Error, Agent: ev.Agent, Wire: ev.Wire, SessionID: ev.Session,
-			ConversationID: ev.Conv, CreatedAt: micros(ev.StartedAt), EndedAt: &at, Steps: calls, done: make(chan struct{})}
+			ConversationID: ev.Conv, CreatedAt: micros(ev.StartedAt), EndedAt: &at, Steps: calls, done: newRunSignal()}
 	case evEnd:
 		r := e.st.Runs[ev.Run]
 		if r == nil || terminal(r.Status) {
@@ -161,7 +161,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			r.cancel()
 		}
 		after = append(after, func() {
-			close(r.done)
+			r.done.fire()
 			if r.ParentRunID != "" {
 				e.schedule(r.ParentRunID)
 			}

@@ -84,6 +84,10 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 		return
 	}
 	e.mu.Lock()
+	if terminal(r.Status) { // cancelled between scheduling and now
+		e.mu.Unlock()
+		return
+	}
 	r.Status = runRunning
 	e.mu.Unlock()
 	h := fnv.New64a()
@@ -269,7 +273,7 @@ func (x *execution) nextCall(kind, name string) (int, *durableCall, error) {
 func (x *execution) commit(ev *journalEvent) {
 	ev.Run = x.r.RunID
 	x.e.mu.Lock()
-	if err := x.e.commitLocked(ev, false); err != nil {
+	if err := x.e.commitLocked(ev, false); err != nil && !errors.Is(err, errRunEnded) {
 		x.e.log.Error("journal", "run", x.r.RunID, "err", err)
 	}
 }
