@@ -524,7 +524,7 @@ func (l *agentLoop) record(c toolCall, content string, isErr bool, started *time
 
 // agentJSONOrString returns s when it is JSON, else s as a JSON string.
 func agentJSONOrString(s string) json.RawMessage {
-	if json.Valid([]byte(s)) {
+	if codeJSON.check([]byte(s)) == nil {
 		return json.RawMessage(s)
 	}
 	b, _ := json.Marshal(s)

@@ -161,8 +161,8 @@ func (s *server) handleResumeHook(w http.ResponseWriter, r *http.Request) {
 	if len(body) == 0 {
 		body = []byte("null")
 	}
-	if !json.Valid(body) {
-		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: "hook payload is not valid JSON"})
+	if err := edgeJSON.check(body); err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: "hook payload is not acceptable JSON: " + err.Error()})
 		return
 	}
 	runID, err := s.rt.engine.resumeHook(r.PathValue("token"), body)

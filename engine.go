@@ -223,10 +223,16 @@ func openEngine(opts engineOptions) (*engine, error) {
 	e := &engine{opts: opts, log: opts.Log, active: map[string]string{}, timers: map[string]*time.Timer{},
 		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
 	e.steps = newStepRunner(opts.Env, opts.Log)
+	var poisoned []poisonedRecord
 	j, err := openJournal(opts.Dir, journalOptions{}, e.restoreSnapshot, func(b []byte) error {
 		var ev journalEvent
-		if err := json.Unmarshal(b, &ev); err != nil {
-			return fmt.Errorf("decode journal event: %w", err)
+		err := journalJSON.check(b)
+		if err == nil {
+			err = json.Unmarshal(b, &ev)
+		}
+		if err != nil {
+			poisoned = append(poisoned, poisonedRecord{head: journalRecordHead(b), err: err})
+			return nil
 		}
 		e.apply(&ev)
 		return nil
@@ -244,8 +250,89 @@ func openEngine(opts engineOptions) (*engine, error) {
 		}
 	}
 	e.mu.Unlock()
+	e.failPoisoned(poisoned)
 	e.resumeAll()
 	return e, nil
+}
+
+// poisonedRecord is a journal record that replay could not decode, with
+// what could be read of its head (type, run, workflow).
+type poisonedRecord struct {
+	head journalEvent
+	err  error
+}
+
+// failPoisoned makes each undecodable record cost its run, not the
+// project: the run is failed durably with the reason (a run whose start
+// record was the bad one is recorded as failed, with a null input). A record
+// with no run (a queued trigger, an agent turn) is logged and skipped.
+func (e *engine) failPoisoned(recs []poisonedRecord) {
+	for _, p := range recs {
+		h := p.head
+		e.log.Error("journal record could not be decoded; its run is failed", "type", h.Type, "run", h.Run, "workflow", h.Workflow, "err", p.err)
+		if h.Run == "" {
+			continue
+		}
+		reason := &runError{Name: "JournalError", Message: fmt.Sprintf("a %q record of this run could not be replayed (%v); the run was failed at boot", h.Type, p.err)}
+		e.mu.Lock()
+		if e.st.Runs[h.Run] == nil && h.Type == evStart && h.Workflow != "" {
+			start := &journalEvent{Type: evStart, Run: h.Run, WRun: h.WRun, Workflow: h.Workflow, Trigger: h.Trigger, Input: json.RawMessage("null")}
+			if err := e.commitLocked(start, false); err != nil {
+				e.log.Error("record the failed run", "run", h.Run, "err", err)
+				continue
+			}
+			e.mu.Lock()
+		}
+		if err := e.commitLocked(&journalEvent{Type: evEnd, Run: h.Run, Status: runFailed, Error: reason}, true); err != nil && !errors.Is(err, errRunEnded) {
+			e.log.Error("record the failed run", "run", h.Run, "err", err)
+		}
+	}
+}
+
+// journalRecordHead reads the top-level string fields of a record that
+// does not decode as a whole (too deep, a bad number): the streaming
+// tokenizer reads what precedes the damage, and the identifying fields come
+// first in every record.
+func journalRecordHead(b []byte) journalEvent {
+	var head journalEvent
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return head
+	}
+	fields := map[string]*string{"t": &head.Type, "r": &head.Run, "w": &head.WRun, "wf": &head.Workflow, "tr": &head.Trigger}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return head
+		}
+		v, err := dec.Token()
+		if err != nil {
+			return head
+		}
+		if s, ok := v.(string); ok {
+			if f := fields[k.(string)]; f != nil {
+				*f = s
+			}
+			continue
+		}
+		// Skip a nested value token by token: no depth limit applies.
+		for depth := 0; ; {
+			if d, ok := v.(json.Delim); ok {
+				if d == '{' || d == '[' {
+					depth++
+				} else {
+					depth--
+				}
+			}
+			if depth == 0 {
+				break
+			}
+			if v, err = dec.Token(); err != nil {
+				return head
+			}
+		}
+	}
+	return head
 }
 
 // restoreSnapshot loads the compaction snapshot.
@@ -359,8 +446,8 @@ func (e *engine) validateStart(name string, input json.RawMessage) (*workflowDef
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
-	if !json.Valid(input) {
-		return nil, &startError{Code: "invalid_json", Message: "input is not valid JSON"}
+	if err := edgeJSON.check(input); err != nil {
+		return nil, &startError{Code: "invalid_json", Message: "input is not acceptable JSON: " + err.Error()}
 	}
 	if def.input != nil {
 		violations, err := def.input.validateJSON(input)
@@ -433,6 +520,9 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 	}
 	ev.At = time.Now().UnixMicro()
 	b, err := json.Marshal(ev)
+	if err == nil {
+		err = journalJSON.check(b)
+	}
 	if err != nil {
 		e.mu.Unlock()
 		return fmt.Errorf("encode journal event: %w", err)

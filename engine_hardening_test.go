@@ -3,6 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,8 +21,8 @@ func journalEndCounts(t *testing.T, dir string) map[string]int {
 	ends := map[string]int{}
 	j, err := openJournal(dir, journalOptions{}, func([]byte) error { return nil }, func(b []byte) error {
 		var ev journalEvent
-		if err := json.Unmarshal(b, &ev); err != nil {
-			return err
+		if json.Unmarshal(b, &ev) != nil {
+			return nil // an undecodable record (TestUndecodableRecordCostsOneRun)
 		}
 		if ends[ev.Run] > 0 && runScoped(ev.Type) && ev.Type != evEnd {
 			t.Errorf("journal: %s record of run %s after its end", ev.Type, ev.Run)
@@ -126,5 +131,230 @@ func TestEngineCancelRace(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// post sends body to path on h and returns the status and the decoded reply.
+func post(t *testing.T, h http.Handler, path, body string) (int, map[string]any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+	var out map[string]any
+	json.Unmarshal(rec.Body.Bytes(), &out)
+	return rec.Code, out
+}
+
+// testServer serves te's engine through the real route table.
+func (te *testEngine) server() http.Handler {
+	return newServer(&devRuntime{log: discardLogger(), engine: te.engine, proj: &project{Dir: te.dir}})
+}
+
+// worstJSON returns the worst value the edge accepts at depth levels: the
+// deepest nesting, the largest floats, every width of UTF-8, escapes and
+// control characters, padded with 4-byte characters to about size bytes.
+func worstJSON(depth, size int) string {
+	leaf := `{"max":1.7976931348623157e308,"min":-1.7976931348623157e308,"tiny":5e-324,"big":123456789012345678901234567890,` +
+		`"s":"é€😀\t\n\"\\\u0001\ud83d\ude00","lone":"\ud800","t":true,"f":false,"n":null}`
+	inner := strings.Repeat("[", depth-1) + leaf + strings.Repeat("]", depth-1)
+	pad := strings.Repeat("😀", max(0, (size-len(inner)-16)/4))
+	return `[` + inner[1:len(inner)-1] + `,"` + pad + `"]`
+}
+
+// sameJSON reports whether a and b hold the same value.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// TestEdgeRejectsWhatCannotReplay sends the probes that bricked a project:
+// each is answered 400 and nothing is journaled, on the start route and on
+// hook resumes.
+func TestEdgeRejectsWhatCannotReplay(t *testing.T) {
+	te := newTestEngine(t)
+	h := te.server()
+	bad := map[string]string{
+		"10,000 deep":        `{"a":` + nestedJSON(10000) + `}`,
+		"9,998 deep":         `{"a":` + nestedJSON(9997) + `}`,
+		"one past the limit": `{"a":` + nestedJSON(jsonMaxDepth) + `}`,
+		"invalid UTF-8":      "{\"n\":\"\xff\xfe\"}",
+		"overflowing number": `{"name":1e999999}`,
+		"NUL in a string":    `{"s":"\u0000"}`,
+		"two values":         `{} {}`,
+		"not JSON":           `{"a":`,
+	}
+	for name, body := range bad {
+		for _, path := range []string{"/api/workflows/echo/start", "/api/workflows/three/start"} {
+			if code, out := post(t, h, path, body); code != http.StatusBadRequest || out["error"].(map[string]any)["code"] != "invalid_json" {
+				t.Errorf("%s: POST %s = %d %v; want 400 invalid_json", name, path, code, out)
+			}
+		}
+	}
+	if runs, queued := te.list(); len(runs) != 0 || len(queued) != 0 {
+		t.Fatalf("rejected starts left %d runs and %d queued triggers", len(runs), len(queued))
+	}
+	code, out := post(t, h, "/api/workflows/echo/start", `{"wait":true}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("start = %d %v", code, out)
+	}
+	token := waitHookToken(t, te, out["runId"].(string))
+	for name, body := range bad {
+		if code, out := post(t, h, "/api/hooks/"+token, body); code != http.StatusBadRequest {
+			t.Errorf("%s: hook resume = %d %v; want 400", name, code, out)
+		}
+	}
+	if r, _ := te.get(out["runId"].(string)); r.Status != runWaiting {
+		t.Errorf("run after rejected resumes = %s; want waiting", r.Status)
+	}
+	te.close()
+	te.open(t)
+	if r, _ := te.get(out["runId"].(string)); terminal(r.Status) {
+		t.Errorf("replayed run = %s; want still waiting", r.Status)
+	}
+}
+
+// waitHookToken waits (bounded) until run id waits on a hook and returns
+// its token.
+func waitHookToken(t *testing.T, te *testEngine, id string) string {
+	t.Helper()
+	var token string
+	eventually(t, 10*time.Second, "the run waits on its hook", func() bool {
+		r, _ := te.get(id)
+		for _, c := range r.Steps {
+			if c.Kind == callHook && c.Status == runWaiting {
+				token = c.Token
+			}
+		}
+		return token != "" && r.Status == runWaiting
+	})
+	return token
+}
+
+// TestWorstAcceptedValueReplays journals the worst values the edge accepts
+// (a start input and a hook payload at the depth limit, near the size
+// limit, with extreme numbers and every kind of character) and replays them
+// from the segments and then from a snapshot.
+func TestWorstAcceptedValueReplays(t *testing.T) {
+	te := newTestEngine(t)
+	h := te.server()
+	input := `{"wait":true,"v":` + worstJSON(jsonMaxDepth-1, maxRequestBody-64) + `}`
+	payload := worstJSON(jsonMaxDepth, maxRequestBody-16)
+	if len(input) > maxRequestBody || len(payload) > maxRequestBody {
+		t.Fatalf("test values exceed the body limit: %d %d", len(input), len(payload))
+	}
+	code, out := post(t, h, "/api/workflows/echo/start", input)
+	if code != http.StatusAccepted {
+		t.Fatalf("start = %d %v", code, out)
+	}
+	id := out["runId"].(string)
+	token := waitHookToken(t, te, id)
+	if code, out := post(t, h, "/api/hooks/"+token, payload); code != http.StatusAccepted {
+		t.Fatalf("resume = %d %v", code, out)
+	}
+	r := te.await(t, id)
+	if r.Status != runCompleted || !sameJSON(r.Output, []byte(payload)) || !sameJSON(r.Input, []byte(input)) {
+		t.Fatalf("run = %s %v; want completed with the payload as output", r.Status, r.Error)
+	}
+	check := func(from string) {
+		t.Helper()
+		got, ok := te.get(id)
+		if !ok || got.Status != runCompleted || !sameJSON(got.Output, r.Output) || !sameJSON(got.Input, r.Input) || !sameJSON(got.Steps[0].Result, r.Input) {
+			t.Fatalf("replayed from %s: %s; want the same completed run", from, got.Status)
+		}
+	}
+	te.close()
+	te.open(t)
+	check("segments")
+	te.close()
+	te.compactBytes = 1
+	te.open(t)
+	te.startWait(t, "three", `{"id":"after"}`) // its records trigger a compaction
+	te.close()
+	snaps, _ := filepath.Glob(te.dir + "/.svc/journal/*.snap")
+	if len(snaps) == 0 {
+		t.Fatal("no snapshot was written")
+	}
+	te.compactBytes = 0
+	te.open(t)
+	check("a snapshot")
+}
+
+// TestUndecodableRecordCostsOneRun replays a journal holding records that
+// cannot be decoded (written past the limits by hand): boot fails the runs
+// they belong to, with the reason, and brings up the rest.
+func TestUndecodableRecordCostsOneRun(t *testing.T) {
+	te := newTestEngine(t)
+	te.close()
+	dir := te.dir + "/.svc/journal"
+	j, err := openJournal(dir, journalOptions{}, func([]byte) error { return nil }, func([]byte) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMicro()
+	deep := nestedJSON(10000)
+	for _, rec := range []string{
+		fmt.Sprintf(`{"t":"start","at":%d,"r":"run-a","w":"wrun_a","wf":"three","in":{"id":%s},"tr":"http"}`, now, deep),
+		fmt.Sprintf(`{"t":"start","at":%d,"r":"run-b","w":"wrun_b","wf":"three","in":{"id":"poison-b"},"tr":"http"}`, now),
+		fmt.Sprintf(`{"t":"start","at":%d,"r":"run-c","w":"wrun_c","wf":"three","in":{"id":"poison-c"},"tr":"http"}`, now),
+		fmt.Sprintf(`{"t":"step","at":%d,"r":"run-c","s":1,"n":"hit","a":1,"sa":%d,"f":true,"res":%s}`, now, now, deep),
+		fmt.Sprintf(`{"t":"start","at":%d,"r":"run-d","w":"wrun_d","wf":"three","in":{"n":1e999999},"tr":"http"}`, now),
+	} {
+		if err := j.AppendDurable([]byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	for boot := 1; boot <= 2; boot++ {
+		te.open(t)
+		for _, id := range []string{"run-a", "run-c", "run-d"} {
+			r, ok := te.get(id)
+			if !ok || r.Status != runFailed || r.Error == nil || r.Error.Name != "JournalError" || r.WorkflowName != "three" {
+				t.Fatalf("boot %d: %s = %+v; want failed with a JournalError", boot, id, r)
+			}
+		}
+		if r := te.await(t, "run-b"); r.Status != runCompleted {
+			t.Fatalf("boot %d: run-b = %s; want completed", boot, r.Status)
+		}
+		te.close()
+	}
+	for id, n := range journalEndCounts(t, dir) {
+		if n != 1 {
+			t.Errorf("run %s has %d end records; want 1", id, n)
+		}
+	}
+	if n := te.counter.count("poison-c-a"); n != 0 {
+		t.Errorf("the failed run's step ran %d times", n)
+	}
+}
+
+// TestWiresAndSettingsRejectWhatCannotReplay sends the same probes to the
+// three chat wires and the settings route: each is a 400 in the route's
+// own shape, and no turn is recorded.
+func TestWiresAndSettingsRejectWhatCannotReplay(t *testing.T) {
+	env := newWiresEnv(t, "")
+	auth := map[string]string{"Authorization": "Bearer k"}
+	for name, bad := range map[string]string{
+		"deep":     nestedJSON(10000),
+		"utf8":     "\"\xff\xfe\"",
+		"infinite": "1e999999",
+		"nul":      `"\u0000"`,
+	} {
+		for path, body := range map[string]string{
+			"/openai/v1/chat/completions": `{"model":"helper","messages":[{"role":"user","content":"hi"}],"metadata":` + bad + `}`,
+			"/anthropic/v1/messages":      `{"model":"helper","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"metadata":` + bad + `}`,
+			"/agui/helper":                `{"threadId":"","runId":"r","messages":[{"id":"1","role":"user","content":"hi"}],"state":` + bad + `}`,
+		} {
+			if rep := env.post(t, path, auth, body); rep.Status != http.StatusBadRequest {
+				t.Errorf("%s: POST %s = %d %s; want 400", name, path, rep.Status, rep.Body)
+			}
+		}
+		rec := httptest.NewRecorder()
+		newServer(env.rt).ServeHTTP(rec, httptest.NewRequest(http.MethodPut, "/api/settings/model-provider",
+			strings.NewReader(`{"provider":"openai","apiKey":"k","model":`+bad+`}`)))
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: PUT /api/settings/model-provider = %d %s; want 400", name, rec.Code, rec.Body)
+		}
+	}
+	if runs, _ := env.rt.engine.list(); len(runs) != 0 {
+		t.Errorf("%d turns recorded for rejected requests", len(runs))
 	}
 }

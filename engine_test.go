@@ -113,6 +113,15 @@ export default async function lonely(input: { i: number }) {
   await sleep(20);
   return { i: input.i, started };
 }`,
+	"workflows/echo.workflow.ts": `
+import { createHook } from "svc";
+async function keep(v: any) { "use step"; return v; }
+export default async function echo(input: any) {
+  "use workflow";
+  const kept = await keep(input);
+  if (input.wait) return await createHook();
+  return kept;
+}`,
 	"workflows/waiter.workflow.ts": `
 import { workflows } from "svc";
 export default async function waiter() { "use workflow"; return await workflows.startAndWait("forever", {}); }`,

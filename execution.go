@@ -108,7 +108,11 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 	case err != nil:
 		e.commitLocked(&journalEvent{Type: evEnd, Run: r.RunID, Status: runFailed, Error: toRunError(err)}, true)
 	default:
-		e.commitLocked(&journalEvent{Type: evEnd, Run: r.RunID, Status: runCompleted, Result: out}, true)
+		ev := &journalEvent{Type: evEnd, Run: r.RunID, Status: runCompleted, Result: out}
+		if lerr := codeJSON.check(out); lerr != nil {
+			ev.Status, ev.Result, ev.Error = runFailed, nil, &runError{Name: "Error", Message: "the workflow's output cannot be journaled: " + lerr.Error()}
+		}
+		e.commitLocked(ev, true)
 	}
 }
 
@@ -379,7 +383,12 @@ func (x *execution) runStep(st *stepAttemptState) {
 // schedules a retry with exponential backoff. FatalError fails at once.
 func (x *execution) stepDone(st *stepAttemptState, result json.RawMessage, err error) {
 	ev := &journalEvent{Type: evStep, Seq: st.seq, Name: st.name, Attempt: st.attempt, StartedAt: st.started.UnixMicro()}
-	if err == nil {
+	if err != nil {
+		ev.Error = toRunError(err)
+	} else if lerr := codeJSON.check(result); lerr != nil {
+		ev.Error = &runError{Name: "FatalError", Message: fmt.Sprintf("step %s returned a value that cannot be journaled: %v", st.name, lerr)}
+	}
+	if ev.Error == nil {
 		ev.Final, ev.Result = true, result
 		x.commit(ev)
 		x.advance(time.Now())
@@ -390,7 +399,6 @@ func (x *execution) stepDone(st *stepAttemptState, result json.RawMessage, err e
 		}
 		return
 	}
-	ev.Error = toRunError(err)
 	if ev.Error.Name == "FatalError" || st.attempt >= x.e.opts.MaxAttempts {
 		ev.Final = true
 		x.commit(ev)

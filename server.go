@@ -128,6 +128,10 @@ func (s *server) handleStoreProvider(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var p storedProvider
+	if err := edgeJSON.check(body); err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: err.Error()})
+		return
+	}
 	if err := json.Unmarshal(body, &p); err != nil {
 		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: err.Error()})
 		return

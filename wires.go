@@ -332,6 +332,9 @@ func (s *wireSSE) send(name string, v any) {
 
 // wireDecodeJSON unmarshals a request body, answering a wire error.
 func wireDecodeJSON(body []byte, v any) *wireError {
+	if err := edgeJSON.check(body); err != nil {
+		return &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "invalid JSON body: " + err.Error()}
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "invalid JSON body: " + err.Error()}
 	}
