@@ -84,6 +84,9 @@ func (s *server) handleStartWorkflow(w http.ResponseWriter, r *http.Request) {
 // writeStartError maps a start failure to its status (DESIGN §4).
 func (s *server) writeStartError(w http.ResponseWriter, err error) {
 	var se *startError
+	if writeUnavailable(w, err) {
+		return
+	}
 	if !errors.As(err, &se) {
 		s.log.Error("start workflow", "err", err)
 		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "could not record the start"})
@@ -95,6 +98,23 @@ func (s *server) writeStartError(w http.ResponseWriter, err error) {
 		"workflow_compile_failed": http.StatusServiceUnavailable,
 	}[se.Code]
 	writeAPIError(w, status, apiError{Code: se.Code, Message: se.Message, Violations: se.Violations})
+}
+
+// journalRetryAfter is the Retry-After, in seconds, of a change refused
+// while the journal cannot write.
+const journalRetryAfter = "5"
+
+// writeUnavailable answers 503 journal_unavailable with Retry-After when err
+// is a change refused because the journal cannot write, and reports
+// whether it did.
+func writeUnavailable(w http.ResponseWriter, err error) bool {
+	if !errors.Is(err, errJournalUnavailable) {
+		return false
+	}
+	w.Header().Set("Retry-After", journalRetryAfter)
+	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "journal_unavailable",
+		Message: "nothing was recorded: " + err.Error() + "; free disk space under .svc/journal, then retry (the runtime recovers by itself)"})
+	return true
 }
 
 // handleListRuns serves every run, newest first, and the queued triggers.
@@ -143,6 +163,9 @@ func (s *server) handleCancelRun(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + r.PathValue("runId") + " not found"})
 		return
 	}
+	if writeUnavailable(w, err) {
+		return
+	}
 	if err != nil {
 		s.log.Error("cancel run", "err", err)
 		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "could not record the cancellation"})
@@ -171,6 +194,7 @@ func (s *server) handleResumeHook(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{Code: "hook_not_found", Message: "no run waits on this hook token"})
 	case errors.Is(err, errHookUsed):
 		writeAPIError(w, http.StatusConflict, apiError{Code: "hook_used", Message: err.Error()})
+	case writeUnavailable(w, err):
 	case err != nil:
 		s.log.Error("resume hook", "err", err)
 		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "could not record the resume"})

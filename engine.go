@@ -197,8 +197,11 @@ type engine struct {
 	active map[string]string // serial workflow → its active run
 	timers map[string]*time.Timer
 	closed bool
+	failed error // non-nil while the journal cannot write (engine_journal.go)
 
-	wg sync.WaitGroup // executions
+	wg   sync.WaitGroup // executions
+	bg   sync.WaitGroup // journal recovery
+	stop chan struct{}  // closed by close: background work ends
 }
 
 // Defaults of engineOptions.
@@ -220,119 +223,23 @@ func openEngine(opts engineOptions) (*engine, error) {
 	if opts.CompactBytes == 0 {
 		opts.CompactBytes = defaultCompactBytes
 	}
-	e := &engine{opts: opts, log: opts.Log, active: map[string]string{}, timers: map[string]*time.Timer{},
-		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
+	e := newEngineShell(opts)
+	e.stop = make(chan struct{})
 	e.steps = newStepRunner(opts.Env, opts.Log)
-	var poisoned []poisonedRecord
-	j, err := openJournal(opts.Dir, journalOptions{}, e.restoreSnapshot, func(b []byte) error {
-		var ev journalEvent
-		err := journalJSON.check(b)
-		if err == nil {
-			err = json.Unmarshal(b, &ev)
-		}
-		if err != nil {
-			poisoned = append(poisoned, poisonedRecord{head: journalRecordHead(b), err: err})
-			return nil
-		}
-		e.apply(&ev)
-		return nil
-	})
+	j, poisoned, err := e.replayJournal(e.journalFailed)
 	if err != nil {
 		return nil, err
 	}
 	e.j = j
-	e.mu.Lock()
-	for _, r := range e.st.Runs {
-		if terminal(r.Status) {
-			r.done.fire()
-		} else if r.Serial {
-			e.active[r.WorkflowName] = r.RunID
-		}
-	}
-	e.mu.Unlock()
 	e.failPoisoned(poisoned)
 	e.resumeAll()
 	return e, nil
 }
 
-// poisonedRecord is a journal record that replay could not decode, with
-// what could be read of its head (type, run, workflow).
-type poisonedRecord struct {
-	head journalEvent
-	err  error
-}
-
-// failPoisoned makes each undecodable record cost its run, not the
-// project: the run is failed durably with the reason (a run whose start
-// record was the bad one is recorded as failed, with a null input). A record
-// with no run (a queued trigger, an agent turn) is logged and skipped.
-func (e *engine) failPoisoned(recs []poisonedRecord) {
-	for _, p := range recs {
-		h := p.head
-		e.log.Error("journal record could not be decoded; its run is failed", "type", h.Type, "run", h.Run, "workflow", h.Workflow, "err", p.err)
-		if h.Run == "" {
-			continue
-		}
-		reason := &runError{Name: "JournalError", Message: fmt.Sprintf("a %q record of this run could not be replayed (%v); the run was failed at boot", h.Type, p.err)}
-		e.mu.Lock()
-		if e.st.Runs[h.Run] == nil && h.Type == evStart && h.Workflow != "" {
-			start := &journalEvent{Type: evStart, Run: h.Run, WRun: h.WRun, Workflow: h.Workflow, Trigger: h.Trigger, Input: json.RawMessage("null")}
-			if err := e.commitLocked(start, false); err != nil {
-				e.log.Error("record the failed run", "run", h.Run, "err", err)
-				continue
-			}
-			e.mu.Lock()
-		}
-		if err := e.commitLocked(&journalEvent{Type: evEnd, Run: h.Run, Status: runFailed, Error: reason}, true); err != nil && !errors.Is(err, errRunEnded) {
-			e.log.Error("record the failed run", "run", h.Run, "err", err)
-		}
-	}
-}
-
-// journalRecordHead reads the top-level string fields of a record that
-// does not decode as a whole (too deep, a bad number): the streaming
-// tokenizer reads what precedes the damage, and the identifying fields come
-// first in every record.
-func journalRecordHead(b []byte) journalEvent {
-	var head journalEvent
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return head
-	}
-	fields := map[string]*string{"t": &head.Type, "r": &head.Run, "w": &head.WRun, "wf": &head.Workflow, "tr": &head.Trigger}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return head
-		}
-		v, err := dec.Token()
-		if err != nil {
-			return head
-		}
-		if s, ok := v.(string); ok {
-			if f := fields[k.(string)]; f != nil {
-				*f = s
-			}
-			continue
-		}
-		// Skip a nested value token by token: no depth limit applies.
-		for depth := 0; ; {
-			if d, ok := v.(json.Delim); ok {
-				if d == '{' || d == '[' {
-					depth++
-				} else {
-					depth--
-				}
-			}
-			if depth == 0 {
-				break
-			}
-			if v, err = dec.Token(); err != nil {
-				return head
-			}
-		}
-	}
-	return head
+// newEngineShell returns an engine with empty state and no journal.
+func newEngineShell(opts engineOptions) *engine {
+	return &engine{opts: opts, log: opts.Log, active: map[string]string{}, timers: map[string]*time.Timer{},
+		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
 }
 
 // restoreSnapshot loads the compaction snapshot.
@@ -374,7 +281,12 @@ func (e *engine) resumeAll() {
 // close stops timers, waits for executions to suspend and closes the journal.
 func (e *engine) close() error {
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
 	e.closed = true
+	close(e.stop)
 	for _, t := range e.timers {
 		t.Stop()
 	}
@@ -385,6 +297,10 @@ func (e *engine) close() error {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
+	e.bg.Wait()
+	if e.j == nil { // recovery could not reopen it
+		return e.failed
+	}
 	return e.j.Close()
 }
 
@@ -510,6 +426,11 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		e.mu.Unlock()
 		return errEngineClosed
 	}
+	if e.failed != nil {
+		err := fmt.Errorf("%w: %v", errJournalUnavailable, e.failed)
+		e.mu.Unlock()
+		return err
+	}
 	if runScoped(ev.Type) {
 		// A run ends once: nothing is journaled for it afterwards (a step
 		// in flight when a cancel landed, a second cancel, a late end).
@@ -533,7 +454,7 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 	e.mu.Unlock()
 	if durable {
 		if err := pending.Wait(); err != nil {
-			return fmt.Errorf("journal: %w", err)
+			return fmt.Errorf("%w: %v", errJournalUnavailable, err)
 		}
 	}
 	for _, fn := range after {

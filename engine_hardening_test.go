@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -356,5 +358,128 @@ func TestWiresAndSettingsRejectWhatCannotReplay(t *testing.T) {
 	}
 	if runs, _ := env.rt.engine.list(); len(runs) != 0 {
 		t.Errorf("%d turns recorded for rejected requests", len(runs))
+	}
+}
+
+// TestJournalFullDisk runs the engine on a small tmpfs the test fills: a
+// change is refused with 503 journal_unavailable and Retry-After, health
+// says the journal failed, nothing that was refused shows in the API, a run
+// whose step and end could not be written is not reported ended, and once
+// space returns the journal recovers by itself and that run ends exactly
+// once.
+func TestJournalFullDisk(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	te := newTestEngine(t)
+	te.close()
+	mnt := te.dir + "/.svc/journal"
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	te.open(t)
+	h := te.server()
+	health := func() (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/health", nil))
+		var out map[string]any
+		json.Unmarshal(rec.Body.Bytes(), &out)
+		return rec.Code, out
+	}
+	if r := te.startWait(t, "three", `{"id":"before"}`); r.Status != runCompleted {
+		t.Fatalf("run before the disk filled = %s", r.Status)
+	}
+	// A run whose first step is in flight while the disk fills.
+	code, out := post(t, h, "/api/workflows/three/start", `{"id":"hold-x"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("start = %d %v", code, out)
+	}
+	held := out["runId"].(string)
+	select {
+	case <-te.counter.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held step never ran")
+	}
+	filler, err := os.Create(mnt + "/filler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for range 64 { // 4 MiB at most: the tmpfs holds 1 MiB
+		if _, err := filler.Write(chunk); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	// The refused start: 503 with Retry-After, and no trace of it.
+	var refused map[string]any
+	refusedInput := ""
+	for i := range 50 {
+		refusedInput = fmt.Sprintf(`{"id":"attempt-%d"}`, i)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/workflows/three/start", strings.NewReader(refusedInput)))
+		if rec.Code == http.StatusServiceUnavailable {
+			json.Unmarshal(rec.Body.Bytes(), &refused)
+			if rec.Header().Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+			break
+		}
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("start on a full disk = %d %s", rec.Code, rec.Body)
+		}
+		time.Sleep(20 * time.Millisecond) // the first appends may still fit
+	}
+	if refused == nil || refused["error"].(map[string]any)["code"] != "journal_unavailable" {
+		t.Fatalf("start on a full disk was never refused: %v", refused)
+	}
+	close(te.counter.unhold) // the held step finishes: its result and the end cannot be written
+	eventually(t, 10*time.Second, "health reports the failed journal", func() bool {
+		code, out := health()
+		return code == http.StatusServiceUnavailable && out["journal"].(map[string]any)["state"] == "failed"
+	})
+	eventually(t, 10*time.Second, "only durable runs show", func() bool {
+		runs, _ := te.list()
+		for _, r := range runs {
+			if string(r.Input) == refusedInput || (r.RunID == held && terminal(r.Status)) {
+				return false
+			}
+		}
+		return true
+	})
+	if code, _ := post(t, h, "/api/runs/"+held+"/cancel", ``); code != http.StatusServiceUnavailable {
+		t.Errorf("cancel on a full disk = %d; want 503", code)
+	}
+	// Space returns: the journal recovers without a restart.
+	if err := os.Remove(mnt + "/filler"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the journal recovers", func() bool {
+		code, _ := health()
+		return code == http.StatusOK
+	})
+	if r := te.await(t, held); r.Status != runCompleted || string(r.Output) == "" {
+		t.Fatalf("held run after recovery = %s %v; want completed", r.Status, r.Error)
+	}
+	if r := te.startWait(t, "three", `{"id":"after"}`); r.Status != runCompleted {
+		t.Fatalf("run after recovery = %s", r.Status)
+	}
+	before, _ := te.list()
+	te.close()
+	for id, n := range journalEndCounts(t, mnt) {
+		if n != 1 {
+			t.Errorf("run %s has %d end records; want 1", id, n)
+		}
+	}
+	te.open(t)
+	after, _ := te.list()
+	if len(after) != len(before) {
+		t.Fatalf("replayed %d runs; want %d", len(after), len(before))
+	}
+	for i := range after {
+		if after[i].RunID != before[i].RunID || after[i].Status != before[i].Status {
+			t.Errorf("replayed %s %s; was %s %s", after[i].RunID, after[i].Status, before[i].RunID, before[i].Status)
+		}
 	}
 }

@@ -21,13 +21,23 @@ type stepCounter struct {
 	counts map[string]int
 	failN  map[string]int
 	tokens chan string
+	held   chan string   // a call of a "hold-" key reports its key here…
+	unhold chan struct{} // …and answers once this is closed (or after 20 s)
 }
 
 // newStepCounter starts the counter server.
 func newStepCounter(t *testing.T) *stepCounter {
-	c := &stepCounter{counts: map[string]int{}, failN: map[string]int{}, tokens: make(chan string, 16)}
+	c := &stepCounter{counts: map[string]int{}, failN: map[string]int{}, tokens: make(chan string, 16),
+		held: make(chan string, 16), unhold: make(chan struct{})}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("k")
+		if strings.HasPrefix(key, "hold-") {
+			c.held <- key
+			select {
+			case <-c.unhold:
+			case <-time.After(20 * time.Second):
+			}
+		}
 		if tok := r.URL.Query().Get("token"); tok != "" {
 			c.tokens <- tok
 		}

@@ -24,7 +24,7 @@ func (e *engine) schedule(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.st.Runs[id]
-	if r == nil || terminal(r.Status) || e.closed {
+	if r == nil || terminal(r.Status) || e.closed || e.failed != nil {
 		return
 	}
 	if r.executing {

@@ -129,6 +129,9 @@ type journalOptions struct {
 	// CloseTimeout bounds Close's wait for pending appends; zero means
 	// journalDefaultCloseTimeout.
 	CloseTimeout time.Duration
+	// OnFail, when set, is called once, on a goroutine of its own, with the
+	// failure that stopped the journal from writing (see Err).
+	OnFail func(error)
 	// syncHook, when set, is called by the committer after writing a batch
 	// and before its fdatasync. Tests use it to hold a batch open.
 	syncHook func()
@@ -434,7 +437,7 @@ func (j *journal) writeSnapshot(seq uint64, snap []byte) (err error) {
 	}
 	final := j.path(seq, journalSnapshotExt)
 	tmp := final + journalTempExt
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -462,6 +465,14 @@ func (j *journal) writeSnapshot(seq uint64, snap []byte) (err error) {
 		return err
 	}
 	return syncDir(j.dir)
+}
+
+// Err returns the failure that stopped the journal from writing, or nil.
+// A failed journal refuses every append; the owner closes and reopens it.
+func (j *journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
 }
 
 // Size returns the bytes appended since the last snapshot (the size of the
@@ -572,8 +583,12 @@ func (j *journal) fail(err error) error {
 	if err != nil {
 		err = fmt.Errorf("journal commit: %w", err)
 		j.mu.Lock()
+		first := j.err == nil
 		j.err = err
 		j.mu.Unlock()
+		if first && j.opts.OnFail != nil {
+			go j.opts.OnFail(err)
+		}
 	}
 	return err
 }
@@ -587,17 +602,25 @@ func (j *journal) commit(b *journalPending) error {
 		}
 	}
 	journalMarkCommit(b.buf[b.last:])
-	n, err := j.seg.Write(b.buf)
-	j.segSize += int64(n)
+	start := j.segSize
+	_, err := j.seg.Write(b.buf)
+	if err == nil {
+		if j.opts.syncHook != nil {
+			j.opts.syncHook()
+		}
+		err = journalFdatasync(j.seg)
+	}
 	if err != nil {
+		// The batch failed (a full disk, an I/O error): cut what it left
+		// so the segment holds only acknowledged records. Data whose
+		// fdatasync failed may linger in the page cache marked clean; a
+		// reopen must not replay it as if it were durable.
+		if terr := j.seg.Truncate(start); terr != nil {
+			err = fmt.Errorf("%w (and truncating the failed write: %v)", err, terr)
+		}
 		return err
 	}
-	if j.opts.syncHook != nil {
-		j.opts.syncHook()
-	}
-	if err := journalFdatasync(j.seg); err != nil {
-		return err
-	}
+	j.segSize += int64(len(b.buf))
 	j.syncs.Add(1)
 	j.records.Add(int64(b.n))
 	return nil
@@ -615,12 +638,13 @@ func (j *journal) roll() error {
 // createSegment creates segment seq, makes its name durable and makes it the
 // current segment.
 func (j *journal) createSegment(seq uint64) error {
-	f, err := os.OpenFile(j.path(seq, journalSegmentExt), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(j.path(seq, journalSegmentExt), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	if err := syncDir(j.dir); err != nil {
 		f.Close()
+		os.Remove(f.Name())
 		return err
 	}
 	j.seg, j.seq, j.segSize = f, seq, 0
@@ -676,7 +700,7 @@ func journalMkdir(dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(dir))

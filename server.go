@@ -117,7 +117,12 @@ func (s *server) handleContract(w http.ResponseWriter, r *http.Request) {
 
 // handleHealth tells CLI verbs that this runtime is up and which project it serves.
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "project_dir": s.rt.proj.Dir, "gate": s.rt.gateState()})
+	jh := s.rt.engine.journalHealth()
+	status := http.StatusOK
+	if jh.State != "ok" {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ok": status == http.StatusOK, "project_dir": s.rt.proj.Dir, "gate": s.rt.gateState(), "journal": jh})
 }
 
 // handleStoreProvider stores a model-provider credential and opens the gate.
