@@ -254,7 +254,15 @@ func TestRunHistoryListPaging(t *testing.T) {
 
 func TestRunHistoryTieBreakByRunID(t *testing.T) {
 	ctx := context.Background()
-	h := newPGRunHistory(historyTestDB(t))
+	db := historyTestDB(t)
+	h := newPGRunHistory(db)
+	// The test server's databases collate "C" anyway: check that the column
+	// does so on any database, as runCursor.before assumes.
+	var collation string
+	if err := db.QueryRow(ctx, `SELECT collation_name FROM information_schema.columns
+WHERE table_schema = 'svc' AND table_name = 'runs' AND column_name = 'run_id'`).Scan(&collation); err != nil || collation != "C" {
+		t.Errorf("svc.runs.run_id collation = %q, %v; want C", collation, err)
+	}
 	// Byte order, not a locale's: upper case before lower case, '-' before digits.
 	ids := []string{"B", "a", "b", "a-1", "a1", "Z"}
 	var runs []runRecord
