@@ -478,7 +478,13 @@ func seedRunHistory(tb testing.TB, db *pgxpool.Pool, n int, workflow string) {
 			return nil, nil
 		}
 		status := []string{runCompleted, runFailed}[rows%2]
-		r := historyTestRun(uuid.NewString(), workflow, status, start.Add(time.Duration(rows)*time.Microsecond))
+		// Time-ordered ids (UUIDv7) fill the primary key's index in order,
+		// several times faster than random ones.
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, err
+		}
+		r := historyTestRun(id.String(), workflow, status, start.Add(time.Duration(rows)*time.Microsecond))
 		r.EndedAt = &ended
 		rows++
 		record, err := json.Marshal(r)
@@ -519,7 +525,8 @@ func BenchmarkRunHistoryList(b *testing.B) {
 		sql := `SELECT created_at, run_id FROM svc.runs
 WHERE ($1 = '' OR workflow_name = $1) AND (cardinality($2::text[]) = 0 OR status = ANY($2))
 ORDER BY created_at DESC, run_id DESC OFFSET $3 LIMIT 1`
-		if err := db.QueryRow(ctx, sql, q.Workflow, q.Status, offset).Scan(&c.CreatedAt, &c.RunID); err != nil {
+		statuses := append([]string{}, q.Status...) // a nil slice is NULL
+		if err := db.QueryRow(ctx, sql, q.Workflow, statuses, offset).Scan(&c.CreatedAt, &c.RunID); err != nil {
 			b.Fatalf("cursor at %d: %v", offset, err)
 		}
 		return &c
