@@ -36,8 +36,8 @@ const (
 	// runQueryMaxLimit bounds a page, so one request never serializes the
 	// whole history (a 46k-run history once answered 97 MB unpaged).
 	runQueryMaxLimit = 500
-	// runCursorMaxLength bounds an encoded cursor; real ones are far shorter
-	// characters (71 for a microsecond timestamp and a UUID).
+	// runCursorMaxLength bounds an encoded cursor; real ones are 71
+	// characters (a microsecond timestamp and a UUID).
 	runCursorMaxLength = 256
 	// runRetentionDefault is how long ended runs are kept when
 	// SVC_RUN_RETENTION is unset.
