@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +30,7 @@ func workflowVerbs() []*verb {
 // runVerbs are the `svc runs` verbs.
 func runVerbs() []*verb {
 	return []*verb{
-		{name: "list", summary: "list runs, newest first", newFlags: newRunsListFlags, run: runRunsList},
+		{name: "list", summary: "list runs, newest first, a page at a time", newFlags: newRunsListFlags, run: runRunsList},
 		{name: "get", summary: "print a run and its step timeline", usage: "<runId>", newFlags: newRunsGetFlags, run: runRunsGet},
 		{name: "cancel", summary: "cancel an active run", usage: "<runId>", newFlags: targetFlags("cancel"), run: runRunsCancel},
 	}
@@ -56,7 +57,9 @@ func newStartFlags() *flag.FlagSet {
 func newRunsListFlags() *flag.FlagSet {
 	fs := targetFlags("list")()
 	fs.String("workflow", "", "only runs of this workflow")
-	fs.Int("limit", 50, "at most this many runs (0: all)")
+	fs.String("status", "", "only runs in these states, comma-separated: "+strings.Join(runStates, ", "))
+	fs.Int("limit", runQueryDefaultLimit, fmt.Sprintf("runs per page, 1 to %d", runQueryMaxLimit))
+	fs.String("cursor", "", "the page after this position: the nextCursor printed by the previous page")
 	return fs
 }
 
@@ -317,8 +320,64 @@ func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	return nil
 }
 
-// runRunsList is `svc runs list`.
+// runsListFlags are the flags of `svc runs list` that become query
+// parameters of GET /api/runs, each under its own name.
+var runsListFlags = []string{"workflow", "status", "limit", "cursor"}
+
+// runsListQuery turns the flags of `svc runs list` into the query of GET
+// /api/runs, refusing what the runtime would refuse (parseRunQuery) before
+// anything is sent.
+func runsListQuery(fs *flag.FlagSet) (url.Values, error) {
+	if fs.NArg() != 0 {
+		return nil, fmt.Errorf("list takes no arguments: %w", errUsage)
+	}
+	v := url.Values{}
+	for _, name := range runsListFlags {
+		if value := fs.Lookup(name).Value.String(); value != "" {
+			v.Set(name, value)
+		}
+	}
+	if _, err := parseRunQuery(v); err != nil {
+		var qe *runQueryError
+		if errors.As(err, &qe) {
+			return nil, failf(codeGeneric, "run `svc runs list --help`", "invalid --%s %q: want %s", qe.Param, qe.Value, qe.Want)
+		}
+		return nil, err
+	}
+	return v, nil
+}
+
+// runsListNext is the command that prints the page after the one shown:
+// the same filters, and the cursor.
+func runsListNext(fs *flag.FlagSet, cursor string) string {
+	cmd := "svc runs list"
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "cursor" {
+			cmd += " --" + f.Name + " " + shellWord(f.Value.String())
+		}
+	})
+	return cmd + " --cursor " + cursor
+}
+
+// shellWord quotes s for a POSIX shell when it holds more than letters,
+// digits and -_.,:/@=.
+func shellWord(s string) string {
+	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.,:/@=", r))
+	}) < 0
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// runRunsList is `svc runs list`: one page of runs, newest first, and the
+// queued serial triggers.
 func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	query, err := runsListQuery(fs)
+	if err != nil {
+		return err
+	}
 	t, err := resolveTarget(ctx, c, fs)
 	if err != nil {
 		return err
@@ -327,20 +386,22 @@ func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		SchemaVersion int             `json:"schema_version"`
 		Items         []runRecord     `json:"items"`
 		Queued        []queuedTrigger `json:"queued"`
+		NextCursor    string          `json:"nextCursor,omitempty"`
 	}
 	path := "/api/runs"
-	if wf := fs.Lookup("workflow").Value.String(); wf != "" {
-		path += "?workflow=" + wf
+	if len(query) > 0 {
+		path += "?" + query.Encode()
 	}
 	if err := t.call(ctx, http.MethodGet, path, nil, nil, &out); err != nil {
 		return err
 	}
-	if limit, _ := strconv.Atoi(fs.Lookup("limit").Value.String()); limit > 0 && len(out.Items) > limit {
-		out.Items = out.Items[:limit]
-	}
 	c.emit(out, func(w io.Writer) {
 		if len(out.Items) == 0 && len(out.Queued) == 0 {
-			fmt.Fprintln(w, "No runs yet.")
+			if query.Has("workflow") || query.Has("status") || query.Has("cursor") {
+				fmt.Fprintln(w, "No matching runs.")
+			} else {
+				fmt.Fprintln(w, "No runs yet.")
+			}
 			return
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -352,6 +413,9 @@ func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.RunID, r.WorkflowName, r.Status, r.Trigger, len(r.Steps), r.CreatedAt.Local().Format(time.DateTime))
 		}
 		tw.Flush()
+		if out.NextCursor != "" {
+			fmt.Fprintf(w, "More runs: %s\n", runsListNext(fs, out.NextCursor))
+		}
 	})
 	return nil
 }
