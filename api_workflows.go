@@ -117,22 +117,34 @@ func writeUnavailable(w http.ResponseWriter, err error) bool {
 	return true
 }
 
-// handleListRuns serves every run, newest first, and the queued triggers.
+// handleListRuns serves a page of runs, newest first (filters and the
+// cursor in the query: see parseRunQuery), and on the first page the queued
+// triggers; nextCursor asks for the next page.
 func (s *server) handleListRuns(w http.ResponseWriter, r *http.Request) {
-	runs, queued := s.rt.engine.list()
-	if wf := r.URL.Query().Get("workflow"); wf != "" {
-		kept := runs[:0]
-		for _, run := range runs {
-			if run.WorkflowName == wf {
-				kept = append(kept, run)
-			}
-		}
-		runs = kept
+	q, err := parseRunQuery(r.URL.Query())
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_query", Message: err.Error()})
+		return
 	}
-	if queued == nil {
-		queued = []queuedTrigger{}
+	runs, queued, next, err := s.rt.engine.listRuns(r.Context(), q)
+	if err != nil {
+		s.log.Error("list runs", "err", err)
+		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "items": runs, "queued": queued})
+	body := map[string]any{"schema_version": schemaVersion, "items": orEmpty(runs), "queued": orEmpty(queued)}
+	if next != nil {
+		body["nextCursor"] = next.String()
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// orEmpty returns s, or an empty slice for nil (JSON [] rather than null).
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // handleGetRun serves one run; ?wait=30s long-polls until it is terminal.
@@ -148,7 +160,12 @@ func (s *server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 		s.rt.engine.wait(ctx, id)
 		cancel()
 	}
-	run, ok := s.rt.engine.get(id)
+	run, ok, err := s.rt.engine.find(r.Context(), id)
+	if err != nil {
+		s.log.Error("get run", "err", err)
+		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+		return
+	}
 	if !ok {
 		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + id + " not found"})
 		return

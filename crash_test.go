@@ -177,22 +177,20 @@ func TestCrashSafety(t *testing.T) {
 			continue
 		}
 		// Final boot: everything acknowledged must finish.
-		var runs struct {
-			Items  []runRecord     `json:"items"`
-			Queued []queuedTrigger `json:"queued"`
-		}
+		var runs []runRecord
 		eventually(t, 60*time.Second, "every run to finish after the last restart", func() bool {
-			httpJSON(t, "GET", base+"/api/runs", nil, &runs)
-			for _, r := range runs.Items {
+			var queued []queuedTrigger
+			runs, queued = listAllRuns(t, base)
+			for _, r := range runs {
 				if !terminal(r.Status) {
 					return false
 				}
 			}
-			return len(runs.Queued) == 0
+			return len(queued) == 0
 		})
 		close(stop)
 		wg.Wait()
-		checkCrashInvariants(t, runs.Items, acked, ackedLane, counter)
+		checkCrashInvariants(t, runs, acked, ackedLane, counter)
 		if code := d.interrupt(); code != 0 {
 			t.Errorf("final SIGINT exit = %d", code)
 		}

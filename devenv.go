@@ -292,20 +292,6 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	rt.closers = append(rt.closers, rt.pg.Stop)
 	rt.log.Info("postgres up", "provider", rt.pg.Provider, "url", redactURL(rt.pg.URL))
 
-	// The durable journal (the key-value store the workflow engine replays from).
-	rt.engine, err = openEngine(engineOptions{
-		Dir: proj.stateDir("journal"), Catalog: rt.openCatalog, Env: rt.vmEnv, Log: rt.log,
-		OnRunDone: func(*runRecord) { rt.markFirstRun() },
-	})
-	if err != nil {
-		hint := "the journal under .svc/journal is damaged before its tail; move it aside to start fresh"
-		if errors.Is(err, errJournalLocked) {
-			hint = "another svc dev serves this project; stop it first"
-		}
-		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: hint}
-	}
-	rt.closers = append(rt.closers, func(context.Context) error { return rt.engine.close() })
-
 	// 2. Platform and user migrations.
 	applied, err := applyMigrations(ctx, rt.pg.URL, proj.stateDir("migrations"), pgLog)
 	if err != nil {
@@ -319,6 +305,26 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, fmt.Errorf("connect PostgreSQL: %w", err)
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { rt.db.Close(); return nil })
+
+	// The durable journal (the key-value store the workflow engine replays
+	// from); ended runs move to the run history in PostgreSQL.
+	retention, err := parseRetention(c.getenv("SVC_RUN_RETENTION"))
+	if err != nil {
+		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_RUN_RETENTION to a duration such as 720h or 30d, or 0 to keep ended runs forever"}
+	}
+	rt.engine, err = openEngine(engineOptions{
+		Dir: proj.stateDir("journal"), Catalog: rt.openCatalog, Env: rt.vmEnv, Log: rt.log,
+		OnRunDone: func(*runRecord) { rt.markFirstRun() },
+		History:   newPGRunHistory(rt.db), Retention: retention,
+	})
+	if err != nil {
+		hint := "the journal under .svc/journal is damaged before its tail; move it aside to start fresh"
+		if errors.Is(err, errJournalLocked) {
+			hint = "another svc dev serves this project; stop it first"
+		}
+		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: hint}
+	}
+	rt.closers = append(rt.closers, func(context.Context) error { return rt.engine.close() })
 
 	// 3. System secrets (object-storage keys minted once, stored encrypted) and .env.
 	rt.secrets, err = openSecretStore(rt.db, proj.stateDir("master.key"))

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+
 	"sync"
 	"time"
 
@@ -181,6 +181,8 @@ type engineOptions struct {
 	MaxAttempts  int           // per step, including the first
 	CompactBytes int64         // compact once the live journal exceeds this
 	OnRunDone    func(r *runRecord)
+	History      runHistory    // where ended runs go; nil keeps them in memory
+	Retention    time.Duration // ended runs older than this leave the history; 0 keeps them
 }
 
 // engine is the durable workflow engine (DESIGN §3). Every state change is
@@ -199,8 +201,13 @@ type engine struct {
 	closed bool
 	failed error // non-nil while the journal cannot write (engine_journal.go)
 
+	ended        []string  // runs whose end is durable, for the archiver (engine_history.go)
+	epoch        int       // bumped when recovery replaces the state (and ended)
+	compacting   bool      // a compaction is being written
+	compactRetry time.Time // no compaction before this, after one failed
+
 	wg   sync.WaitGroup // executions
-	bg   sync.WaitGroup // journal recovery
+	bg   sync.WaitGroup // journal recovery, compaction, archiver
 	stop chan struct{}  // closed by close: background work ends
 }
 
@@ -232,6 +239,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 	}
 	e.j = j
 	e.failPoisoned(poisoned)
+	e.startHistory()
 	e.resumeAll()
 	return e, nil
 }
@@ -480,24 +488,6 @@ func runScoped(t string) bool {
 	return false
 }
 
-// maybeCompactLocked snapshots the state into the journal once the live log
-// is large, so boot time does not grow with history. mu must be held.
-func (e *engine) maybeCompactLocked() {
-	if e.j.Size() < e.opts.CompactBytes {
-		return
-	}
-	err := e.j.Compact(func() []byte {
-		b, err := json.Marshal(&e.st)
-		if err != nil {
-			panic(err) // state is plain data; failure is a programming error
-		}
-		return b
-	})
-	if err != nil {
-		e.log.Error("journal compaction failed", "err", err)
-	}
-}
-
 // newWorldRunID returns the engine's own run id: wrun_ followed by a ULID
 // (48-bit millisecond time, 80 random bits, Crockford base32).
 func newWorldRunID() string {
@@ -556,30 +546,15 @@ func snapshotRun(r *runRecord) runRecord {
 	return c
 }
 
-// list returns the run records, newest first, plus queued triggers.
-func (e *engine) list() ([]runRecord, []queuedTrigger) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	runs := make([]runRecord, 0, len(e.st.Runs))
-	for _, r := range e.st.Runs {
-		runs = append(runs, snapshotRun(r))
-	}
-	sort.Slice(runs, func(i, k int) bool { return runs[i].CreatedAt.After(runs[k].CreatedAt) })
-	var queued []queuedTrigger
-	for _, wf := range sortedKeys(e.st.Queues) {
-		for _, q := range e.st.Queues[wf] {
-			queued = append(queued, *q)
-		}
-	}
-	return runs, queued
-}
-
 // wait blocks until the run is terminal or ctx ends.
 func (e *engine) wait(ctx context.Context, id string) error {
 	e.mu.Lock()
 	r, ok := e.st.Runs[id]
 	e.mu.Unlock()
 	if !ok {
+		if _, found, err := e.find(ctx, id); err != nil || found { // ended and archived
+			return err
+		}
 		return errRunNotFound
 	}
 	select {
@@ -597,6 +572,11 @@ func (e *engine) cancelRun(id string) (runRecord, error) {
 	r, ok := e.st.Runs[id]
 	if !ok {
 		e.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+		defer cancel()
+		if old, found, err := e.find(ctx, id); err != nil || found { // ended and archived
+			return old, err
+		}
 		return runRecord{}, errRunNotFound
 	}
 	if terminal(r.Status) {
@@ -680,6 +660,7 @@ func (e *engine) recordTurn(t agentTurn) (string, error) {
 	e.mu.Lock()
 	r := e.st.Runs[ev.Run]
 	r.done.fire()
+	e.endedLocked(r.RunID)
 	e.mu.Unlock()
 	if e.opts.OnRunDone != nil {
 		e.opts.OnRunDone(r)

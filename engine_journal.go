@@ -68,9 +68,10 @@ func (e *engine) replayJournal(onFail func(error)) (*journal, []poisonedRecord, 
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, r := range e.st.Runs {
+	for id, r := range e.st.Runs {
 		if terminal(r.Status) {
 			r.done.fire()
+			e.endedLocked(id)
 		} else if r.Serial {
 			e.active[r.WorkflowName] = r.RunID
 		}
@@ -143,7 +144,8 @@ func (e *engine) reopenJournal() error {
 	}
 	e.mu.Lock()
 	stale := e.st.Runs
-	e.st, e.active, e.j = fresh.st, fresh.active, j
+	e.st, e.active, e.j, e.ended = fresh.st, fresh.active, j, fresh.ended
+	e.epoch++
 	e.mu.Unlock()
 	for _, r := range stale {
 		r.done.fire() // waiters on a replaced record read the rebuilt one

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -546,4 +547,23 @@ func TestEngineCompactionKeepsState(t *testing.T) {
 			t.Errorf("step c%d-a ran %d times", i, n)
 		}
 	}
+}
+
+// list returns every run record in memory, newest first, plus the queued
+// triggers (the tests' view: their engines keep ended runs in memory).
+func (e *engine) list() ([]runRecord, []queuedTrigger) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	runs := make([]runRecord, 0, len(e.st.Runs))
+	for _, r := range e.st.Runs {
+		runs = append(runs, snapshotRun(r))
+	}
+	sort.Slice(runs, func(i, k int) bool { return runs[i].CreatedAt.After(runs[k].CreatedAt) })
+	var queued []queuedTrigger
+	for _, wf := range sortedKeys(e.st.Queues) {
+		for _, q := range e.st.Queues[wf] {
+			queued = append(queued, *q)
+		}
+	}
+	return runs, queued
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -68,6 +69,9 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		if p := e.st.Runs[ev.Parent]; p != nil {
 			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
 			c.QueueID = ev.Queue
+			if c.Kind == callStart { // workflows.start resolves at once: queued
+				c.settle(at, startReceipt{SchemaVersion: schemaVersion, WorkflowName: ev.Workflow, Status: "queued", Trigger: workflowRoute(ev.Workflow)}, nil)
+			}
 		}
 	case evStart:
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
@@ -92,8 +96,9 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		if p := e.st.Runs[ev.Parent]; p != nil {
 			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
 			c.ChildRunID = r.RunID
-			if c.Kind == callStart {
-				c.Status, c.EndedAt = runCompleted, &at
+			if c.Kind == callStart && c.EndedAt == nil {
+				c.settle(at, startReceipt{SchemaVersion: schemaVersion, WorkflowName: ev.Workflow, Status: "started",
+					RunID: r.RunID, WorldRunID: r.TraceID, Trigger: workflowRoute(ev.Workflow)}, nil)
 			}
 		}
 	case evStep:
@@ -145,6 +150,23 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			return nil
 		}
 		r.Status, r.Output, r.Error, r.EndedAt = ev.Status, ev.Result, ev.Error, &at
+		if p := e.st.Runs[r.ParentRunID]; p != nil {
+			// The parent's startAndWait holds the child's outcome, so the
+			// parent replays without the child's record (it may have left
+			// memory for the history).
+			if c := p.call(r.ParentSeq); c != nil && c.Kind == callStartAndWait && c.EndedAt == nil {
+				if ev.Status == runCompleted {
+					c.settle(at, json.RawMessage(ev.Result), nil)
+				} else {
+					msg := ev.Status
+					name := ""
+					if ev.Error != nil {
+						msg, name = ev.Error.Message, ev.Error.Name
+					}
+					c.settle(at, nil, &runError{Name: name, Message: fmt.Sprintf("child workflow %s %s: %s", r.WorkflowName, ev.Status, msg)})
+				}
+			}
+		}
 		for tok, ref := range e.st.Hooks {
 			if ref.RunID == r.RunID {
 				delete(e.st.Hooks, tok)
@@ -161,6 +183,9 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			r.cancel()
 		}
 		after = append(after, func() {
+			e.mu.Lock()
+			e.endedLocked(r.RunID)
+			e.mu.Unlock()
 			r.done.fire()
 			if r.ParentRunID != "" {
 				e.schedule(r.ParentRunID)
@@ -174,6 +199,22 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		})
 	}
 	return after
+}
+
+// settle ends the call at at with result (any JSON value, or raw JSON) or
+// failure.
+func (c *durableCall) settle(at time.Time, result any, failure *runError) {
+	c.EndedAt = &at
+	if failure != nil {
+		c.Status, c.Error = runFailed, failure
+		return
+	}
+	c.Status = runCompleted
+	if raw, ok := result.(json.RawMessage); ok {
+		c.Result = raw
+	} else {
+		c.Result, _ = json.Marshal(result)
+	}
 }
 
 // advanceQueue starts the head of a serial workflow's queue when no run of

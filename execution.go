@@ -528,33 +528,15 @@ func (x *execution) child(kind, name string, input goja.Value) goja.Value {
 		x.e.mu.Unlock()
 		c = &cp
 	}
-	x.e.mu.Lock()
-	child := x.e.st.Runs[c.ChildRunID]
-	var childCopy runRecord
-	if child != nil {
-		childCopy = snapshotRun(child)
-	}
-	x.e.mu.Unlock()
-	if kind == callStart {
-		rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: name, Status: "queued", Trigger: workflowRoute(name)}
-		if child != nil {
-			rc.Status, rc.RunID, rc.WorldRunID = "started", childCopy.RunID, childCopy.TraceID
-		}
-		b, _ := json.Marshal(rc)
-		return x.settled(b, nil)
-	}
-	if child == nil || !terminal(childCopy.Status) {
+	// The call settles with the receipt (start) or with the child's outcome
+	// (startAndWait), both recorded on the call itself (events.go).
+	if c.EndedAt == nil {
 		return x.pending()
 	}
-	x.advance(*childCopy.EndedAt)
-	if childCopy.Status != runCompleted {
-		e := childCopy.Error
-		if e == nil {
-			e = &runError{Message: "child run " + childCopy.Status}
-		}
-		return x.settled(nil, &runError{Name: e.Name, Message: fmt.Sprintf("child workflow %s %s: %s", name, childCopy.Status, e.Message)})
+	if kind == callStartAndWait {
+		x.advance(*c.EndedAt)
 	}
-	return x.settled(childCopy.Output, nil)
+	return x.settled(c.Result, c.Error)
 }
 
 // randomUUID is the deterministic crypto.randomUUID() of workflow code: a

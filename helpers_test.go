@@ -276,5 +276,30 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Fatalf("timed out after %v waiting for %s", d, what)
 }
 
+// listAllRuns pages through GET /api/runs of the runtime at base (bounded:
+// at most 100 pages of 500) and returns every run and the queued triggers.
+func listAllRuns(t testing.TB, base string) ([]runRecord, []queuedTrigger) {
+	t.Helper()
+	var runs []runRecord
+	var queued []queuedTrigger
+	cursor := ""
+	for range 100 {
+		var page struct {
+			Items      []runRecord     `json:"items"`
+			Queued     []queuedTrigger `json:"queued"`
+			NextCursor string          `json:"nextCursor"`
+		}
+		if code := httpJSON(t, "GET", base+"/api/runs?limit=500&cursor="+cursor, nil, &page); code != 200 {
+			t.Fatalf("GET /api/runs = %d", code)
+		}
+		runs, queued = append(runs, page.Items...), append(queued, page.Queued...)
+		if cursor = page.NextCursor; cursor == "" {
+			return runs, queued
+		}
+	}
+	t.Fatal("GET /api/runs: more than 100 pages")
+	return nil, nil
+}
+
 // discardLogger returns a logger that drops everything.
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -372,16 +372,40 @@ func journalFailed(err error) *journalPending {
 // snapshot with the append lock held: the snapshot must reflect exactly the
 // records whose Append has returned, and Appends that start meanwhile wait
 // and land after it. snapshot must not call the journal, nor wait for a
-// goroutine that may be blocked in Append; a caller that updates its state
-// and appends under its own mutex calls Compact with that mutex held. Only
-// snapshot runs under the append lock: writing the snapshot file (temp file,
-// fsync, rename, directory fsync) and deleting the covered segments happen
-// after it is released, while appends go on into a fresh segment. A crash at
-// any point leaves either the old snapshot and segments or the new snapshot
-// and the later segments, and open replays the same state from either.
+// goroutine that may be blocked in Append. Only snapshot runs under the
+// append lock: writing the snapshot file (temp file, fsync, rename,
+// directory fsync) and deleting the covered segments happen after it is
+// released, while appends go on into a fresh segment. A crash at any point
+// leaves either the old snapshot and segments or the new snapshot and the
+// later segments, and open replays the same state from either.
 func (j *journal) Compact(snapshot func() []byte) error {
+	var snap []byte
+	c, err := j.beginCompact(func() { snap = snapshot() })
+	if err != nil {
+		return err
+	}
+	return c.Finish(snap)
+}
+
+// BeginCompact cuts the log for a snapshot and returns at once: the
+// snapshot must reflect exactly the records whose Append returned before
+// the call, so a caller that updates its state and appends under its own
+// mutex calls BeginCompact and copies its state with that mutex held, then
+// releases it and encodes the copy and calls Finish off the lock. Until
+// Finish, further compactions and Close wait.
+func (j *journal) BeginCompact() (*journalCompaction, error) { return j.beginCompact(nil) }
+
+// journalCompaction is a compaction begun and not yet finished.
+type journalCompaction struct {
+	j       *journal
+	cut     *journalCut
+	covered int64 // bytes the snapshot replaces
+}
+
+// beginCompact seals the open batch, asks the committer for a new segment
+// and runs capture, when set, under the append lock.
+func (j *journal) beginCompact(capture func()) (*journalCompaction, error) {
 	j.compactMu.Lock()
-	defer j.compactMu.Unlock()
 	j.mu.Lock()
 	if j.closed || j.err != nil {
 		err := j.err
@@ -389,23 +413,33 @@ func (j *journal) Compact(snapshot func() []byte) error {
 			err = errJournalClosed
 		}
 		j.mu.Unlock()
-		return fmt.Errorf("compact journal %q: %w", j.dir, err)
+		j.compactMu.Unlock()
+		return nil, fmt.Errorf("compact journal %q: %w", j.dir, err)
 	}
-	snap := snapshot()
-	cut := &journalCut{done: make(chan struct{})}
+	if capture != nil {
+		capture()
+	}
+	c := &journalCompaction{j: j, cut: &journalCut{done: make(chan struct{})}}
 	j.sealed, j.open = j.open, nil
-	j.cut = cut
-	covered := j.size.Swap(0)
+	j.cut = c.cut
+	c.covered = j.size.Swap(0)
 	j.wakeLocked()
 	j.mu.Unlock()
+	return c, nil
+}
 
-	<-cut.done
-	err := cut.err
+// Finish writes snap as the snapshot covering every segment before the cut
+// and deletes them.
+func (c *journalCompaction) Finish(snap []byte) error {
+	j := c.j
+	defer j.compactMu.Unlock()
+	<-c.cut.done
+	err := c.cut.err
 	if err == nil {
-		err = j.writeSnapshot(cut.seq, snap)
+		err = j.writeSnapshot(c.cut.seq, snap)
 	}
 	if err != nil {
-		j.size.Add(covered)
+		j.size.Add(c.covered)
 		return fmt.Errorf("compact journal %q: %w", j.dir, err)
 	}
 	files, err := journalList(j.dir)
@@ -414,12 +448,12 @@ func (j *journal) Compact(snapshot func() []byte) error {
 	}
 	var removals []string
 	for _, seq := range files.segments {
-		if seq < cut.seq {
+		if seq < c.cut.seq {
 			removals = append(removals, j.path(seq, journalSegmentExt))
 		}
 	}
 	for _, seq := range files.snapshots {
-		if seq < cut.seq {
+		if seq < c.cut.seq {
 			removals = append(removals, j.path(seq, journalSnapshotExt))
 		}
 	}

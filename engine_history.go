@@ -1,0 +1,235 @@
+package main
+
+// How the engine's memory stays bounded by active work (issue: a long life
+// stays small and fast). A run that ends, once its end is durable, is handed
+// to the run history (PostgreSQL's svc.runs, workflow_history.go) by the
+// archiver and then dropped from memory; reads fall back to the history.
+// Snapshots hold what memory holds (active runs, queued triggers, hooks, and
+// ended runs not yet archived), and are encoded and written off the engine
+// lock. Ended runs are pruned from the history after the retention.
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+const (
+	// archiveInterval is how often the archiver moves ended runs to the
+	// history.
+	archiveInterval = 250 * time.Millisecond
+	// archiveBatch is the most runs one archive call carries.
+	archiveBatch = 2000
+	// pruneInterval is how often runs past the retention are deleted.
+	pruneInterval = time.Hour
+	// historyTimeout bounds one call to the history.
+	historyTimeout = 30 * time.Second
+	// compactRetryDelay is how long a failed compaction waits before the
+	// next try.
+	compactRetryDelay = 30 * time.Second
+)
+
+// maybeCompactLocked starts a compaction once the live log is large, so
+// boot time does not grow with history. Under mu it only cuts the log and
+// copies the state (both proportional to what memory holds); encoding and
+// writing the snapshot happen on a goroutine, so no start, step or read
+// waits for them. mu must be held.
+func (e *engine) maybeCompactLocked() {
+	if e.compacting || e.j.Size() < e.opts.CompactBytes || time.Now().Before(e.compactRetry) {
+		return
+	}
+	c, err := e.j.BeginCompact()
+	if err != nil {
+		e.log.Error("journal compaction failed", "err", err)
+		e.compactRetry = time.Now().Add(compactRetryDelay)
+		return
+	}
+	st := e.copyStateLocked()
+	e.compacting = true
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		b, err := json.Marshal(&st)
+		if err != nil {
+			panic(err) // state is plain data; failure is a programming error
+		}
+		err = c.Finish(b)
+		e.mu.Lock()
+		e.compacting = false
+		if err != nil {
+			e.compactRetry = time.Now().Add(compactRetryDelay)
+		}
+		e.mu.Unlock()
+		if err != nil {
+			e.log.Error("journal compaction failed", "err", err)
+		}
+	}()
+}
+
+// copyStateLocked returns a copy of the state that later changes do not
+// touch. mu must be held.
+func (e *engine) copyStateLocked() engineState {
+	st := engineState{Runs: make(map[string]*runRecord, len(e.st.Runs)), Queues: make(map[string][]*queuedTrigger, len(e.st.Queues)),
+		Hooks: make(map[string]hookRef, len(e.st.Hooks))}
+	for id, r := range e.st.Runs {
+		c := snapshotRun(r)
+		st.Runs[id] = &c
+	}
+	for wf, q := range e.st.Queues {
+		st.Queues[wf] = slices.Clone(q) // triggers are never changed, only removed
+	}
+	for tok, ref := range e.st.Hooks {
+		st.Hooks[tok] = ref
+	}
+	return st
+}
+
+// endedLocked queues a run whose end is durable for the archiver. mu must
+// be held.
+func (e *engine) endedLocked(id string) {
+	if e.opts.History != nil {
+		e.ended = append(e.ended, id)
+	}
+}
+
+// startHistory starts the archiver and the pruner, when there is a history.
+func (e *engine) startHistory() {
+	if e.opts.History == nil {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		tick := time.NewTicker(archiveInterval)
+		defer tick.Stop()
+		var prune <-chan time.Time
+		if e.opts.Retention > 0 {
+			pt := time.NewTicker(pruneInterval)
+			defer pt.Stop()
+			prune = pt.C
+			e.prune()
+		}
+		for {
+			select {
+			case <-e.stop:
+				e.archive() // what ended before close leaves memory for good
+				return
+			case <-tick.C:
+				e.archive()
+			case <-prune:
+				e.prune()
+			}
+		}
+	}()
+}
+
+// archive moves the runs whose end is durable to the history, then drops
+// them from memory. A failed call keeps them in memory (and in snapshots)
+// for the next tick.
+func (e *engine) archive() {
+	for {
+		e.mu.Lock()
+		epoch := e.epoch
+		n := min(len(e.ended), archiveBatch)
+		ids := e.ended[:n:n]
+		runs := make([]runRecord, 0, n)
+		for _, id := range ids {
+			if r := e.st.Runs[id]; r != nil && terminal(r.Status) {
+				runs = append(runs, snapshotRun(r))
+			}
+		}
+		e.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+		err := e.opts.History.archive(ctx, runs)
+		cancel()
+		if err != nil {
+			e.log.Warn("archive ended runs to the run history; they stay in memory until it works", "runs", len(runs), "err", err)
+			return
+		}
+		e.mu.Lock()
+		for _, r := range runs {
+			if cur := e.st.Runs[r.RunID]; cur != nil && terminal(cur.Status) {
+				delete(e.st.Runs, r.RunID)
+			}
+		}
+		if e.epoch == epoch { // else recovery queued the rebuilt state's ended runs afresh
+			e.ended = e.ended[n:]
+		}
+		e.mu.Unlock()
+	}
+}
+
+// prune deletes the runs that ended before the retention.
+func (e *engine) prune() {
+	ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+	defer cancel()
+	n, err := e.opts.History.prune(ctx, time.Now().Add(-e.opts.Retention))
+	if err != nil {
+		e.log.Warn("prune the run history", "err", err)
+	} else if n > 0 {
+		e.log.Info("pruned ended runs past the retention", "runs", n, "retention", e.opts.Retention)
+	}
+}
+
+// find returns a run from memory, else from the history.
+func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
+	if r, ok := e.get(id); ok || e.opts.History == nil {
+		return r, ok, nil
+	}
+	return e.opts.History.get(ctx, id)
+}
+
+// listRuns returns one page of the runs matching q, newest first: the runs
+// in memory (active, and ended ones not yet archived) merged with the
+// history, each run once. next is the cursor of the following page, or nil
+// on the last page. The queued triggers of the matching workflows come with
+// the first page.
+func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, queued []queuedTrigger, next *runCursor, err error) {
+	e.mu.Lock()
+	for _, r := range e.st.Runs {
+		if q.matches(r) {
+			page = append(page, snapshotRun(r))
+		}
+	}
+	if q.After == nil {
+		for _, wf := range sortedKeys(e.st.Queues) {
+			if q.Workflow == "" || q.Workflow == wf {
+				for _, t := range e.st.Queues[wf] {
+					queued = append(queued, *t)
+				}
+			}
+		}
+	}
+	e.mu.Unlock()
+	if e.opts.History != nil {
+		hist, err := e.opts.History.list(ctx, q)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		seen := make(map[string]bool, len(page))
+		for _, r := range page {
+			seen[r.RunID] = true
+		}
+		for _, r := range hist {
+			if !seen[r.RunID] { // a run that ended while we read is in both
+				page = append(page, r)
+			}
+		}
+	}
+	slices.SortFunc(page, func(a, b runRecord) int {
+		if runCursorOf(&a).before(runCursorOf(&b)) {
+			return -1
+		}
+		return 1
+	})
+	if len(page) > q.Limit {
+		page = page[:q.Limit]
+		c := runCursorOf(&page[len(page)-1])
+		next = &c
+	}
+	return page, queued, next, nil
+}
