@@ -572,6 +572,57 @@ func TestPostgresLocalSecrets(t *testing.T) {
 	}
 }
 
+// TestPostgresRootMovesProjectCluster: as root, earlier versions kept the
+// cluster in .svc/postgres when the postgres user could reach it; now that
+// .svc is private, the cluster is moved to pgFallbackRoot with its data.
+func TestPostgresRootMovesProjectCluster(t *testing.T) {
+	pgTestNeedLocal(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only a root session keeps its cluster outside the project")
+	}
+	project := t.TempDir()
+	port, err := pgTestFreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := pgTestLocalCluster(t, project)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := pgOptions{ProjectDir: project, Port: port, Getenv: func(string) string { return "" }, LookPath: pgTestLocalLookPath, NoSync: true}
+	p, err := startPostgres(ctx, o)
+	if err != nil {
+		t.Fatalf("startPostgres: %v", err)
+	}
+	pgTestExec(t, p.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('yes')")
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	legacy := filepath.Join(project, ".svc", "postgres")
+	if err := os.Rename(l.dataDir, legacy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(legacy) }) // owned by postgres, if the move failed
+
+	p, err = startPostgres(ctx, o)
+	if err != nil {
+		t.Fatalf("startPostgres with the cluster in .svc/postgres: %v", err)
+	}
+	defer p.Stop(ctx)
+	if got := pgTestQuery(t, p.URL, "SELECT v FROM kept"); got != "yes" {
+		t.Errorf("kept = %q; want %q", got, "yes")
+	}
+	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still exists (%v); want it moved to %s", legacy, err, l.dataDir)
+	}
+	fi, err := os.Stat(pgFallbackRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != privateDirMode || st.Uid != l.runAs.Uid {
+		t.Errorf("%s mode %o owner %d; want %o owned by the postgres user (%d)", pgFallbackRoot, fi.Mode().Perm(), st.Uid, privateDirMode, l.runAs.Uid)
+	}
+}
+
 // pgTestKillServer kills the postmaster of dataDir and its children with
 // SIGKILL, as a crash would, and waits until they are gone.
 func pgTestKillServer(t *testing.T, dataDir string) {
