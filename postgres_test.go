@@ -303,11 +303,16 @@ func pgTestExec(t *testing.T, url, sql string) {
 }
 
 // pgTestLocalCluster returns the pgLocal that startPostgres will use for
-// project, and makes sure that a failed test leaves no server running and,
+// project and options that make startPostgres use it on a free port with
+// getenv, and makes sure that a failed test leaves no server running and,
 // as root, no data directory outside the project.
-func pgTestLocalCluster(t testing.TB, project string) *pgLocal {
+func pgTestLocalCluster(t testing.TB, project string, getenv func(string) string) (*pgLocal, pgOptions) {
 	t.Helper()
 	runAs, _, err := pgServerUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := pgTestFreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,29 +324,20 @@ func pgTestLocalCluster(t testing.TB, project string) *pgLocal {
 			os.RemoveAll(l.dataDir)
 		}
 	})
-	return l
+	return l, pgOptions{ProjectDir: project, Port: port, Getenv: getenv, LookPath: pgTestLocalLookPath, NoSync: true}
 }
 
 func TestPostgresLocalProvider(t *testing.T) {
 	pgTestNeedLocal(t)
 	project := t.TempDir()
-	port, err := pgTestFreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dataDir := pgTestLocalCluster(t, project).dataDir
+	l, o := pgTestLocalCluster(t, project, func(string) string { return "" })
+	dataDir, port := l.dataDir, o.Port
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	boot := func(t *testing.T, log io.Writer) *pgService {
 		t.Helper()
-		p, err := startPostgres(ctx, pgOptions{
-			ProjectDir: project,
-			Port:       port,
-			Getenv:     func(string) string { return "" },
-			LookPath:   pgTestLocalLookPath,
-			Log:        log,
-			NoSync:     true,
-		})
+		o.Log = log
+		p, err := startPostgres(ctx, o)
 		if err != nil {
 			t.Fatalf("startPostgres: %v", err)
 		}
@@ -366,7 +362,7 @@ func TestPostgresLocalProvider(t *testing.T) {
 	var log syncBuffer
 	p := boot(t, &log)
 	pgTestExec(t, p.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('yes')")
-	_, err = startPostgres(ctx, pgOptions{ProjectDir: project, Port: port, Getenv: func(string) string { return "" }, LookPath: pgTestLocalLookPath})
+	_, err := startPostgres(ctx, pgOptions{ProjectDir: project, Port: port, Getenv: func(string) string { return "" }, LookPath: pgTestLocalLookPath})
 	if !errors.Is(err, errPostgresInUse) {
 		t.Errorf("a second session's startPostgres = %v; want errPostgresInUse", err)
 	}
@@ -521,18 +517,13 @@ func pgTestCheckPasswordOnly(t *testing.T, p *pgService, l *pgLocal, project str
 // with trust authentication and no password is converted on boot.
 func TestPostgresLocalSecrets(t *testing.T) {
 	pgTestNeedLocal(t)
-	getenv := pgTestSetSentinels(t)
 	project := t.TempDir()
-	port, err := pgTestFreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := pgTestLocalCluster(t, project)
+	l, o := pgTestLocalCluster(t, project, pgTestSetSentinels(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	boot := func() *pgService {
 		t.Helper()
-		p, err := startPostgres(ctx, pgOptions{ProjectDir: project, Port: port, Getenv: getenv, LookPath: pgTestLocalLookPath, NoSync: true})
+		p, err := startPostgres(ctx, o)
 		if err != nil {
 			t.Fatalf("startPostgres: %v", err)
 		}
@@ -581,14 +572,9 @@ func TestPostgresRootMovesProjectCluster(t *testing.T) {
 		t.Skip("only a root session keeps its cluster outside the project")
 	}
 	project := t.TempDir()
-	port, err := pgTestFreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := pgTestLocalCluster(t, project)
+	l, o := pgTestLocalCluster(t, project, func(string) string { return "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	o := pgOptions{ProjectDir: project, Port: port, Getenv: func(string) string { return "" }, LookPath: pgTestLocalLookPath, NoSync: true}
 	p, err := startPostgres(ctx, o)
 	if err != nil {
 		t.Fatalf("startPostgres: %v", err)

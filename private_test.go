@@ -79,7 +79,7 @@ func privateTestLoosen(t *testing.T, stateDir string) {
 func TestDevStateIsPrivate(t *testing.T) {
 	pgTestNeedLocal(t)
 	dir := projectDir(t)
-	cluster := pgTestLocalCluster(t, dir)
+	cluster, _ := pgTestLocalCluster(t, dir, nil)
 	writeFile(t, dir, "workflows/hello.workflow.ts", `async function hi() { "use step"; return "hi"; }
 export default async function hello() { "use workflow"; return await hi(); }`)
 	env := baseEnv()
