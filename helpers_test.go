@@ -76,7 +76,6 @@ func projectDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(parent) })
-	os.Chmod(parent, 0o755)
 	dir := filepath.Join(parent, "demo")
 	// As root, svc dev keeps the project's cluster outside it (postgres.go).
 	t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(dir))) })

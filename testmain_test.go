@@ -145,8 +145,8 @@ func (s *pgTestServer) start() {
 	s.adminURL = admin.String()
 }
 
-// close stops the cluster the tests started and removes its project, and
-// its data directory when that lies outside the project.
+// close stops the cluster the tests started and removes its data directory
+// (outside the project when the tests run as root) and its project.
 func (s *pgTestServer) close() error {
 	var err error
 	if s.local != nil {
