@@ -249,7 +249,7 @@ func autoMigrate(ctx context.Context, dir, databaseURL string, log io.Writer) (a
 		// Keep the failed file out of the runner's way, so the next boot is
 		// not stopped by it.
 		pending := filepath.Join(migrationsDir, "pending", filepath.Base(res.File))
-		mvErr := os.MkdirAll(filepath.Dir(pending), 0o755)
+		mvErr := os.MkdirAll(filepath.Dir(pending), privateDirMode)
 		if mvErr == nil {
 			mvErr = os.Rename(filepath.Join(dir, res.File), pending)
 		}
@@ -984,7 +984,7 @@ func amWrite(dir string, changes []amChange, now time.Time) (autoMigrateResult, 
 	if res.Pending {
 		target = pendingDir
 	}
-	if err := os.MkdirAll(target, 0o755); err != nil {
+	if err := os.MkdirAll(target, privateDirMode); err != nil {
 		return autoMigrateResult{}, err
 	}
 	file := ""

@@ -179,7 +179,7 @@ func ensureLocalProject(c *cmd, proj *project) error {
 	pf := &projectFile{SchemaVersion: schemaVersion, OrganizationID: "local", OrganizationSlug: "local",
 		Agent: projectAgent{ID: randomID("agt_", 8), Slug: slugify(name), Name: name}, LocalDevInstallationID: randomID("ldi_", 8)}
 	b, _ := json.MarshalIndent(pf, "", "  ")
-	if err := writeFileAtomic(proj.stateDir("project.json"), append(b, '\n'), 0o644); err != nil {
+	if err := writeFileAtomic(proj.stateDir("project.json"), append(b, '\n'), privateFileMode); err != nil {
 		return err
 	}
 	proj.Link = pf
@@ -265,7 +265,8 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, portInUse("object storage", opts.s3Port, opts.offset, err)
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { s3Ln.Close(); return nil })
-	if err := os.MkdirAll(proj.stateDir(), 0o755); err != nil {
+	// .svc is the user's alone; a project of an earlier version has 0755 and 0644 there.
+	if err := tightenTree(proj.stateDir()); err != nil {
 		return nil, err
 	}
 
@@ -384,7 +385,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	// 5. Serve the endpoints.
 	rt.apiURL = "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.apiPort))
 	rt.serve(apiLn, newServer(rt), "API")
-	if err := writeFileAtomic(proj.stateDir("runtime.json"), []byte(fmt.Sprintf(`{"url":%q,"pid":%d}`+"\n", rt.apiURL, os.Getpid())), 0o644); err != nil {
+	if err := writeFileAtomic(proj.stateDir("runtime.json"), []byte(fmt.Sprintf(`{"url":%q,"pid":%d}`+"\n", rt.apiURL, os.Getpid())), privateFileMode); err != nil {
 		return nil, err
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { return os.Remove(proj.stateDir("runtime.json")) })

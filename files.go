@@ -3,15 +3,33 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
 )
 
+const (
+	// privateFileMode is the mode of every file svc writes under .svc: the
+	// state there (keys, passwords, transcripts, objects) is the user's alone.
+	privateFileMode os.FileMode = 0o600
+	// privateDirMode is the mode of .svc and every directory under it.
+	privateDirMode os.FileMode = 0o700
+	// sharedDirMode is the mode of project directories svc creates outside
+	// .svc (the scaffold's), which hold the user's source.
+	sharedDirMode os.FileMode = 0o755
+)
+
 // writeFileAtomic writes data to path via a fsynced temporary file and a
 // rename, creating parent directories, so readers never see a partial file.
+// Parent directories it creates are privateDirMode when perm gives group and
+// others nothing (a file under .svc), sharedDirMode otherwise.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dirMode := sharedDirMode
+	if perm&0o077 == 0 {
+		dirMode = privateDirMode
+	}
+	if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
@@ -62,7 +80,7 @@ var errLocked = errors.New("locked by another process")
 // kernel drops it when the process dies, so a killed session never leaves a
 // stale lock. It fails with errLocked when another process holds it.
 func lockFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, privateFileMode)
 	if err != nil {
 		return nil, err
 	}
@@ -74,4 +92,61 @@ func lockFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("lock %q: %w", path, err)
 	}
 	return f, nil
+}
+
+// mkdirPrivate creates dir, and any missing parent, with privateDirMode,
+// and sets that mode on dir if it already existed with another.
+func mkdirPrivate(dir string) error {
+	if err := os.MkdirAll(dir, privateDirMode); err != nil {
+		return fmt.Errorf("make private directory %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, privateDirMode); err != nil {
+		return fmt.Errorf("make private directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// tightenTree makes root private (see mkdirPrivate) and takes the group and
+// other permission bits off every directory and regular file under it that
+// this process's user owns, so state written by earlier versions with 0755
+// and 0644 becomes 0700 and 0600. Symbolic links are not followed. Entries
+// owned by another user (a container's database volume) are left alone, with
+// what is under them, and so are directories this user cannot read.
+func tightenTree(root string) error {
+	if err := mkdirPrivate(root); err != nil {
+		return err
+	}
+	uid := uint32(os.Geteuid())
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrPermission) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) { // removed while walking
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != uid {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if mode := info.Mode().Perm(); mode&0o077 != 0 {
+			return os.Chmod(path, mode&^0o077)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tighten modes under %s: %w", root, err)
+	}
+	return nil
 }

@@ -67,8 +67,8 @@ func freePortBase(t testing.TB) int {
 	return 0
 }
 
-// projectDir scaffolds a project with `svc init` in a fresh directory that
-// the postgres OS user can traverse, and returns it.
+// projectDir scaffolds a project with `svc init` in a fresh directory and
+// returns it.
 func projectDir(t testing.TB) string {
 	t.Helper()
 	parent, err := os.MkdirTemp("", "svc-proj-")
@@ -76,8 +76,9 @@ func projectDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(parent) })
-	os.Chmod(parent, 0o755)
 	dir := filepath.Join(parent, "demo")
+	// As root, svc dev keeps the project's cluster outside it (postgres.go).
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(dir))) })
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"init", dir}, cliIO{stdout: &out, stderr: &out, getenv: func(string) string { return "" }, dir: parent}); code != 0 {
 		t.Fatalf("svc init: exit %d: %s", code, out.String())

@@ -9,8 +9,7 @@ package main
 //  2. Local server binaries: initdb and pg_ctl on PATH, or else under
 //     /usr/lib/postgresql/<version>/bin (the highest version). svc keeps one
 //     cluster per project in .svc/postgres, created once with initdb (superuser
-//     "postgres", trust authentication for local and loopback connections only,
-//     UTF8, C locale), started with `pg_ctl -w start` on 127.0.0.1 at the
+//     "postgres", UTF8, C locale), started with `pg_ctl -w start` on 127.0.0.1 at the
 //     PostgreSQL dev port with Unix-domain sockets turned off (clients use the
 //     URL; a socket path inside a deep project directory can exceed the 107-byte
 //     limit), and stopped with `pg_ctl stop -m fast`. The server log is
@@ -19,11 +18,23 @@ package main
 //     lock below): it is stopped and started again. A stale postmaster.pid
 //     left by a server that was killed is ignored by PostgreSQL.
 //
+//     The cluster requires a password: pg_hba.conf admits only SCRAM-SHA-256
+//     password authentication over TCP from 127.0.0.1 and ::1 (no trust, no
+//     Unix socket). The superuser's password is minted once (crypto/rand) and
+//     kept in .svc/postgres.password (0600); initdb reads it from a temporary
+//     0600 file deleted afterwards. The URL svc uses and gives to user code
+//     carries it. A cluster made by an earlier version with trust
+//     authentication is converted on boot: the password is set over the
+//     still-trusted connection, pg_hba.conf is rewritten, and the server is
+//     restarted so that the new rules are in force when startPostgres returns.
+//
 //     PostgreSQL refuses to run as root. When svc runs as root (containers, CI),
 //     initdb and pg_ctl run as the "postgres" OS user, which then owns the data
-//     directory. If that user cannot reach .svc (the project lives under /root
-//     or in a private 0700 directory), the cluster lives in
-//     /var/lib/svc/postgres/<hash of the project path> instead.
+//     directory. That user cannot enter the private .svc, so the cluster of a
+//     root session lives in /var/lib/svc/postgres/<hash of the project path>
+//     (/var/lib/svc/postgres is 0700, owned by postgres); a cluster an earlier
+//     version kept in .svc/postgres is moved there. The password file and the
+//     server log stay in .svc.
 //  3. A container runtime, docker or else podman: a container
 //     svc-pg-<hash of the project path> from docker.io/library/postgres:16, port
 //     5432 published on 127.0.0.1 only at the PostgreSQL dev port, data in
@@ -32,6 +43,10 @@ package main
 //     does not show in the process list). It is stopped and removed at
 //     shutdown. A container left by a killed session is reused if running,
 //     started if stopped, and replaced if it publishes another port.
+//
+// The programs svc runs (initdb, pg_ctl, docker, podman) get the minimal
+// environment of childEnv, never svc's own: the postmaster's environment is
+// readable by a superuser through /proc, and svc's holds provider keys.
 //
 // With none of them, startPostgres fails with errNoPostgres. The provider is
 // chosen by availability: if the chosen one fails, its error is reported
@@ -54,10 +69,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,9 +91,16 @@ const (
 	pgSuperuser = "postgres"
 	// pgServerBinGlob is where distributions install versioned server binaries.
 	pgServerBinGlob = "/usr/lib/postgresql/*/bin"
-	// pgFallbackRoot holds the clusters of root sessions whose project the
-	// postgres user cannot reach.
+	// pgFallbackRoot holds the clusters of root sessions: the postgres user
+	// cannot enter a project's private .svc.
 	pgFallbackRoot = "/var/lib/svc/postgres"
+	// pgPasswordFile, under .svc, holds the local cluster's superuser password.
+	pgPasswordFile = "postgres.password"
+	// pgContainerPasswordFile, under .svc, holds the container's superuser
+	// password.
+	pgContainerPasswordFile = "postgres-container.password"
+	// pgAuthMethod is the only authentication method the local cluster accepts.
+	pgAuthMethod = "scram-sha-256"
 	// pgContainerImage is fully qualified so podman needs no short-name alias.
 	pgContainerImage = "docker.io/library/postgres:16"
 	// pgDefaultReadyTimeout bounds the wait for a container to accept
@@ -251,6 +275,19 @@ func pgPing(ctx context.Context, url string) error {
 	return conn.Close(ctx)
 }
 
+// pgURL is the URL of database db on 127.0.0.1:port as the superuser with
+// password.
+func pgURL(password string, port int, db string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(pgSuperuser, password),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		Path:     "/" + db,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
 // pgCheckPort reports a *portBusyError when port on 127.0.0.1 is taken.
 func pgCheckPort(port int) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -270,12 +307,10 @@ func pgProjectHash(projectDir string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// pgStateDir creates and returns ProjectDir/.svc. It is world-traversable so
-// that the postgres user can reach a cluster inside it; the files that hold
-// secrets are 0600.
+// pgStateDir creates and returns ProjectDir/.svc, private to the user.
 func pgStateDir(projectDir string) (string, error) {
 	dir := filepath.Join(projectDir, ".svc")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirPrivate(dir); err != nil {
 		return "", err
 	}
 	return dir, nil
@@ -352,21 +387,46 @@ type pgLocal struct {
 	// runAs is the postgres OS user when svc runs as root; nil runs the
 	// binaries as the current user.
 	runAs *syscall.Credential
+	// env is the environment of the server commands (see childEnv).
+	env []string
 }
 
+// pgHBA is the whole pg_hba.conf of the local cluster: password
+// (SCRAM-SHA-256) connections over loopback TCP and nothing else; the server
+// has no Unix socket.
+const pgHBA = `# Written by svc: password connections from this machine only.
+# TYPE  DATABASE  USER  ADDRESS       METHOD
+host    all       all   127.0.0.1/32  ` + pgAuthMethod + `
+host    all       all   ::1/128       ` + pgAuthMethod + `
+`
+
 // pgStartLocal initialises the project's cluster if needed, starts it and
-// creates the svc database.
+// creates the svc database. The cluster requires the password kept in
+// stateDir; one made by an earlier version that trusted local connections
+// is converted first.
 func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServerBinaries) (*pgService, error) {
-	runAs, err := pgServerUser()
+	runAs, home, err := pgServerUser()
 	if err != nil {
 		return nil, err
 	}
 	dataDir := pgLocalDataDir(o.ProjectDir, runAs)
+	env := childEnv(o.Getenv, []string{"HOME"}) // the server runs as this user
+	if runAs != nil {
+		env = childEnv(o.Getenv, nil, "HOME="+home)
+		if err := pgPrepareRootDir(o.ProjectDir, dataDir, runAs); err != nil {
+			return nil, err
+		}
+	}
+	password, err := pgPassword(filepath.Join(stateDir, pgPasswordFile))
+	if err != nil {
+		return nil, err
+	}
 	l := &pgLocal{
 		bins:    pgClusterBinaries(bins, o.BinGlob, dataDir),
 		dataDir: dataDir,
 		logPath: filepath.Join(stateDir, "postgres.log"),
 		runAs:   runAs,
+		env:     env,
 	}
 	if err := l.stopLeftover(ctx); err != nil {
 		return nil, err
@@ -374,19 +434,28 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	if err := pgCheckPort(o.Port); err != nil {
 		return nil, err
 	}
-	if err := l.initCluster(ctx, o.Log, o.NoSync); err != nil {
+	if err := l.initCluster(ctx, o.Log, o.NoSync, password); err != nil {
+		return nil, err
+	}
+	trusts, err := l.trusts()
+	if err != nil {
 		return nil, err
 	}
 	if err := l.start(ctx, o.Port); err != nil {
 		return nil, err
 	}
-	base := fmt.Sprintf("postgres://%s@127.0.0.1:%d/", pgSuperuser, o.Port)
-	if err := pgEnsureDatabase(ctx, base+"postgres?sslmode=disable", pgDatabase); err != nil {
+	if trusts {
+		err = l.requirePassword(ctx, o.Port, password)
+	}
+	if err == nil {
+		err = pgEnsureDatabase(ctx, pgURL(password, o.Port, "postgres"), pgDatabase)
+	}
+	if err != nil {
 		return nil, errors.Join(err, l.stop(context.WithoutCancel(ctx)))
 	}
 	tail := pgStartLogTail(l.logPath, o.Log)
 	return &pgService{
-		URL:      base + pgDatabase + "?sslmode=disable",
+		URL:      pgURL(password, o.Port, pgDatabase),
 		Provider: "local",
 		DataDir:  l.dataDir,
 		stop: func(ctx context.Context) error {
@@ -413,97 +482,90 @@ func pgClusterBinaries(bins pgServerBinaries, glob, dataDir string) pgServerBina
 	return bins
 }
 
-// pgServerUser returns the credential of the postgres OS user when svc runs
-// as root, because PostgreSQL refuses to run as root, and nil otherwise.
-func pgServerUser() (*syscall.Credential, error) {
+// pgServerUser returns the credential and home directory of the postgres OS
+// user when svc runs as root, because PostgreSQL refuses to run as root, and
+// a nil credential otherwise.
+func pgServerUser() (cred *syscall.Credential, home string, err error) {
 	if os.Geteuid() != 0 {
-		return nil, nil
+		return nil, "", nil
 	}
 	u, err := user.Lookup(pgSuperuser)
 	if err != nil {
-		return nil, fmt.Errorf("running as root, PostgreSQL must run as the %q user: %w (create it, e.g. `useradd --system postgres`, or set SVC_DATABASE_URL)",
+		return nil, "", fmt.Errorf("running as root, PostgreSQL must run as the %q user: %w (create it, e.g. `useradd --system postgres`, or set SVC_DATABASE_URL)",
 			pgSuperuser, err)
 	}
 	uid, err := strconv.ParseUint(u.Uid, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("user %q: uid %q: %w", pgSuperuser, u.Uid, err)
+		return nil, "", fmt.Errorf("user %q: uid %q: %w", pgSuperuser, u.Uid, err)
 	}
 	gid, err := strconv.ParseUint(u.Gid, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("user %q: gid %q: %w", pgSuperuser, u.Gid, err)
+		return nil, "", fmt.Errorf("user %q: gid %q: %w", pgSuperuser, u.Gid, err)
 	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	groups, err := u.GroupIds()
 	if err != nil {
-		return nil, fmt.Errorf("user %q: groups: %w", pgSuperuser, err)
+		return nil, "", fmt.Errorf("user %q: groups: %w", pgSuperuser, err)
 	}
 	for _, g := range groups {
 		id, err := strconv.ParseUint(g, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("user %q: group %q: %w", pgSuperuser, g, err)
+			return nil, "", fmt.Errorf("user %q: group %q: %w", pgSuperuser, g, err)
 		}
 		cred.Groups = append(cred.Groups, uint32(id))
 	}
-	return cred, nil
+	return cred, u.HomeDir, nil
 }
 
-// pgLocalDataDir is ProjectDir/.svc/postgres, unless runAs cannot traverse
-// to ProjectDir/.svc: then a directory under pgFallbackRoot named by the
-// project's hash.
+// pgLocalDataDir is ProjectDir/.svc/postgres when the server runs as the
+// current user. When it runs as another (runAs, svc being root), that user
+// cannot enter the private .svc: the cluster is then a directory under
+// pgFallbackRoot named by the project's hash.
 func pgLocalDataDir(projectDir string, runAs *syscall.Credential) string {
-	dir := filepath.Join(projectDir, ".svc", "postgres")
-	if runAs == nil || pgCanTraverse(filepath.Dir(dir), runAs) {
-		return dir
+	if runAs != nil {
+		return filepath.Join(pgFallbackRoot, pgProjectHash(projectDir))
 	}
-	return filepath.Join(pgFallbackRoot, pgProjectHash(projectDir))
+	return filepath.Join(projectDir, ".svc", "postgres")
 }
 
-// pgCanTraverse reports whether the user of cred may search every directory
-// from / down to dir, judging by the permission bits (ACLs are not read).
-func pgCanTraverse(dir string, cred *syscall.Credential) bool {
-	resolved, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return false
+// pgPrepareRootDir makes pgFallbackRoot private to the postgres user runAs
+// (0700, owned by it, below a world-searchable parent) and moves there, as
+// dataDir, a cluster that an earlier version of svc kept in the project's
+// .svc/postgres, so that a root session keeps its data.
+func pgPrepareRootDir(projectDir, dataDir string, runAs *syscall.Credential) error {
+	if err := os.MkdirAll(filepath.Dir(pgFallbackRoot), sharedDirMode); err != nil {
+		return err
 	}
-	for p := resolved; ; p = filepath.Dir(p) {
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			return false
-		}
-		var bit uint32
-		switch {
-		case st.Uid == cred.Uid:
-			bit = 0o100
-		case st.Gid == cred.Gid || pgContains(cred.Groups, st.Gid):
-			bit = 0o010
-		default:
-			bit = 0o001
-		}
-		if st.Mode&bit == 0 {
-			return false
-		}
-		if p == filepath.Dir(p) {
-			return true
-		}
+	if err := os.MkdirAll(pgFallbackRoot, privateDirMode); err != nil {
+		return err
 	}
-}
-
-// pgContains reports whether ids holds id.
-func pgContains(ids []uint32, id uint32) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
+	if err := os.Chown(pgFallbackRoot, int(runAs.Uid), int(runAs.Gid)); err != nil {
+		return err
 	}
-	return false
+	if err := os.Chmod(pgFallbackRoot, privateDirMode); err != nil {
+		return err
+	}
+	legacy := filepath.Join(projectDir, ".svc", "postgres")
+	if _, err := os.Stat(filepath.Join(legacy, "PG_VERSION")); err != nil {
+		return nil // no cluster there
+	}
+	if _, err := os.Lstat(dataDir); err == nil {
+		return nil // this project already has a cluster where it belongs
+	}
+	if err := os.Rename(legacy, dataDir); err != nil {
+		return fmt.Errorf("move the cluster %s to %s, where the postgres user can reach it: %w (move it there yourself, keeping its owner)",
+			legacy, dataDir, err)
+	}
+	return nil
 }
 
 // command builds a server command run as l.runAs from /, which that user
-// can always enter. It gets its own process group so that a Ctrl-C in the
-// terminal reaches svc, which then stops the server in order.
+// can always enter, with l.env. It gets its own process group so that a
+// Ctrl-C in the terminal reaches svc, which then stops the server in order.
 func (l *pgLocal) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = "/"
+	cmd.Env = l.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: l.runAs, Setpgid: true}
 	return cmd
 }
@@ -519,6 +581,15 @@ func (l *pgLocal) run(ctx context.Context, w io.Writer, bin string, args ...stri
 		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), args[0], err, pgOutputTail(out.Bytes()))
 	}
 	return nil
+}
+
+// chown gives path to l.runAs, when the server runs as another user, so that
+// the server can read it.
+func (l *pgLocal) chown(path string) error {
+	if l.runAs == nil {
+		return nil
+	}
+	return os.Chown(path, int(l.runAs.Uid), int(l.runAs.Gid))
 }
 
 // initialized reports whether the data directory holds a cluster.
@@ -546,33 +617,39 @@ func (l *pgLocal) stopLeftover(ctx context.Context) error {
 	}
 }
 
-// initCluster runs initdb once. It initialises a sibling directory and
-// renames it into place, so an initdb that was interrupted never leaves a
-// half-made cluster where the next boot would look.
-func (l *pgLocal) initCluster(ctx context.Context, log io.Writer, noSync bool) error {
+// initCluster runs initdb once, with password as the superuser's password
+// and pgHBA as pg_hba.conf. It initialises a sibling directory and renames
+// it into place, so an initdb that was interrupted never leaves a half-made
+// cluster where the next boot would look. The parent directory (.svc, or
+// pgFallbackRoot as root) exists and is private.
+func (l *pgLocal) initCluster(ctx context.Context, log io.Writer, noSync bool, password string) error {
 	if l.initialized() {
 		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(l.dataDir), 0o755); err != nil {
-		return err
 	}
 	tmp := l.dataDir + ".initdb"
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	if err := os.Mkdir(tmp, privateDirMode); err != nil {
 		return err
 	}
-	if l.runAs != nil {
-		if err := os.Chown(tmp, int(l.runAs.Uid), int(l.runAs.Gid)); err != nil {
-			return err
-		}
+	if err := l.chown(tmp); err != nil {
+		return err
 	}
-	args := []string{"-D", tmp, "-U", pgSuperuser, "-A", "trust", "-E", "UTF8", "--no-locale"}
+	pwfile, err := l.writePwfile(filepath.Dir(l.dataDir), password)
+	if err != nil {
+		return errors.Join(err, os.RemoveAll(tmp))
+	}
+	defer os.Remove(pwfile)
+	args := []string{"-D", tmp, "-U", pgSuperuser, "-A", pgAuthMethod, "--pwfile=" + pwfile, "-E", "UTF8", "--no-locale"}
 	if noSync {
 		args = append(args, "--no-sync")
 	}
-	if err := l.run(ctx, log, l.bins.initdb, args...); err != nil {
+	err = l.run(ctx, log, l.bins.initdb, args...)
+	if err == nil {
+		err = l.writeHBA(tmp)
+	}
+	if err != nil {
 		return errors.Join(err, os.RemoveAll(tmp))
 	}
 	if err := os.Rename(tmp, l.dataDir); err != nil {
@@ -581,11 +658,85 @@ func (l *pgLocal) initCluster(ctx context.Context, log io.Writer, noSync bool) e
 	return nil
 }
 
+// writePwfile writes password to a new temporary file in dir for initdb
+// --pwfile, 0600 and owned by the user initdb runs as, and returns its path.
+// The caller removes it.
+func (l *pgLocal) writePwfile(dir, password string) (string, error) {
+	f, err := os.CreateTemp(dir, ".initdb-pwfile-*") // privateFileMode
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(password + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = l.chown(f.Name())
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("initdb password file: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// writeHBA replaces the pg_hba.conf of the cluster in dataDir with pgHBA.
+func (l *pgLocal) writeHBA(dataDir string) error {
+	path := filepath.Join(dataDir, "pg_hba.conf")
+	if err := writeFileAtomic(path, []byte(pgHBA), privateFileMode); err != nil {
+		return err
+	}
+	return l.chown(path)
+}
+
+// trusts reports whether the cluster's pg_hba.conf has a line with the trust
+// method, as the clusters of earlier versions of svc had.
+func (l *pgLocal) trusts() (bool, error) {
+	b, err := os.ReadFile(filepath.Join(l.dataDir, "pg_hba.conf"))
+	if err != nil {
+		return false, fmt.Errorf("read pg_hba.conf: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if slices.Contains(strings.Fields(line), "trust") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// requirePassword converts the running cluster from trust to password
+// authentication: it sets the superuser's password over a connection the old
+// rules still let in, writes pgHBA and restarts the server. A restart rather
+// than a reload, because a reload takes effect a moment later and the boot
+// must not hand out a cluster that still trusts.
+func (l *pgLocal) requirePassword(ctx context.Context, port int, password string) error {
+	conn, err := pgx.Connect(ctx, pgURL("", port, "postgres"))
+	if err != nil {
+		return fmt.Errorf("set the superuser password of a cluster that trusted local connections: %w", err)
+	}
+	_, err = conn.Exec(ctx, "SET password_encryption = '"+pgAuthMethod+"'")
+	if err == nil {
+		_, err = conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{pgSuperuser}.Sanitize()+
+			" PASSWORD '"+strings.ReplaceAll(password, "'", "''")+"'")
+	}
+	if err = errors.Join(err, conn.Close(ctx)); err != nil {
+		return fmt.Errorf("set the superuser password of a cluster that trusted local connections: %w", err)
+	}
+	if err := l.stop(ctx); err != nil {
+		return err
+	}
+	if err := l.writeHBA(l.dataDir); err != nil {
+		return err
+	}
+	return l.start(ctx, port)
+}
+
 // start starts the server on 127.0.0.1:port and waits until it accepts
 // connections. The server writes to the log file svc opened, so the log
 // works even where the postgres user cannot reach .svc.
 func (l *pgLocal) start(ctx context.Context, port int) error {
-	logFile, err := os.OpenFile(l.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	logFile, err := os.OpenFile(l.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, privateFileMode)
 	if err != nil {
 		return err
 	}
@@ -674,19 +825,29 @@ func (t *pgLogTail) close() {
 	<-t.done
 }
 
+// pgContainerEnv are the variables of svc's environment that the container
+// runtime may need besides childEnvInherited: the user's home and runtime
+// directories (its configuration, a rootless runtime's state) and how to
+// reach the daemon.
+var pgContainerEnv = []string{"HOME", "USER", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "DBUS_SESSION_BUS_ADDRESS",
+	"DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY",
+	"CONTAINER_HOST", "CONTAINER_CONNECTION", "CONTAINERS_CONF", "CONTAINERS_REGISTRIES_CONF", "CONTAINERS_STORAGE_CONF"}
+
 // pgContainer drives one named container through a runtime's CLI.
 type pgContainer struct {
-	runtime string    // executable path of docker or podman
-	name    string    // svc-pg-<project hash>
-	log     io.Writer // verbose output
+	runtime string              // executable path of docker or podman
+	name    string              // svc-pg-<project hash>
+	log     io.Writer           // verbose output
+	getenv  func(string) string // svc's environment, for childEnv
 }
 
-// run runs the runtime with args and extra environment, copying the output
-// to the verbose log, and returns the output; a failure quotes its end.
+// run runs the runtime with args and the extra environment entries env (see
+// childEnv), copying the output to the verbose log, and returns the output;
+// a failure quotes its end.
 func (c *pgContainer) run(ctx context.Context, env []string, args ...string) ([]byte, error) {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, c.runtime, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = childEnv(c.getenv, pgContainerEnv, env...)
 	cmd.Stdout = io.MultiWriter(c.log, &out)
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Run(); err != nil {
@@ -728,18 +889,18 @@ func (st pgContainerState) publishes(port int) bool {
 // until PostgreSQL accepts connections through the published port.
 func pgStartContainer(ctx context.Context, o pgOptions, stateDir, runtime, path string) (*pgService, error) {
 	volume := filepath.Join(stateDir, "postgres-container")
-	if err := os.MkdirAll(volume, 0o700); err != nil { // podman refuses a missing bind source
+	if err := os.MkdirAll(volume, privateDirMode); err != nil { // podman refuses a missing bind source
 		return nil, err
 	}
-	password, err := pgContainerPassword(filepath.Join(stateDir, "postgres-container.password"))
+	password, err := pgPassword(filepath.Join(stateDir, pgContainerPasswordFile))
 	if err != nil {
 		return nil, err
 	}
-	c := &pgContainer{runtime: path, name: "svc-pg-" + pgProjectHash(o.ProjectDir), log: o.Log}
+	c := &pgContainer{runtime: path, name: "svc-pg-" + pgProjectHash(o.ProjectDir), log: o.Log, getenv: o.Getenv}
 	if err := c.up(ctx, o.Port, volume, password); err != nil {
 		return nil, err
 	}
-	url := fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", pgSuperuser, password, o.Port, pgDatabase)
+	url := pgURL(password, o.Port, pgDatabase)
 	if err := pgWaitReady(ctx, url, o.ReadyTimeout); err != nil {
 		logs, _ := c.run(ctx, nil, "logs", "--tail", strconv.Itoa(pgOutputTailLines), c.name)
 		_, rmErr := c.run(context.WithoutCancel(ctx), nil, "rm", "-f", c.name)
@@ -791,20 +952,22 @@ func (c *pgContainer) up(ctx context.Context, port int, volume, password string)
 	return err
 }
 
-// pgContainerPassword reads the container's superuser password from path,
-// generating and saving one (0600) on first use. The image sets it only when
-// it initialises the volume, so it must stay the same across sessions.
-func pgContainerPassword(path string) (string, error) {
+// pgPassword reads a superuser password from path, minting one
+// (crypto/rand) and saving it with privateFileMode on first use, or when the
+// file is empty. A cluster keeps the password it was created with (the
+// container image sets it only when it initialises the volume), so the file
+// must stay the same across sessions.
+func pgPassword(path string) (string, error) {
 	b, err := os.ReadFile(path)
-	if err == nil {
-		return strings.TrimSpace(string(b)), nil
+	if password := strings.TrimSpace(string(b)); err == nil && password != "" {
+		return password, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", err
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read the PostgreSQL password: %w", err)
 	}
 	password := rand.Text()
-	if err := os.WriteFile(path, []byte(password+"\n"), 0o600); err != nil {
-		return "", err
+	if err := writeFileAtomic(path, []byte(password+"\n"), privateFileMode); err != nil {
+		return "", fmt.Errorf("save the PostgreSQL password: %w", err)
 	}
 	return password, nil
 }

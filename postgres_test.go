@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,73 +125,20 @@ func TestPgClusterBinaries(t *testing.T) {
 	}
 }
 
-func TestPgCanTraverse(t *testing.T) {
-	const uid, gid = 4242, 4343
-	tests := []struct {
-		name string
-		mode os.FileMode
-		cred syscall.Credential
-		want bool
-	}{
-		{name: "world-searchable", mode: 0o755, cred: syscall.Credential{Uid: uid, Gid: gid}, want: true},
-		{name: "private", mode: 0o700, cred: syscall.Credential{Uid: uid, Gid: gid}, want: false},
-		{name: "group-searchable, user in group", mode: 0o710, cred: syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{uint32(os.Getgid())}}, want: true},
-		{name: "group-searchable, user not in group", mode: 0o710, cred: syscall.Credential{Uid: uid, Gid: gid}, want: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			parent, err := os.MkdirTemp("/tmp", "svc-pgtraverse-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(parent) })
-			if err := os.Chmod(parent, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			dir := filepath.Join(parent, "project", ".svc")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(filepath.Dir(dir), tt.mode); err != nil {
-				t.Fatal(err)
-			}
-			if got := pgCanTraverse(dir, &tt.cred); got != tt.want {
-				t.Errorf("pgCanTraverse(%q, mode %o) = %v; want %v", dir, tt.mode, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestPgLocalDataDir(t *testing.T) {
-	open, err := os.MkdirTemp("/tmp", "svc-pgdatadir-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(open) })
-	if err := os.Chmod(open, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	private := t.TempDir() // 0700
-	for _, dir := range []string{open, private} {
-		if err := os.MkdirAll(filepath.Join(dir, ".svc"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	other := &syscall.Credential{Uid: 4242, Gid: 4242}
+	project := t.TempDir()
 	tests := []struct {
-		name    string
-		project string
-		runAs   *syscall.Credential
-		want    string
+		name  string
+		runAs *syscall.Credential
+		want  string
 	}{
-		{"not root", private, nil, filepath.Join(private, ".svc", "postgres")},
-		{"root, reachable project", open, other, filepath.Join(open, ".svc", "postgres")},
-		{"root, private project", private, other, filepath.Join(pgFallbackRoot, pgProjectHash(private))},
+		{"not root", nil, filepath.Join(project, ".svc", "postgres")},
+		{"root: the postgres user cannot enter .svc", &syscall.Credential{Uid: 4242, Gid: 4242}, filepath.Join(pgFallbackRoot, pgProjectHash(project))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := pgLocalDataDir(tt.project, tt.runAs); got != tt.want {
-				t.Errorf("pgLocalDataDir(%q) = %q; want %q", tt.project, got, tt.want)
+			if got := pgLocalDataDir(project, tt.runAs); got != tt.want {
+				t.Errorf("pgLocalDataDir(%q) = %q; want %q", project, got, tt.want)
 			}
 		})
 	}
@@ -354,40 +302,42 @@ func pgTestExec(t *testing.T, url, sql string) {
 	}
 }
 
-func TestPostgresLocalProvider(t *testing.T) {
-	pgTestNeedLocal(t)
-	// t.TempDir is 0700: as root this also exercises the data directory
-	// outside the project.
-	project := t.TempDir()
+// pgTestLocalCluster returns the pgLocal that startPostgres will use for
+// project and options that make startPostgres use it on a free port with
+// getenv, and makes sure that a failed test leaves no server running and,
+// as root, no data directory outside the project.
+func pgTestLocalCluster(t testing.TB, project string, getenv func(string) string) (*pgLocal, pgOptions) {
+	t.Helper()
+	runAs, _, err := pgServerUser()
+	if err != nil {
+		t.Fatal(err)
+	}
 	port, err := pgTestFreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	runAs, err := pgServerUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dataDir := pgLocalDataDir(project, runAs)
-	t.Cleanup(func() { // a failed test must not leave a server running
-		bins, _ := pgFindServerBinaries(exec.LookPath, pgServerBinGlob)
-		l := &pgLocal{bins: bins, dataDir: dataDir, runAs: runAs}
-		l.run(context.Background(), io.Discard, bins.pgCtl, "stop", "-m", "immediate", "-D", dataDir)
-		if strings.HasPrefix(dataDir, pgFallbackRoot) {
-			os.RemoveAll(dataDir)
+	bins, _ := pgFindServerBinaries(exec.LookPath, pgServerBinGlob)
+	l := &pgLocal{bins: bins, dataDir: pgLocalDataDir(project, runAs), runAs: runAs}
+	t.Cleanup(func() {
+		l.run(context.Background(), io.Discard, bins.pgCtl, "stop", "-m", "immediate", "-D", l.dataDir)
+		if strings.HasPrefix(l.dataDir, pgFallbackRoot) {
+			os.RemoveAll(l.dataDir)
 		}
 	})
+	return l, pgOptions{ProjectDir: project, Port: port, Getenv: getenv, LookPath: pgTestLocalLookPath, NoSync: true}
+}
+
+func TestPostgresLocalProvider(t *testing.T) {
+	pgTestNeedLocal(t)
+	project := t.TempDir()
+	l, o := pgTestLocalCluster(t, project, func(string) string { return "" })
+	dataDir, port := l.dataDir, o.Port
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	boot := func(t *testing.T, log io.Writer) *pgService {
 		t.Helper()
-		p, err := startPostgres(ctx, pgOptions{
-			ProjectDir: project,
-			Port:       port,
-			Getenv:     func(string) string { return "" },
-			LookPath:   pgTestLocalLookPath,
-			Log:        log,
-			NoSync:     true,
-		})
+		o.Log = log
+		p, err := startPostgres(ctx, o)
 		if err != nil {
 			t.Fatalf("startPostgres: %v", err)
 		}
@@ -412,7 +362,7 @@ func TestPostgresLocalProvider(t *testing.T) {
 	var log syncBuffer
 	p := boot(t, &log)
 	pgTestExec(t, p.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('yes')")
-	_, err = startPostgres(ctx, pgOptions{ProjectDir: project, Port: port, Getenv: func(string) string { return "" }, LookPath: pgTestLocalLookPath})
+	_, err := startPostgres(ctx, pgOptions{ProjectDir: project, Port: port, Getenv: func(string) string { return "" }, LookPath: pgTestLocalLookPath})
 	if !errors.Is(err, errPostgresInUse) {
 		t.Errorf("a second session's startPostgres = %v; want errPostgresInUse", err)
 	}
@@ -454,6 +404,211 @@ func TestPostgresLocalProvider(t *testing.T) {
 	})
 }
 
+// pgTestSentinels are secrets a test puts into svc's environment that no
+// child process may be given.
+var pgTestSentinels = map[string]string{
+	"OPENAI_API_KEY":        "sk-sentinel-openai",
+	"ANTHROPIC_API_KEY":     "sk-ant-sentinel-anthropic",
+	"AWS_SECRET_ACCESS_KEY": "sentinel-aws-secret",
+	"DATABASE_URL":          "postgres://sentinel:sentinel@db.invalid/sentinel",
+	"PGPASSWORD":            "sentinel-pgpassword",
+	"SVC_SENTINEL":          "sentinel-svc",
+}
+
+// pgTestSetSentinels puts pgTestSentinels into the test process's
+// environment, where the old code passed everything on to its children, and
+// returns a Getenv that reads that environment, but for SVC_DATABASE_URL, so
+// that a managed provider is used.
+func pgTestSetSentinels(t *testing.T) func(string) string {
+	t.Helper()
+	for k, v := range pgTestSentinels {
+		t.Setenv(k, v)
+	}
+	return func(k string) string {
+		if k == "SVC_DATABASE_URL" {
+			return ""
+		}
+		return os.Getenv(k)
+	}
+}
+
+// pgTestCheckEnv fails the test when env, a list of KEY=value, holds one of
+// pgTestSentinels.
+func pgTestCheckEnv(t testing.TB, what string, env []string) {
+	t.Helper()
+	if len(env) == 0 {
+		t.Errorf("%s: empty environment; want at least PATH", what)
+	}
+	for _, kv := range env {
+		for k, v := range pgTestSentinels {
+			if strings.Contains(kv, v) {
+				t.Errorf("%s: environment entry %q carries svc's %s", what, kv, k)
+			}
+		}
+	}
+}
+
+// pgTestPostmasterEnv returns the environment of the postmaster running
+// the cluster in dataDir, from /proc.
+func pgTestPostmasterEnv(t testing.TB, dataDir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _, _ := strings.Cut(string(b), "\n")
+	environ, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
+	if err != nil {
+		t.Fatalf("read the postmaster's environment: %v", err)
+	}
+	return strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
+}
+
+// pgTestCheckPasswordOnly fails the test unless the cluster of p (whose
+// files l describes) admits only the password in the project's
+// .svc/postgres.password: no trust in pg_hba.conf, connections without a
+// password or with a wrong one refused.
+func pgTestCheckPasswordOnly(t *testing.T, p *pgService, l *pgLocal, project string) {
+	t.Helper()
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, ok := u.User.Password()
+	if !ok || password == "" {
+		t.Fatalf("URL %s carries no password", redactURL(p.URL))
+	}
+	path := filepath.Join(project, ".svc", pgPasswordFile)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != privateFileMode {
+		t.Errorf("%s mode = %o; want %o", path, fi.Mode().Perm(), privateFileMode)
+	}
+	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != password {
+		t.Errorf("%s does not hold the URL's password", path)
+	}
+	if trusts, err := l.trusts(); err != nil || trusts {
+		t.Errorf("pg_hba.conf trusts = %v (%v); want no trust line", trusts, err)
+	}
+	for _, tt := range []struct{ name, password string }{{"no password", ""}, {"wrong password", password + "x"}} {
+		cfg, err := pgx.ParseConfig(p.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Password = tt.password // also overrides PGPASSWORD and ~/.pgpass
+		ctx, cancel := context.WithTimeout(context.Background(), pgConnectTimeout)
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		cancel()
+		if err == nil {
+			conn.Close(context.Background())
+			t.Errorf("connected with %s; want refused", tt.name)
+		}
+	}
+	if got := pgTestQuery(t, p.URL, "SELECT current_user"); got != pgSuperuser {
+		t.Errorf("current_user = %q; want %q", got, pgSuperuser)
+	}
+}
+
+// TestPostgresLocalSecrets checks what the local cluster exposes: the
+// postmaster's environment holds none of svc's secrets, connections need
+// the password kept 0600 in .svc, and a cluster made by an earlier version
+// with trust authentication and no password is converted on boot.
+func TestPostgresLocalSecrets(t *testing.T) {
+	pgTestNeedLocal(t)
+	project := t.TempDir()
+	l, o := pgTestLocalCluster(t, project, pgTestSetSentinels(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	boot := func() *pgService {
+		t.Helper()
+		p, err := startPostgres(ctx, o)
+		if err != nil {
+			t.Fatalf("startPostgres: %v", err)
+		}
+		return p
+	}
+
+	p := boot()
+	pgTestCheckEnv(t, "postmaster", pgTestPostmasterEnv(t, l.dataDir))
+	pgTestCheckPasswordOnly(t, p, l, project)
+	pgTestExec(t, p.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('yes')")
+
+	// Make it the cluster of an earlier version: trust, no password.
+	pgTestExec(t, p.URL, "ALTER ROLE postgres PASSWORD NULL")
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hba := filepath.Join(l.dataDir, "pg_hba.conf")
+	trust := "local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n"
+	if err := os.WriteFile(hba, []byte(trust), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.chown(hba); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(project, ".svc", pgPasswordFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	upgraded := boot()
+	defer upgraded.Stop(ctx)
+	if upgraded.URL == p.URL {
+		t.Errorf("the converted cluster has the old URL; want a newly minted password")
+	}
+	pgTestCheckPasswordOnly(t, upgraded, l, project)
+	if got := pgTestQuery(t, upgraded.URL, "SELECT v FROM kept"); got != "yes" {
+		t.Errorf("after the conversion kept = %q; want %q", got, "yes")
+	}
+}
+
+// TestPostgresRootMovesProjectCluster: as root, earlier versions kept the
+// cluster in .svc/postgres when the postgres user could reach it; now that
+// .svc is private, the cluster is moved to pgFallbackRoot with its data.
+func TestPostgresRootMovesProjectCluster(t *testing.T) {
+	pgTestNeedLocal(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only a root session keeps its cluster outside the project")
+	}
+	project := t.TempDir()
+	l, o := pgTestLocalCluster(t, project, func(string) string { return "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := startPostgres(ctx, o)
+	if err != nil {
+		t.Fatalf("startPostgres: %v", err)
+	}
+	pgTestExec(t, p.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('yes')")
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	legacy := filepath.Join(project, ".svc", "postgres")
+	if err := os.Rename(l.dataDir, legacy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(legacy) }) // owned by postgres, if the move failed
+
+	p, err = startPostgres(ctx, o)
+	if err != nil {
+		t.Fatalf("startPostgres with the cluster in .svc/postgres: %v", err)
+	}
+	defer p.Stop(ctx)
+	if got := pgTestQuery(t, p.URL, "SELECT v FROM kept"); got != "yes" {
+		t.Errorf("kept = %q; want %q", got, "yes")
+	}
+	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still exists (%v); want it moved to %s", legacy, err, l.dataDir)
+	}
+	fi, err := os.Stat(pgFallbackRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != privateDirMode || st.Uid != l.runAs.Uid {
+		t.Errorf("%s mode %o owner %d; want %o owned by the postgres user (%d)", pgFallbackRoot, fi.Mode().Perm(), st.Uid, privateDirMode, l.runAs.Uid)
+	}
+}
+
 // pgTestKillServer kills the postmaster of dataDir and its children with
 // SIGKILL, as a crash would, and waits until they are gone.
 func pgTestKillServer(t *testing.T, dataDir string) {
@@ -493,6 +648,13 @@ func TestPostgresContainerProvider(t *testing.T) {
 			}
 			fake := pgFakeRuntimeInstall(t, runtime, u.Host)
 			project := t.TempDir()
+			// The stand-in forwards to the shared cluster, so the container's
+			// password is that cluster's, as if the volume had been made with it.
+			sharedPassword, _ := u.User.Password()
+			if err := writeFileAtomic(filepath.Join(project, ".svc", pgContainerPasswordFile), []byte(sharedPassword+"\n"), privateFileMode); err != nil {
+				t.Fatal(err)
+			}
+			getenv := pgTestSetSentinels(t)
 			name := "svc-pg-" + pgProjectHash(project)
 			volume := filepath.Join(project, ".svc", "postgres-container")
 			runArgs := func(port int) []string {
@@ -513,7 +675,7 @@ func TestPostgresContainerProvider(t *testing.T) {
 				p, err := startPostgres(ctx, pgOptions{
 					ProjectDir:   project,
 					Port:         port,
-					Getenv:       func(string) string { return "" },
+					Getenv:       getenv,
 					LookPath:     fake.lookPath,
 					BinGlob:      pgTestGlobFor(runtime),
 					ReadyTimeout: 30 * time.Second,
@@ -544,6 +706,16 @@ func TestPostgresContainerProvider(t *testing.T) {
 			// leaves its container running.
 			first := boot(port, inspect, runArgs(port))
 			first.lock.Close()
+			runEnv := fake.lastEnv(t) // of the run call
+			pgTestCheckEnv(t, runtime+" run", runEnv)
+			if !slices.Contains(runEnv, "POSTGRES_PASSWORD="+sharedPassword) {
+				t.Errorf("%s run environment lacks POSTGRES_PASSWORD: %q", runtime, runEnv)
+			}
+			for _, kv := range runEnv {
+				if strings.HasPrefix(kv, "POSTGRES_HOST_AUTH_METHOD=") {
+					t.Errorf("%s run environment has %s", runtime, kv)
+				}
+			}
 			again := boot(port, inspect) // reused as is
 			again.lock.Close()
 			if again.URL != first.URL {
@@ -620,6 +792,9 @@ const (
 	pgFakeForwardLifetime = 2 * time.Minute
 	// pgFakeRuntimeLogLine is what the stand-in's logs command prints.
 	pgFakeRuntimeLogLine = "stand-in container log line"
+	// pgFakeRuntimeEnvFile, in the stand-in's directory, holds the
+	// environment of its last call as a JSON list of KEY=value.
+	pgFakeRuntimeEnvFile = "env.json"
 )
 
 // pgFakeRuntimeMain plays the stand-in runtime or the forwarder when the
@@ -680,6 +855,20 @@ func (h *pgFakeRuntimeHandle) invoke(t *testing.T, args ...string) {
 	if out, err := exec.Command(h.script, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %q: %v\n%s", filepath.Base(h.script), args, err, out)
 	}
+}
+
+// lastEnv returns the environment the stand-in's last call was given.
+func (h *pgFakeRuntimeHandle) lastEnv(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.dir, pgFakeRuntimeEnvFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	if err := json.Unmarshal(b, &env); err != nil {
+		t.Fatalf("%s: %v", pgFakeRuntimeEnvFile, err)
+	}
+	return env
 }
 
 // calls returns the argument lists the stand-in was called with, in order.
@@ -804,6 +993,9 @@ func pgFakeRuntime(dir, target string, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(log, "%s\n", line)
 	log.Close()
+	if env, err := json.Marshal(os.Environ()); err != nil || os.WriteFile(filepath.Join(dir, pgFakeRuntimeEnvFile), env, 0o600) != nil {
+		return fail(1, "record the environment: %v", err)
+	}
 	c, err := pgFakeLoad(dir)
 	if err != nil {
 		return fail(1, "%v", err)

@@ -236,7 +236,7 @@ func writeScaffold(dir, name string) ([]string, error) {
 		LocalDevInstallationID: randomID("ldi_", 8),
 	}
 	b, _ := json.MarshalIndent(pf, "", "  ")
-	if err := writeFileAtomic(filepath.Join(dir, ".svc", "project.json"), append(b, '\n'), 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, ".svc", "project.json"), append(b, '\n'), privateFileMode); err != nil {
 		return nil, err
 	}
 	return append(written, ".svc/project.json"), nil

@@ -201,7 +201,7 @@ func newS3Server(root, accessKey, secretKey string) (*s3Server, error) {
 		return nil, fmt.Errorf("new s3 server: clear %q: %w", s.tmpDir(), err)
 	}
 	for _, dir := range []string{abs, s.tmpDir(), s.uploadsDir()} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, privateDirMode); err != nil {
 			return nil, fmt.Errorf("new s3 server: %w", err)
 		}
 	}
@@ -1091,7 +1091,7 @@ func (s *s3Server) createDir(parent, name, file string, content []byte) error {
 		return fmt.Errorf("create directory %q: %w", name, err)
 	}
 	defer os.RemoveAll(tmp)
-	f, err := os.Create(filepath.Join(tmp, file))
+	f, err := os.OpenFile(filepath.Join(tmp, file), os.O_WRONLY|os.O_CREATE|os.O_EXCL, privateFileMode)
 	if err != nil {
 		return fmt.Errorf("create directory %q: %w", name, err)
 	}

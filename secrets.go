@@ -31,7 +31,7 @@ func openSecretStore(db *pgxpool.Pool, keyPath string) (*secretStore, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		key = make([]byte, 32)
 		rand.Read(key)
-		err = writeFileAtomic(keyPath, key, 0o600)
+		err = writeFileAtomic(keyPath, key, privateFileMode)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("secret key %s: %w", keyPath, err)

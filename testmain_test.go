@@ -99,9 +99,8 @@ func pgTestAdminExec(t testing.TB, sql string) {
 	}
 }
 
-// start gets the shared server: SVC_DATABASE_URL, else a local cluster in a
-// temporary project under /tmp, 0755 so the postgres user can reach it when
-// the tests run as root.
+// start gets the shared server: SVC_DATABASE_URL, else a local cluster of a
+// temporary project (in /var/lib/svc/postgres when the tests run as root).
 func (s *pgTestServer) start() {
 	if u := os.Getenv("SVC_DATABASE_URL"); u != "" {
 		s.adminURL = u
@@ -111,10 +110,7 @@ func (s *pgTestServer) start() {
 		s.err = errors.New("no PostgreSQL for the tests: SVC_DATABASE_URL is unset and initdb/pg_ctl were not found")
 		return
 	}
-	dir, err := os.MkdirTemp("/tmp", "svc-pgtest-")
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
+	dir, err := os.MkdirTemp("", "svc-pgtest-")
 	if err != nil {
 		s.err = fmt.Errorf("shared test PostgreSQL: %w", err)
 		return
@@ -140,16 +136,23 @@ func (s *pgTestServer) start() {
 		return
 	}
 	s.local = p
-	s.adminURL = fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", pgSuperuser, port)
+	admin, err := url.Parse(p.URL) // it carries the cluster's password
+	if err != nil {
+		s.err = fmt.Errorf("shared test PostgreSQL: %w", err)
+		return
+	}
+	admin.Path = "/postgres"
+	s.adminURL = admin.String()
 }
 
-// close stops the cluster the tests started and removes its project.
+// close stops the cluster the tests started and removes its data directory
+// (outside the project when the tests run as root) and its project.
 func (s *pgTestServer) close() error {
 	var err error
 	if s.local != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		err = s.local.Stop(ctx)
+		err = errors.Join(s.local.Stop(ctx), os.RemoveAll(s.local.DataDir))
 	}
 	if s.projectDir != "" {
 		err = errors.Join(err, os.RemoveAll(s.projectDir))

@@ -166,7 +166,7 @@ func writeTypes(dir string, cat *catalog) error {
 		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, []byte(content)) {
 			continue
 		}
-		if err := writeFileAtomic(path, []byte(content), 0o644); err != nil {
+		if err := writeFileAtomic(path, []byte(content), privateFileMode); err != nil {
 			return err
 		}
 	}

@@ -171,7 +171,7 @@ func devAPIKey(path string) (string, error) {
 		return "", fmt.Errorf("read dev API key: %w", err)
 	}
 	key := "svc-dev-" + rand.Text()
-	if err := writeFileAtomic(path, []byte(key+"\n"), 0o600); err != nil {
+	if err := writeFileAtomic(path, []byte(key+"\n"), privateFileMode); err != nil {
 		return "", fmt.Errorf("mint dev API key: %w", err)
 	}
 	return key, nil
