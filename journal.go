@@ -471,7 +471,7 @@ func (j *journal) writeSnapshot(seq uint64, snap []byte) (err error) {
 	}
 	final := j.path(seq, journalSnapshotExt)
 	tmp := final + journalTempExt
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, privateFileMode)
 	if err != nil {
 		return err
 	}
@@ -672,7 +672,7 @@ func (j *journal) roll() error {
 // createSegment creates segment seq, makes its name durable and makes it the
 // current segment.
 func (j *journal) createSegment(seq uint64) error {
-	f, err := os.OpenFile(j.path(seq, journalSegmentExt), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(j.path(seq, journalSegmentExt), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, privateFileMode)
 	if err != nil {
 		return err
 	}
@@ -734,7 +734,7 @@ func journalMkdir(dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, privateDirMode); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(dir))

@@ -17,12 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// privateTestJournalDir is left out of the mode check: journal.go, owned
-// elsewhere, still creates its directory 0755 and segments 0644 (unreachable
-// all the same inside the 0700 .svc). Remove the exception once it uses
-// privateDirMode and privateFileMode.
-const privateTestJournalDir = "journal"
-
 // privateTestCheckModes fails the test for each directory under stateDir
 // that is not privateDirMode and each file that is not privateFileMode.
 func privateTestCheckModes(t *testing.T, stateDir string) {
@@ -33,9 +27,6 @@ func privateTestCheckModes(t *testing.T, stateDir string) {
 			return err
 		}
 		rel, _ := filepath.Rel(stateDir, path)
-		if d.IsDir() && rel == privateTestJournalDir {
-			return fs.SkipDir
-		}
 		info, err := d.Info()
 		if err != nil {
 			return err
