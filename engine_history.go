@@ -206,7 +206,9 @@ func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, qu
 	}
 	e.mu.Unlock()
 	if e.opts.History != nil {
-		hist, err := e.opts.History.list(ctx, q)
+		hq := q
+		hq.Limit++ // one more than the page tells whether another follows
+		hist, err := e.opts.History.list(ctx, hq)
 		if err != nil {
 			return nil, nil, nil, err
 		}

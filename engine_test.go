@@ -144,7 +144,9 @@ export default async function forever() { "use workflow"; await sleep("1h"); ret
 // testEngine compiles the engine workflows and opens an engine on dir.
 type testEngine struct {
 	*engine
-	compactBytes int64 // 0: the default
+	compactBytes int64         // 0: the default
+	history      runHistory    // nil: ended runs stay in memory
+	retention    time.Duration // with history: 0 keeps ended runs
 	dir          string
 	cat          *catalog
 	counter      *stepCounter
@@ -172,6 +174,7 @@ func (te *testEngine) open(t *testing.T) {
 		Dir: te.dir + "/.svc/journal", Catalog: func() *catalog { return te.cat },
 		Env: func() map[string]string { return map[string]string{"COUNTER": te.counter.URL} },
 		Log: discardLogger(), RetryBase: 10 * time.Millisecond, CompactBytes: te.compactBytes,
+		History: te.history, Retention: te.retention,
 	})
 	if err != nil {
 		t.Fatal(err)

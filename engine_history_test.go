@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// newHistoryEngine opens a test engine whose ended runs go to a run
+// history in a fresh PostgreSQL database.
+func newHistoryEngine(t *testing.T) *testEngine {
+	t.Helper()
+	url := testPostgresURL(t)
+	if _, err := applyMigrations(context.Background(), url, t.TempDir(), nil); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	te := newTestEngine(t)
+	te.close()
+	te.history = newPGRunHistory(pool)
+	te.open(t)
+	return te
+}
+
+// TestEngineHistoryBoundsMemory runs workflows with a run history: ended
+// runs leave memory (and snapshots) once archived, and stay readable one by
+// one, in pages through GET /api/runs, by wait and by cancel; a parent's
+// startAndWait gets its child's output even once the child has left memory.
+func TestEngineHistoryBoundsMemory(t *testing.T) {
+	te := newHistoryEngine(t)
+	const n = 60
+	var ids []string
+	for i := range n {
+		wf, input := "three", fmt.Sprintf(`{"id":"h%d"}`, i)
+		if i%10 == 0 {
+			wf = "parent"
+		}
+		rc, err := te.start(startRequest{Workflow: wf, Input: json.RawMessage(input), Trigger: triggerHTTP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rc.RunID)
+	}
+	for _, id := range ids {
+		if r := te.await(t, id); r.Status != runCompleted {
+			t.Fatalf("run %s = %s %v", id, r.Status, r.Error)
+		}
+	}
+	eventually(t, 10*time.Second, "ended runs leave memory", func() bool {
+		runs, _ := te.list()
+		return len(runs) == 0
+	})
+	for _, id := range ids {
+		r, ok, err := te.find(context.Background(), id)
+		if err != nil || !ok || r.Status != runCompleted || len(r.Steps) == 0 {
+			t.Fatalf("find %s = %v %v %+v", id, ok, err, r)
+		}
+		if r.WorkflowName == "parent" && string(r.Output) != fmt.Sprintf(`{"started":"started","child":3}`) {
+			t.Errorf("parent output = %s", r.Output)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := te.wait(ctx, ids[0]); err != nil {
+		t.Errorf("wait on an archived run = %v", err)
+	}
+	if r, err := te.cancelRun(ids[1]); err != nil || r.Status != runCompleted {
+		t.Errorf("cancel of an archived run = %s %v; want it unchanged", r.Status, err)
+	}
+	// Pages of 7 through the API visit every run once, newest first.
+	srv := httptest.NewServer(te.server())
+	defer srv.Close()
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page > 100 {
+			t.Fatal("too many pages")
+		}
+		var body struct {
+			Items      []runRecord `json:"items"`
+			NextCursor string      `json:"nextCursor"`
+		}
+		if code := httpJSON(t, "GET", srv.URL+"/api/runs?limit=7&cursor="+cursor, nil, &body); code != 200 {
+			t.Fatalf("page %d = %d", page, code)
+		}
+		if len(body.Items) > 7 {
+			t.Fatalf("page of %d runs; want at most 7", len(body.Items))
+		}
+		for _, r := range body.Items {
+			if seen[r.RunID] {
+				t.Fatalf("run %s on two pages", r.RunID)
+			}
+			seen[r.RunID] = true
+		}
+		if cursor = body.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(seen) != n+n/10*2 { // each parent started two children
+		t.Errorf("paged through %d runs; want %d", len(seen), n+n/10*2)
+	}
+	var parents struct {
+		Items []runRecord `json:"items"`
+	}
+	httpJSON(t, "GET", srv.URL+"/api/runs?workflow=parent&status=completed", nil, &parents)
+	if len(parents.Items) != n/10 {
+		t.Errorf("filtered list = %d runs; want %d", len(parents.Items), n/10)
+	}
+	if code := httpJSON(t, "GET", srv.URL+"/api/runs?limit=0", nil, nil); code != 400 {
+		t.Errorf("limit=0 = %d; want 400", code)
+	}
+	// A snapshot holds what memory holds: no archived run is in it.
+	te.close()
+	te.compactBytes = 1
+	te.open(t)
+	rc, err := te.start(startRequest{Workflow: "echo", Input: json.RawMessage(`{"wait":true}`), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHookToken(t, te, rc.RunID)
+	eventually(t, 10*time.Second, "the replayed ended runs leave memory again", func() bool {
+		runs, _ := te.list()
+		return len(runs) == 1
+	})
+	te.startWait(t, "three", `{"id":"compact"}`) // its records trigger compactions
+	eventually(t, 10*time.Second, "a snapshot without the archived runs", func() bool {
+		snaps, _ := filepath.Glob(te.dir + "/.svc/journal/*.snap")
+		if len(snaps) == 0 {
+			return false
+		}
+		b, _ := os.ReadFile(snaps[len(snaps)-1])
+		for _, id := range ids {
+			if strings.Contains(string(b), id) {
+				return false
+			}
+		}
+		return strings.Contains(string(b), rc.RunID)
+	})
+	// Retention: a reopen with a retention shorter than the runs' age
+	// prunes them from the history.
+	te.close()
+	te.compactBytes, te.retention = 0, time.Millisecond
+	te.open(t)
+	eventually(t, 10*time.Second, "runs past the retention are pruned", func() bool {
+		_, ok, err := te.find(context.Background(), ids[0])
+		return err == nil && !ok
+	})
+	if r, ok := te.get(rc.RunID); !ok || r.Status != runWaiting {
+		t.Errorf("the active run after pruning = %v %s; want it kept", ok, r.Status)
+	}
+}
