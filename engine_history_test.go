@@ -121,6 +121,12 @@ func TestEngineHistoryBoundsMemory(t *testing.T) {
 	if code := httpJSON(t, "GET", srv.URL+"/api/runs?limit=0", nil, nil); code != 400 {
 		t.Errorf("limit=0 = %d; want 400", code)
 	}
+	var full struct {
+		Items []runRecord `json:"items"`
+	}
+	if code := httpJSON(t, "GET", srv.URL+fmt.Sprintf("/api/runs?limit=%d", runQueryMaxLimit), nil, &full); code != 200 || len(full.Items) != len(seen) {
+		t.Errorf("limit=%d = %d with %d runs; want 200 with all %d", runQueryMaxLimit, code, len(full.Items), len(seen))
+	}
 	// A snapshot holds what memory holds: no archived run is in it.
 	te.close()
 	te.compactBytes = 1

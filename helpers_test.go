@@ -291,7 +291,9 @@ func listAllRuns(t testing.TB, base string) ([]runRecord, []queuedTrigger) {
 			NextCursor string          `json:"nextCursor"`
 		}
 		if code := httpJSON(t, "GET", base+"/api/runs?limit=500&cursor="+cursor, nil, &page); code != 200 {
-			t.Fatalf("GET /api/runs = %d", code)
+			var e map[string]any
+			httpJSON(t, "GET", base+"/api/runs?limit=500&cursor="+cursor, nil, &e)
+			t.Fatalf("GET /api/runs = %d %v", code, e)
 		}
 		runs, queued = append(runs, page.Items...), append(queued, page.Queued...)
 		if cursor = page.NextCursor; cursor == "" {

@@ -333,8 +333,8 @@ func (h *pgRunHistory) get(ctx context.Context, runID string) (runRecord, bool, 
 // condition included) instead of a plan generic over absent filters; the
 // values are always parameters.
 func (h *pgRunHistory) list(ctx context.Context, q runQuery) ([]runRecord, error) {
-	if q.Limit < 1 || q.Limit > runQueryMaxLimit {
-		return nil, fmt.Errorf("list archived runs: limit %d is not between 1 and %d", q.Limit, runQueryMaxLimit)
+	if q.Limit < 1 || q.Limit > runQueryMaxLimit+1 { // +1: the engine asks one past a page
+		return nil, fmt.Errorf("list archived runs: limit %d is not between 1 and %d", q.Limit, runQueryMaxLimit+1)
 	}
 	var where []string
 	var args []any
