@@ -291,6 +291,7 @@ environment:
   SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
                        the model provider (the first one set opens the boot gate)
   SVC_API_KEYS         extra chat-wire keys accepted with svc dev --listen
+  SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
 `
 
 // printUsage writes the help of a verb: its synopsis, sub-verbs or flags,
