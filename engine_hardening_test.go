@@ -47,7 +47,7 @@ func journalEndCounts(t *testing.T, dir string) map[string]int {
 // in memory equals the state replayed from the journal.
 func TestEngineCancelRace(t *testing.T) {
 	te := newTestEngine(t)
-	const clients, pairs = 8, 40
+	const clients, pairs = 8, 150
 	var mu sync.Mutex
 	var ids []string
 	var wg sync.WaitGroup
