@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -59,13 +61,14 @@ var fuzzStatuses = []int{http.StatusAccepted, http.StatusBadRequest, http.Status
 // project, an engine on a journal directory that rotates, and the real
 // route table. One fuzz worker owns it; iterations run one at a time.
 type fuzzRuntime struct {
-	tb       testing.TB
-	cat      *catalog
-	parent   string // holds the journal directories
-	dir      string // the current journal directory
-	journals int    // journaling iterations on dir
-	rt       *devRuntime
-	srv      *server
+	tb        testing.TB
+	cat       *catalog
+	parent    string // holds the journal directories
+	dir       string // the current journal directory
+	journals  int    // journaling iterations on dir
+	rotations int    // journal directories given up so far
+	rt        *devRuntime
+	srv       *server
 }
 
 // newFuzzRuntime compiles fuzzProject and opens the runtime; it is closed
@@ -200,6 +203,7 @@ func (fr *fuzzRuntime) rotate(t *testing.T) {
 	t.Helper()
 	os.RemoveAll(fr.dir)
 	fr.dir, fr.journals = fr.newDir(t), 0
+	fr.rotations++
 	fr.open(t)
 }
 
@@ -344,3 +348,108 @@ func FuzzStartBody(f *testing.F) {
 	})
 }
 
+// waitingHook starts a run of "hooked" and returns it with the token it
+// waits on, once the hook is journaled.
+func (fr *fuzzRuntime) waitingHook(t *testing.T) (runID, token string) {
+	t.Helper()
+	rc, err := fr.rt.engine.start(startRequest{Workflow: "hooked", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatalf("start hooked: %v", err)
+	}
+	deadline := time.Now().Add(fuzzWaitLimit)
+	for time.Now().Before(deadline) {
+		e := fr.rt.engine
+		e.mu.Lock()
+		for tok, ref := range e.st.Hooks {
+			if ref.RunID == rc.RunID {
+				token = tok
+			}
+		}
+		e.mu.Unlock()
+		if token != "" {
+			return rc.RunID, token
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("run %s did not wait on a hook within %v", rc.RunID, fuzzWaitLimit)
+	return "", ""
+}
+
+// hookCall returns the hook call of a run of "hooked".
+func (fr *fuzzRuntime) hookCall(t *testing.T, runID string) durableCall {
+	t.Helper()
+	r, ok := fr.rt.engine.get(runID)
+	if !ok {
+		t.Fatalf("run %s is gone", runID)
+	}
+	for _, c := range r.Steps {
+		if c.Kind == callHook {
+			return *c
+		}
+	}
+	t.Fatalf("run %s has no hook call: %+v", runID, r.Steps)
+	return durableCall{}
+}
+
+// FuzzHookBody posts fuzzed bodies to POST /api/hooks/{token}, with the
+// token of a run waiting on its hook (token "") or a fuzzed one. The answer
+// must be a documented status; a rejected resume leaves the run waiting; an
+// accepted payload is recorded as sent, re-marshals, survives a restart of
+// the engine, and the token is refused afterwards.
+func FuzzHookBody(f *testing.F) {
+	for _, body := range fuzzJSONSeeds() {
+		f.Add("", body)
+	}
+	for _, token := range []string{"hook_nope", "hook_00000000000000000000000000000000", "..", "a%2Fb", "hook_\x00", strings.Repeat("h", 600)} {
+		f.Add(token, []byte(`{"approved":true}`))
+	}
+	fr := newFuzzRuntime(f)
+	var runID, live string
+	f.Fuzz(func(t *testing.T, token string, body []byte) {
+		if _, ok := fr.rt.engine.get(runID); !ok || fr.hookCall(t, runID).Status != runWaiting {
+			runID, live = fr.waitingHook(t)
+		}
+		if token == "" {
+			token = live
+		}
+		before := fr.runs()
+		target := "/api/hooks/" + url.PathEscape(token)
+		rec := fr.serve(http.MethodPost, target, http.Header{"Content-Type": {"application/json"}}, body)
+		if path.Clean(target) != target && rec.Code == http.StatusTemporaryRedirect {
+			return // ServeMux redirects a path with "." or ".." segments to its clean form
+		}
+		fuzzCheckAPIAnswer(t, rec)
+		if after := fr.runs(); len(after) != len(before) {
+			t.Fatalf("a hook request changed the runs from %d to %d", len(before), len(after))
+		}
+		call := fr.hookCall(t, runID)
+		if rec.Code != http.StatusAccepted {
+			if call.Status != runWaiting {
+				t.Fatalf("a rejected resume (%d) moved the hook to %q", rec.Code, call.Status)
+			}
+			return
+		}
+		if token != live {
+			t.Fatalf("token %q resumed the run waiting on %q", token, live)
+		}
+		want := body
+		if len(want) == 0 {
+			want = []byte("null")
+		}
+		if call.Status != runCompleted || !fuzzSameJSON(call.Result, compactJSON(want)) {
+			t.Fatalf("hook call after the resume = %s %q; want completed %q", call.Status, call.Result, compactJSON(want))
+		}
+		fuzzCheckJSON(t, "the hook payload", call.Result)
+		rotations := fr.rotations
+		fr.replay(t)
+		if fr.rotations != rotations {
+			return // the journal did not replay (reported) or was retired
+		}
+		if again := fr.serve(http.MethodPost, target, nil, []byte(`{}`)); again.Code != http.StatusNotFound && again.Code != http.StatusConflict {
+			t.Fatalf("the used token answered %d after a restart; want 404 or 409", again.Code)
+		}
+		if got := fr.hookCall(t, runID).Result; !fuzzSameJSON(got, call.Result) {
+			t.Fatalf("hook payload after a restart = %q; want %q", got, call.Result)
+		}
+	})
+}
