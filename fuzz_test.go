@@ -453,3 +453,143 @@ func FuzzHookBody(f *testing.F) {
 		}
 	})
 }
+
+// fuzzIsJSONObject reports whether raw is one valid JSON object.
+func fuzzIsJSONObject(raw json.RawMessage) bool {
+	var v map[string]json.RawMessage
+	return json.Unmarshal(raw, &v) == nil && v != nil
+}
+
+// fuzzCheckWireDecode decodes body with c and checks the result: a 4xx
+// wire error, or a request naming an agent whose messages have known roles,
+// tool calls with object arguments, session keys within their limit, and
+// that marshals for a model provider, as valid UTF-8 when the input was.
+func fuzzCheckWireDecode(t *testing.T, c wireCodec, r *http.Request, body []byte) {
+	t.Helper()
+	wr, e := c.decode(r, body)
+	if e != nil {
+		if e.Status < 400 || e.Status > 499 || e.Kind == "" || e.Message == "" {
+			t.Fatalf("decode error = %+v; want a 4xx with a kind and a message", e)
+		}
+		return
+	}
+	if wr == nil || wr.Agent == "" {
+		t.Fatalf("decode = %+v without an error; want a request naming an agent", wr)
+	}
+	for i, m := range wr.Messages {
+		switch {
+		case m.Role == "user" && len(m.ToolCalls) == 0 && m.ToolCallID == "" && !m.IsError:
+		case m.Role == "assistant" && m.ToolCallID == "" && !m.IsError:
+		case m.Role == "tool" && len(m.ToolCalls) == 0:
+		default:
+			t.Fatalf("message %d = %+v; want a well-formed user, assistant or tool message", i, m)
+		}
+		for _, call := range m.ToolCalls {
+			if !fuzzIsJSONObject(call.Arguments) {
+				t.Fatalf("message %d calls %q with arguments %q; want a JSON object", i, call.Name, call.Arguments)
+			}
+		}
+	}
+	for _, tool := range wr.ClientTools {
+		if tool.Parameters != nil && !json.Valid(tool.Parameters) {
+			t.Fatalf("client tool %q has parameters %q; want JSON", tool.Name, tool.Parameters)
+		}
+	}
+	if len(wr.SessionKey) > sessionMaxKeyLength || len(wr.ConversationKey) > sessionMaxKeyLength {
+		t.Fatalf("session keys of %d and %d bytes; limit %d", len(wr.SessionKey), len(wr.ConversationKey), sessionMaxKeyLength)
+	}
+	out, err := json.Marshal(modelRequest{Model: wr.Agent, System: wr.System, Messages: wr.Messages, Tools: wr.ClientTools})
+	if err != nil {
+		t.Fatalf("the decoded request does not marshal for a provider: %v", err)
+	}
+	if utf8.Valid(body) && !utf8.Valid(out) {
+		t.Fatalf("valid UTF-8 in, invalid UTF-8 out: %q", out)
+	}
+}
+
+// fuzzWireRequest is the request a wire decodes: the session headers and,
+// for AG-UI, the agent of the path.
+func fuzzWireRequest(session, conversation string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Header.Set(wireHeaderSession, session)
+	r.Header.Set(wireHeaderConversation, conversation)
+	r.SetPathValue("agent", "helper")
+	return r
+}
+
+// fuzzWireSeeds adds the wire targets' seeds: bodies with both session
+// headers empty, then a few with headers.
+func fuzzWireSeeds(f *testing.F, bodies ...string) {
+	for _, b := range bodies {
+		f.Add(b, "", "")
+	}
+	f.Add(bodies[0], "sess-1", "")
+	f.Add(bodies[0], "", "conv-1")
+	f.Add(bodies[0], strings.Repeat("s", sessionMaxKeyLength+1), "")
+	f.Add(bodies[0], "", "\xff\xfe")
+}
+
+// FuzzOpenAIChatRequest fuzzes openAIWire.decode.
+func FuzzOpenAIChatRequest(f *testing.F) {
+	fuzzWireSeeds(f,
+		wiresOpenAIBody("helper", "hello", false),
+		wiresOpenAIBody("helper", "hello", true),
+		`{"model":"helper","messages":[{"role":"system","content":"be brief"},{"role":"developer","content":[{"type":"text","text":"dev"}]},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]}],"max_completion_tokens":5,"temperature":0.2}`,
+		`{"model":"helper","messages":[{"role":"user","content":"call add"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"add","arguments":"{\"a\":1,\"b\":2}"}},{"id":"c2","type":"function","function":{"name":"x","arguments":"not json"}}]},{"role":"tool","tool_call_id":"c1","content":"3"}]}`,
+		`{"model":"helper","messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"[1,2]"}},{"function":{"arguments":"null"}},{"function":{"arguments":"{\"a\":1} trailing"}}]}]}`,
+		`{"model":"helper","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"client","parameters":{"type":"object"}}},{"type":"function","function":{"name":""}},{"type":"other"}]}`,
+		`{"model":"helper","messages":[{"role":"wizard","content":"x"}]}`,
+		`{"model":"helper","messages":[]}`,
+		`{"model":"","messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"helper","messages":[{"role":"user","content":{"nested":true}}]}`,
+		`{"model":"helper","messages":"nope"}`,
+		"{\"model\":\"helper\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}",
+		`{"model":"helper","messages":[{"role":"user","content":"x"}],"max_tokens":-1,"temperature":1e400}`,
+		`[`,
+	)
+	f.Fuzz(func(t *testing.T, body, session, conversation string) {
+		fuzzCheckWireDecode(t, openAIWire{}, fuzzWireRequest(session, conversation), []byte(body))
+	})
+}
+
+// FuzzAnthropicMessagesRequest fuzzes anthropicWire.decode.
+func FuzzAnthropicMessagesRequest(f *testing.F) {
+	fuzzWireSeeds(f,
+		wiresAnthropicBody("helper", "hello", false),
+		wiresAnthropicBody("helper", "hello", true),
+		`{"model":"helper","max_tokens":10,"system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}}]}]}`,
+		`{"model":"helper","max_tokens":10,"messages":[{"role":"user","content":"add"},{"role":"assistant","content":[{"type":"text","text":"ok"},{"type":"tool_use","id":"t1","name":"add","input":{"a":1,"b":2}},{"type":"tool_use","id":"t2","name":"x","input":[1]}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"3"}],"is_error":false},{"type":"tool_result","tool_use_id":"t2","content":"bad","is_error":true}]}]}`,
+		`{"model":"helper","max_tokens":10,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"client","description":"d","input_schema":{"type":"object"}},{"name":""}]}`,
+		`{"model":"helper","messages":[{"role":"system","content":"x"}]}`,
+		`{"model":"helper","messages":[{"role":"user","content":42}]}`,
+		`{"model":"helper","messages":[{"role":"user","content":[{"type":"tool_use","input":null}]}]}`,
+		`{"model":"helper","messages":[]}`,
+		`{"messages":[{"role":"user","content":"x"}]}`,
+		"{\"model\":\"helper\",\"messages\":[{\"role\":\"user\",\"content\":\"\xc3\"}]}",
+		`null`,
+	)
+	f.Fuzz(func(t *testing.T, body, session, conversation string) {
+		fuzzCheckWireDecode(t, anthropicWire{}, fuzzWireRequest(session, conversation), []byte(body))
+	})
+}
+
+// FuzzAGUIRequest fuzzes aguiWire.decode, with the agent in the path and,
+// on odd seeds, in forwardedProps (the /chat route).
+func FuzzAGUIRequest(f *testing.F) {
+	fuzzWireSeeds(f,
+		wiresAGUIBody("", "hello"),
+		wiresAGUIBody("thread-1", "hello"),
+		`{"threadId":"t","runId":"r","messages":[{"id":"1","role":"user","content":"refund"},{"id":"2","role":"assistant","toolCalls":[{"id":"c1","type":"function","function":{"name":"refund","arguments":"{\"orderId\":\"o1\"}"}}]},{"id":"3","role":"tool","toolCallId":"c1","content":"","error":"denied"}],"resume":[{"interruptId":"c1","status":"resolved","payload":{"approved":false}},{"interruptId":"c2","status":"cancelled"},{"interruptId":"c3","status":"resolved","payload":"yes"}]}`,
+		`{"threadId":"t","messages":[{"role":"activity","content":{"x":1}},{"role":"system","content":"sys"}],"context":[{"description":"d","value":"v"}],"tools":[{"name":"client","parameters":{"type":"object"}},{"name":""}],"forwardedProps":{"agent":"helper"}}`,
+		`{"threadId":null,"messages":[]}`,
+		`{"messages":[]}`,
+		`{"threadId":"`+strings.Repeat("t", sessionMaxKeyLength+1)+`"}`,
+		`{"threadId":"","forwardedProps":{"agent":""}}`,
+		`{"threadId":"","forwardedProps":"helper"}`,
+		"{\"threadId\":\"\",\"messages\":[{\"role\":\"user\",\"content\":\"\xed\xa0\x80\"}]}",
+	)
+	f.Fuzz(func(t *testing.T, body, session, conversation string) {
+		inBody := len(body)%2 == 1
+		fuzzCheckWireDecode(t, aguiWire{agentInBody: inBody}, fuzzWireRequest(session, conversation), []byte(body))
+	})
+}
