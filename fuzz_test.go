@@ -593,3 +593,85 @@ func FuzzAGUIRequest(f *testing.F) {
 		fuzzCheckWireDecode(t, aguiWire{agentInBody: inBody}, fuzzWireRequest(session, conversation), []byte(body))
 	})
 }
+
+// fuzzChatRoutes are the chat routes FuzzChatWires posts to, by its wire
+// argument modulo their count.
+var fuzzChatRoutes = []string{"/openai/v1/chat/completions", "/anthropic/v1/messages", "/agui/helper", "/chat"}
+
+// fuzzChatStatuses are the statuses a chat turn may answer with the
+// scripted model: a refused credential or request, an unknown agent, a
+// body too large, the script's rate limit, or no session store.
+var fuzzChatStatuses = []int{http.StatusOK, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound,
+	http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusServiceUnavailable}
+
+// FuzzChatWires posts fuzzed bodies through the full chat handler
+// (serveChat) of each wire, answered by the agent tests' scripted model:
+// the status must be an expected one, the answer JSON or an event stream
+// of JSON events, and the recorded turns must survive a restart.
+func FuzzChatWires(f *testing.F) {
+	const openai, anthropic, agui, chat = 0, 1, 2, 3
+	seeds := []struct {
+		wire uint8
+		body string
+	}{
+		{openai, wiresOpenAIBody("helper", "hello", false)},
+		{anthropic, wiresAnthropicBody("helper", "hello", true)},
+		{agui, wiresAGUIBody("", "hello")},
+		{chat, wiresAGUIBody("", "call add {\"a\":1,\"b\":2}")},
+		{openai, wiresOpenAIBody("helper", "call refund {\"orderId\":\"o1\"}", true)},
+		{anthropic, wiresAnthropicBody("helper", "call boom {}", false)},
+		{openai, wiresOpenAIBody("helper", "call add not-json", false)},
+		{chat, wiresAGUIBody("", "call later {}")},
+		{anthropic, wiresAnthropicBody("helper", "loop", true)},
+		{openai, wiresOpenAIBody("helper", "fail", true)},
+		{openai, wiresOpenAIBody("nobody", "hello", false)},
+		{openai, `{"model":"helper","messages":[{"role":"system","content":"only a system message"}]}`},
+		{openai, `{"model":"helper","messages":[{"role":"assistant","tool_calls":[{"id":"c1","function":{"name":"add","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"x"}]}`},
+		{openai, `{"model":"helper","stream":true,"messages":[{"role":"user","content":"call client {}"}],"tools":[{"type":"function","function":{"name":"client"}}]}`},
+		{anthropic, `{"model":"helper","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"nope","content":"x"}]}]}`},
+		{agui, `{"threadId":"","messages":[{"role":"user","content":"x"}],"resume":[{"interruptId":"c1","status":"resolved"}]}`},
+		{chat, `{"threadId":"","messages":[],"forwardedProps":{"agent":"helper"}}`},
+		{agui, `{`},
+		{openai, `{"model":"helper","messages":[{"role":"user","content":"call client ` + strings.ReplaceAll(string(fuzzNested(9997, `{"a":`, `1`, `}`)), `"`, `\"`) + `"}],"tools":[{"type":"function","function":{"name":"client"}}]}`},
+		{anthropic, `{"model":"helper","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"add","input":` + string(fuzzNested(9994, `{"a":`, `1`, `}`)) + `}]},{"role":"user","content":"y"}]}`},
+	}
+	for _, s := range seeds {
+		f.Add(s.wire, "tok-a", "", s.body)
+	}
+	f.Add(uint8(openai), "", "", seeds[0].body)
+	f.Add(uint8(anthropic), "tok-a", "sess-1", seeds[1].body)
+	fr := newFuzzRuntime(f)
+	f.Fuzz(func(t *testing.T, wire uint8, credential, session, body string) {
+		header := http.Header{"Content-Type": {"application/json"}}
+		if credential != "" {
+			header.Set("Authorization", "Bearer "+credential)
+		}
+		if session != "" {
+			header.Set(wireHeaderSession, session)
+		}
+		before := len(fr.runs())
+		ctx, cancel := context.WithTimeout(context.Background(), fuzzWaitLimit)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, fuzzChatRoutes[int(wire)%len(fuzzChatRoutes)], strings.NewReader(body))
+		for name, values := range header {
+			req.Header[name] = values
+		}
+		rec := httptest.NewRecorder()
+		fr.srv.ServeHTTP(rec, req)
+		if !slices.Contains(fuzzChatStatuses, rec.Code) {
+			t.Fatalf("status %d (body %q); want one of %v", rec.Code, rec.Body.Bytes(), fuzzChatStatuses)
+		}
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
+			for _, ev := range wiresParseSSE(rec.Body.Bytes()) {
+				if ev.Data != "[DONE]" && !json.Valid([]byte(ev.Data)) {
+					t.Fatalf("event %q carries %q; want JSON", ev.Name, ev.Data)
+				}
+			}
+		} else if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("answer %q is not JSON", rec.Body.Bytes())
+		}
+		if len(fr.runs()) != before {
+			fr.replay(t)
+		}
+	})
+}
