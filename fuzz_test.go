@@ -8,8 +8,10 @@ package main
 // for a while, outside CI.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -672,6 +675,314 @@ func FuzzChatWires(f *testing.F) {
 		}
 		if len(fr.runs()) != before {
 			fr.replay(t)
+		}
+	})
+}
+
+// fuzzS3Now is the pinned clock of the S3 fuzz targets' servers.
+var fuzzS3Now = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// fuzzS3Secret is the content of the object "bucket/obj" every S3 fuzz
+// server holds: no unauthenticated answer may carry it.
+const fuzzS3Secret = "object content only a signed request may read"
+
+// fuzzS3RotateEvery is how many requests one S3 fuzz root serves before it
+// is replaced by a fresh one, which bounds the tree compared per request.
+const fuzzS3RotateEvery = 64
+
+// fuzzS3Request turns fuzzed parts into the request a server would hand
+// to the handler: built, written in HTTP/1.1 and parsed back as net/http's
+// server does. Headers are "Name: value" lines. It reports false for parts
+// that are not an HTTP request.
+func fuzzS3Request(method, target, headers string, body []byte) (*http.Request, bool) {
+	if !strings.HasPrefix(target, "/") {
+		target = "/" + target
+	}
+	req, err := http.NewRequest(method, "http://s3.test"+target, bytes.NewReader(body))
+	if err != nil {
+		return nil, false
+	}
+	for _, line := range strings.Split(headers, "\n") {
+		if name, value, ok := strings.Cut(line, ":"); ok {
+			req.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+		}
+	}
+	var wire bytes.Buffer
+	if err := req.Write(&wire); err != nil {
+		return nil, false
+	}
+	parsed, err := http.ReadRequest(bufio.NewReader(&wire))
+	if err != nil {
+		return nil, false
+	}
+	return parsed, true
+}
+
+// fuzzS3Unescape decodes a query name or value, keeping one that does not
+// decode as it is (what SigV4 signers see of a malformed escape).
+func fuzzS3Unescape(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// fuzzS3StripAuth removes the SigV4 parameters from a query, so that the
+// signer's own are the only ones.
+func fuzzS3StripAuth(raw string) string {
+	var kept []string
+	for _, p := range strings.Split(raw, "&") {
+		name, _, _ := strings.Cut(p, "=")
+		if p != "" && !strings.HasPrefix(fuzzS3Unescape(name), "X-Amz-") {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "&")
+}
+
+// fuzzS3Sign signs r with SigV4 as the specification describes, written
+// apart from the server's code: the decoded path and query re-encoded, the
+// query sorted by name then value, header values trimmed with inner
+// whitespace collapsed. Header mode signs host, x-amz-*, content-* and
+// range; a presigned URL signs host only.
+func fuzzS3Sign(r *http.Request, secret string, payload string, presigned bool) s3TestSigning {
+	amzDate := fuzzS3Now.Format("20060102T150405Z")
+	scope := amzDate[:8] + "/" + s3TestRegion + "/s3/aws4_request"
+	r.URL.RawQuery = fuzzS3StripAuth(r.URL.RawQuery)
+	r.Header.Del("Authorization")
+	names := []string{"host"}
+	if presigned {
+		payload = s3UnsignedPayload
+		auth := "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" + s3TestEscape(s3TestAccessKey+"/"+scope, false) +
+			"&X-Amz-Date=" + amzDate + "&X-Amz-Expires=300&X-Amz-SignedHeaders=host"
+		r.URL.RawQuery = strings.TrimPrefix(r.URL.RawQuery+"&"+auth, "&")
+	} else {
+		r.Header.Set("X-Amz-Date", amzDate)
+		r.Header.Set("X-Amz-Content-Sha256", payload)
+		for name := range r.Header {
+			lower := strings.ToLower(name)
+			if (strings.HasPrefix(lower, "x-amz-") || strings.HasPrefix(lower, "content-") || lower == "range") && !slices.Contains(names, lower) {
+				names = append(names, lower)
+			}
+		}
+	}
+	slices.Sort(names)
+	var headers strings.Builder
+	for _, name := range names {
+		values := r.Header.Values(name)
+		if name == "host" {
+			values = []string{r.Host}
+		}
+		for i, v := range values {
+			values[i] = strings.Join(strings.Fields(v), " ")
+		}
+		headers.WriteString(name + ":" + strings.Join(values, ",") + "\n")
+	}
+	var query [][2]string
+	for _, p := range strings.Split(r.URL.RawQuery, "&") {
+		if p != "" {
+			name, value, _ := strings.Cut(p, "=")
+			query = append(query, [2]string{s3TestEscape(fuzzS3Unescape(name), false), s3TestEscape(fuzzS3Unescape(value), false)})
+		}
+	}
+	slices.SortFunc(query, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	pairs := make([]string, len(query))
+	for i, p := range query {
+		pairs[i] = p[0] + "=" + p[1]
+	}
+	signed := strings.Join(names, ";")
+	canonical := strings.Join([]string{r.Method, s3TestEscape(r.URL.Path, true), strings.Join(pairs, "&"), headers.String(), signed, payload}, "\n")
+	key := s3TestSigningKey(secret, amzDate[:8])
+	sig := hex.EncodeToString(s3TestHMAC(key, "AWS4-HMAC-SHA256\n"+amzDate+"\n"+scope+"\n"+s3TestHash([]byte(canonical))))
+	if presigned {
+		r.URL.RawQuery += "&X-Amz-Signature=" + sig
+	} else {
+		r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+s3TestAccessKey+"/"+scope+", SignedHeaders="+signed+", Signature="+sig)
+	}
+	return s3TestSigning{key: key, amzDate: amzDate, scope: scope, signature: sig}
+}
+
+// fuzzS3Env is an S3 server for a fuzz target, its root inside a parent
+// directory that also holds a file the server must never touch.
+type fuzzS3Env struct {
+	parent, root string
+	server       *s3Server
+	served       int // requests served by this root
+}
+
+// newFuzzS3Env builds the server and a file beside its root.
+func newFuzzS3Env(tb testing.TB) *fuzzS3Env {
+	tb.Helper()
+	env := &fuzzS3Env{parent: tb.TempDir()}
+	env.root = filepath.Join(env.parent, "s3")
+	writeFile(tb, env.parent, "outside/secret", "must stay as it is")
+	env.reset(tb)
+	return env
+}
+
+// reset replaces the root by a fresh one holding bucket/obj, stored by a
+// signed PUT.
+func (env *fuzzS3Env) reset(tb testing.TB) {
+	tb.Helper()
+	os.RemoveAll(env.root)
+	s, err := newS3Server(env.root, s3TestAccessKey, s3TestSecretKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.logger, s.now = discardLogger(), func() time.Time { return fuzzS3Now }
+	if err := s.ensureBucket("bucket"); err != nil {
+		tb.Fatal(err)
+	}
+	env.server, env.served = s, 0
+	req, _ := fuzzS3Request(http.MethodPut, "/bucket/obj", "", []byte(fuzzS3Secret))
+	fuzzS3Sign(req, s3TestSecretKey, s3TestHash([]byte(fuzzS3Secret)), false)
+	if rec := env.serve(req); rec.Code != http.StatusOK {
+		tb.Fatalf("PUT bucket/obj = %d %s", rec.Code, rec.Body.Bytes())
+	}
+}
+
+// serve answers one request.
+func (env *fuzzS3Env) serve(r *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	env.server.ServeHTTP(rec, r)
+	env.served++
+	return rec
+}
+
+// fuzzTree returns every file and directory under dir with the SHA-256 of
+// each file's content.
+func fuzzTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	tree := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			tree[path] = "dir"
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		tree[path] = s3TestHash(data)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return tree
+}
+
+// FuzzS3Request sends fuzzed requests (method, path, query, headers, body)
+// to the S3 server, unsigned as fuzzed, signed with a wrong key, signed
+// right, or presigned right. Nothing may answer 5xx but a NotImplemented;
+// nothing outside the root may change; the root holds only buckets and the
+// server's own directories, and no temporary file outlives a request; an
+// unsigned or wrongly signed request changes nothing and reads nothing.
+func FuzzS3Request(f *testing.F) {
+	const unsigned, wrongKey, signed, presigned = 0, 1, 2, 3
+	put := "Content-Type: text/plain\nx-amz-meta-color: blue"
+	for _, mode := range []uint8{unsigned, wrongKey, signed, presigned} {
+		f.Add(mode, "GET", "/bucket/obj", "", []byte(nil))
+		f.Add(mode, "PUT", "/bucket/new", put, []byte("data"))
+	}
+	seeds := []struct {
+		method, target, headers string
+		body                    []byte
+	}{
+		{"GET", "/", "", nil},
+		{"GET", "/bucket?list-type=2&prefix=o&delimiter=/&max-keys=1&encoding-type=url", "", nil},
+		{"GET", "/bucket?list-type=2&continuation-token=%%%", "", nil},
+		{"HEAD", "/bucket/obj", "Range: bytes=0-3", nil},
+		{"GET", "/bucket/obj?response-content-type=x%2Fy", "Range: bytes=-5", nil},
+		{"PUT", "/bucket2", "", []byte("<CreateBucketConfiguration><LocationConstraint>x</LocationConstraint></CreateBucketConfiguration>")},
+		{"PUT", "/bucket/copy", "X-Amz-Copy-Source: /bucket/obj\nX-Amz-Metadata-Directive: REPLACE", nil},
+		{"PUT", "/bucket/copy", "X-Amz-Copy-Source: /bucket/%2E%2E%2Foutside%2Fsecret", nil},
+		{"POST", "/bucket?delete", "", []byte("<Delete><Object><Key>obj</Key></Object><Object><Key>../x</Key></Object></Delete>")},
+		{"POST", "/bucket/big?uploads", "", nil},
+		{"PUT", "/bucket/big?partNumber=1&uploadId=00000000000000000000000000000000", "", []byte("part")},
+		{"POST", "/bucket/big?uploadId=../../outside", "", []byte("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>")},
+		{"DELETE", "/bucket/obj", "", nil},
+		{"DELETE", "/bucket", "", nil},
+		{"GET", "/bucket/../outside/secret", "", nil},
+		{"GET", "/bucket/%2E%2E%2F%2E%2E%2Foutside%2Fsecret", "", nil},
+		{"PUT", "/%2E%2E/outside", "", []byte("x")},
+		{"PUT", "/.tmp/x", "", []byte("x")},
+		{"PUT", "/bucket//etc/passwd", "", []byte("x")},
+		{"PUT", "/bucket/%FF", "", []byte("x")},
+		{"PUT", "/bucket/chunked", "Content-Encoding: aws-chunked\nX-Amz-Decoded-Content-Length: 4\nX-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER\nX-Amz-Trailer: x-amz-checksum-crc32", []byte("4\r\ndata\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n")},
+		{"PUT", "/bucket/chunked", "X-Amz-Decoded-Content-Length: 99\nX-Amz-Content-Sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD", []byte("ffffffffffffffff;chunk-signature=00\r\n")},
+		{"PUT", "/bucket/md5", "Content-MD5: AAAA", []byte("x")},
+		{"PUT", "/bucket/sum", "x-amz-checksum-sha256: AAAA", []byte("x")},
+		{"GET", "/bucket/obj?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=a/b/c/s3/aws4_request&X-Amz-Date=x&X-Amz-Expires=-1&X-Amz-SignedHeaders=host&X-Amz-Signature=00", "", nil},
+		{"GET", "/bucket/obj", "Authorization: AWS4-HMAC-SHA256 Credential=AKIDSVCTEST/20250601/r/s3/aws4_request,SignedHeaders=host,Signature=00\nX-Amz-Date: 20250601T120000Z\nX-Amz-Content-Sha256: UNSIGNED-PAYLOAD", nil},
+		{"GET", "/bucket/obj", "Authorization: AWS4-HMAC-SHA256 Credential=/,", nil},
+		{"GET", "/bucket/obj?acl&tagging", "", nil},
+	}
+	for i, s := range seeds {
+		f.Add(uint8(signed), s.method, s.target, s.headers, s.body)
+		f.Add(uint8([]int{unsigned, wrongKey, presigned}[i%3]), s.method, s.target, s.headers, s.body)
+	}
+	env := newFuzzS3Env(f)
+	f.Fuzz(func(t *testing.T, mode uint8, method, target, headers string, body []byte) {
+		if env.served >= fuzzS3RotateEvery {
+			env.reset(t)
+		}
+		r, ok := fuzzS3Request(method, target, headers, body)
+		if !ok {
+			return
+		}
+		mode %= 4
+		payload := r.Header.Get("X-Amz-Content-Sha256")
+		if payload == "" {
+			payload = s3TestHash(body)
+		}
+		switch mode {
+		case wrongKey:
+			fuzzS3Sign(r, "not-the-secret", payload, false)
+		case signed, presigned:
+			fuzzS3Sign(r, s3TestSecretKey, payload, mode == presigned)
+		}
+		before := fuzzTree(t, env.parent)
+		rec := env.serve(r)
+		if rec.Code >= 500 && !(rec.Code == http.StatusNotImplemented && strings.Contains(rec.Body.String(), "<Code>NotImplemented</Code>")) {
+			t.Fatalf("%s %s = %d %s; want no server error", r.Method, r.URL, rec.Code, rec.Body.Bytes())
+		}
+		after := fuzzTree(t, env.parent)
+		for path, sum := range after {
+			rel, _ := filepath.Rel(env.root, path)
+			first, _, _ := strings.Cut(rel, string(filepath.Separator))
+			switch {
+			case strings.HasPrefix(rel, ".."):
+				if before[path] != sum {
+					t.Fatalf("%s %s wrote %s outside the root", r.Method, r.URL, path)
+				}
+			case first == s3TmpDir && rel != s3TmpDir:
+				t.Fatalf("%s %s left %s behind", r.Method, r.URL, path)
+			case first != "." && first != s3TmpDir && first != s3UploadsDir && s3CheckBucketName(first) != nil:
+				t.Fatalf("%s %s created %s in the root", r.Method, r.URL, path)
+			}
+		}
+		for path := range before {
+			if _, ok := after[path]; !ok && !strings.HasPrefix(path, env.root) {
+				t.Fatalf("%s %s removed %s outside the root", r.Method, r.URL, path)
+			}
+		}
+		if mode == signed || mode == presigned {
+			return
+		}
+		if rec.Code < 400 || rec.Code > 499 {
+			t.Fatalf("unauthenticated %s %s = %d %s; want a 4xx", r.Method, r.URL, rec.Code, rec.Body.Bytes())
+		}
+		if strings.Contains(rec.Body.String(), fuzzS3Secret) {
+			t.Fatalf("unauthenticated %s %s read the object", r.Method, r.URL)
+		}
+		if len(after) != len(before) {
+			t.Fatalf("unauthenticated %s %s changed the files: %d before, %d after", r.Method, r.URL, len(before), len(after))
+		}
+		for path, sum := range before {
+			if after[path] != sum {
+				t.Fatalf("unauthenticated %s %s changed %s", r.Method, r.URL, path)
+			}
 		}
 	})
 }
