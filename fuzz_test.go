@@ -29,9 +29,12 @@ import (
 )
 
 // fuzzEdgeValidationLanded turns on the checks that need the edge
-// validation of JSON bodies (depth, UTF-8; issue 8) which is landing
-// separately. Until then a failure of one of them is logged, not failed;
-// flip it to true when the validator is merged.
+// validation of JSON bodies (issue 8), which is landing separately: an
+// accepted start or hook payload must be valid UTF-8, and nothing accepted
+// (start input, hook payload, recorded agent turn) may nest deeper than the
+// journal reads back, which today stops the engine from reopening. Until
+// then a failure of one of these checks is logged, not failed; flip it to
+// true when the validator is merged.
 const fuzzEdgeValidationLanded = false
 
 // fuzzRotateEvery is how many journaling iterations share one journal
