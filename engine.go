@@ -447,7 +447,7 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		}
 	}
 	ev.At = time.Now().UnixMicro()
-	b, err := json.Marshal(ev)
+	b, err := encodeRecord(ev)
 	if err == nil {
 		err = journalJSON.check(b)
 	}
@@ -468,6 +468,18 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		fn()
 	}
 	return nil
+}
+
+// encodeRecord encodes a journal event without escaping <, > and &, so the
+// values it carries replay byte for byte as they were accepted.
+func encodeRecord(ev *journalEvent) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // errEngineClosed is returned for events committed after close.

@@ -28,15 +28,6 @@ import (
 	"unicode/utf8"
 )
 
-// fuzzEdgeValidationLanded turns on the checks that need the edge
-// validation of JSON bodies (issue 8), which is landing separately: an
-// accepted start or hook payload must be valid UTF-8, and nothing accepted
-// (start input, hook payload, recorded agent turn) may nest deeper than the
-// journal reads back, which today stops the engine from reopening. Until
-// then a failure of one of these checks is logged, not failed; flip it to
-// true when the validator is merged.
-const fuzzEdgeValidationLanded = false
-
 // fuzzRotateEvery is how many journaling iterations share one journal
 // directory before the fuzz runtime moves to a fresh one, so that the
 // replay after each iteration stays cheap.
@@ -183,7 +174,7 @@ func (fr *fuzzRuntime) replay(t *testing.T) {
 		if !fuzzTooDeep(err) {
 			t.Fatalf("what was accepted does not replay: %v", err)
 		}
-		fuzzEdgeCheck(t, "what was accepted does not replay: %v", err)
+		t.Errorf("what was accepted does not replay: %v", err)
 		return
 	}
 	after := fr.runs()
@@ -230,17 +221,6 @@ func fuzzTooDeep(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "exceeded max depth")
 }
 
-// fuzzEdgeCheck fails the test with the message, or only logs it while the
-// edge validation it depends on has not landed (fuzzEdgeValidationLanded).
-func fuzzEdgeCheck(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if fuzzEdgeValidationLanded {
-		t.Errorf(format, args...)
-		return
-	}
-	t.Logf("pending the edge validation (issue 8): "+format, args...)
-}
-
 // fuzzCheckAPIAnswer checks a start or hook answer: a documented status and
 // a JSON body, {"error":{"code","message"}} when it is an error.
 func fuzzCheckAPIAnswer(t *testing.T, rec *httptest.ResponseRecorder) {
@@ -268,12 +248,12 @@ func fuzzCheckJSON(t *testing.T, what string, v any) {
 	}
 	var decoded json.RawMessage
 	if err := json.Unmarshal(out, &decoded); fuzzTooDeep(err) {
-		fuzzEdgeCheck(t, "%s re-marshals to JSON that does not decode: %v", what, err)
+		t.Errorf("%s re-marshals to JSON that does not decode: %v", what, err)
 	} else if err != nil {
 		t.Fatalf("%s re-marshals to invalid JSON %q: %v", what, out, err)
 	}
 	if !utf8.Valid(out) {
-		fuzzEdgeCheck(t, "%s re-marshals to invalid UTF-8 %q", what, out)
+		t.Errorf("%s re-marshals to invalid UTF-8 %q", what, out)
 	}
 }
 
