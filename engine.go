@@ -203,6 +203,7 @@ type engine struct {
 	ended        []string  // runs whose end is durable, for the archiver (engine_history.go)
 	epoch        int       // bumped when recovery replaces the state (and ended)
 	compacting   bool      // a compaction is being written
+	snapBytes    int       // size of the last snapshot written
 	compactRetry time.Time // no compaction before this, after one failed
 
 	wg   sync.WaitGroup // executions
@@ -214,7 +215,7 @@ type engine struct {
 const (
 	defaultRetryBase    = 250 * time.Millisecond
 	defaultMaxAttempts  = 3
-	defaultCompactBytes = 32 << 20
+	defaultCompactBytes = 4 << 20 // snapshots hold only what memory holds: cheap to write often
 )
 
 // openEngine opens the journal, rebuilds the state and resumes every

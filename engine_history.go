@@ -36,7 +36,9 @@ const (
 // writing the snapshot happen on a goroutine, so no start, step or read
 // waits for them. mu must be held.
 func (e *engine) maybeCompactLocked() {
-	if e.compacting || e.j.Size() < e.opts.CompactBytes || time.Now().Before(e.compactRetry) {
+	// Past the threshold, and past twice the last snapshot, so a large
+	// active set is not rewritten over and over.
+	if e.compacting || e.j.Size() < max(e.opts.CompactBytes, 2*int64(e.snapBytes)) || time.Now().Before(e.compactRetry) {
 		return
 	}
 	c, err := e.j.BeginCompact()
@@ -59,6 +61,8 @@ func (e *engine) maybeCompactLocked() {
 		e.compacting = false
 		if err != nil {
 			e.compactRetry = time.Now().Add(compactRetryDelay)
+		} else {
+			e.snapBytes = len(b)
 		}
 		e.mu.Unlock()
 		if err != nil {

@@ -140,8 +140,8 @@ func TestEngineHistoryBoundsMemory(t *testing.T) {
 		runs, _ := te.list()
 		return len(runs) == 1
 	})
-	te.startWait(t, "three", `{"id":"compact"}`) // its records trigger compactions
-	eventually(t, 10*time.Second, "a snapshot without the archived runs", func() bool {
+	eventually(t, 20*time.Second, "a snapshot without the archived runs", func() bool {
+		te.startWait(t, "three", `{"id":"compact"}`) // its records grow the log to the next compaction
 		snaps, _ := filepath.Glob(te.dir + "/.svc/journal/*.snap")
 		if len(snaps) == 0 {
 			return false
