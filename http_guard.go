@@ -432,12 +432,14 @@ func (g *httpGuard) paceBody(w http.ResponseWriter, r *http.Request) {
 
 // httpGuardBody is a request body that must keep arriving at minRate on
 // average after grace. Each Read arms the connection's read deadline for
-// the next byte; at EOF the deadline is cleared, because net/http then
-// reads the connection in the background and a timeout there would cancel
-// the request's context (SSE streams, long polls). After a timeout the
-// deadline stays, so net/http does not wait for the rest and closes the
-// connection. Handlers that answer for long read their body to the end
-// first (readBody does). Not safe for concurrent Reads, like any body.
+// the next byte. At EOF the deadline is cleared and never armed again:
+// net/http then reads the connection in the background, and a timeout
+// there would cancel the request's context (SSE streams, long polls).
+// After a timeout the deadline stays, so net/http does not wait for the
+// rest and closes the connection. A body the handler leaves unread is
+// discarded by net/http under the deadline last armed, so handlers that
+// answer for long read their body to the end first (readBody does). Not
+// safe for concurrent Reads, like any body.
 type httpGuardBody struct {
 	io.ReadCloser
 	rc      *http.ResponseController
