@@ -154,12 +154,11 @@ func httpGuardList(s string, norm func(string) (string, error)) ([]string, error
 // httpGuardHost normalizes an allowed host: a name or IP address without
 // scheme or port, lowercase, IPs in canonical form.
 func httpGuardHost(s string) (string, error) {
-	name := httpGuardHostname(s)
-	if addr, err := netip.ParseAddr(name); err == nil {
+	name := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ".")
+	if addr, err := netip.ParseAddr(strings.Trim(name, "[]")); err == nil {
 		return addr.Unmap().String(), nil
 	}
-	if name == "" || name != strings.ToLower(strings.TrimSuffix(strings.TrimSpace(s), ".")) ||
-		strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-._") != "" {
+	if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-._") != "" {
 		return "", fmt.Errorf("allowed host %q: want a host name or IP address, without scheme or port", s)
 	}
 	return name, nil
@@ -183,14 +182,13 @@ type httpGuardOrigin struct {
 
 // String is the origin as scheme://host[:port].
 func (o httpGuardOrigin) String() string {
-	host := o.host
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if o.port != "" {
+	switch {
+	case o.port != "":
 		return o.scheme + "://" + net.JoinHostPort(o.host, o.port)
+	case strings.Contains(o.host, ":"):
+		return o.scheme + "://[" + o.host + "]"
 	}
-	return o.scheme + "://" + host
+	return o.scheme + "://" + o.host
 }
 
 // httpGuardDefaultPort is the port a URL of scheme means without one.
@@ -321,7 +319,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 	if !g.hostAllowed(r.Host) {
 		writeAPIError(w, http.StatusForbidden, apiError{Code: "host_not_allowed",
-			Message: fmt.Sprintf("host %q is not allowed (a DNS-rebinding guard): use localhost or an IP address, or add the name to SVC_ALLOWED_HOSTS", r.Host)})
+			Message: fmt.Sprintf("host %q is not allowed (a DNS-rebinding guard): use localhost (with --listen, an IP address too) or add the name to SVC_ALLOWED_HOSTS", r.Host)})
 		return false
 	}
 	origin := r.Header.Get("Origin")
