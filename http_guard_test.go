@@ -532,7 +532,7 @@ func TestHTTPGuardLongAnswers(t *testing.T) {
 	}
 	guardTestShrink(g)
 	ts := guardTestServe(t, g)
-	body := strings.Repeat("b", 100)
+	body := strings.Repeat("b", 600)
 	tests := []struct {
 		name   string
 		method string
@@ -541,7 +541,8 @@ func TestHTTPGuardLongAnswers(t *testing.T) {
 		{"long poll", "GET", nil},
 		{"sized body", "POST", strings.NewReader(body)},
 		{"chunked body", "POST", struct{ io.Reader }{strings.NewReader(body)}},
-		{"paced chunked body", "POST", &guardTestPaced{data: []byte(body), chunk: 10, pause: 20 * time.Millisecond}},
+		// 50 bytes every 20 ms: 2.5 KB/s, five times the minimum rate.
+		{"paced chunked body", "POST", &guardTestPaced{data: []byte(body), chunk: 50, pause: 20 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(tt.method, ts.URL+"/api/runs/x?wait=30s", tt.body)
