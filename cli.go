@@ -290,7 +290,9 @@ environment:
   OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
   SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
                        the model provider (the first one set opens the boot gate)
-  SVC_API_KEYS         extra chat-wire keys accepted with svc dev --listen
+  SVC_API_KEYS         more keys accepted on every route with svc dev --listen
+  SVC_ALLOWED_HOSTS    more Host names the API answers (comma-separated; loopback names always)
+  SVC_ALLOWED_ORIGINS  more browser origins that may call the API (comma-separated)
   SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
 `
 

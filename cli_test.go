@@ -117,7 +117,11 @@ func TestPrintContractMatchesRoute(t *testing.T) {
 		t.Fatalf("dev --print-contract = exit %d", code)
 	}
 	rec := httptest.NewRecorder()
-	newServer(&devRuntime{log: discardLogger()}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/contract", nil))
+	srv, err := newServer(&devRuntime{log: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/api/contract", nil))
 	if rec.Code != 200 || rec.Body.String() != stdout {
 		t.Fatalf("GET /api/contract = %d %q\nwant byte-for-byte %q", rec.Code, rec.Body.String(), stdout)
 	}

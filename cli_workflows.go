@@ -74,6 +74,7 @@ func newRunsGetFlags() *flag.FlagSet {
 type target struct {
 	baseURL string
 	client  *http.Client
+	key     string // the project's dev key, sent as Bearer ("" = none)
 }
 
 // resolveTarget finds the runtime: --agent (a deployed box, which needs a
@@ -103,6 +104,11 @@ func resolveTarget(ctx context.Context, c *cmd, fs *flag.FlagSet) (*target, erro
 		base = fmt.Sprintf("http://127.0.0.1:%d", defaultAPIPort+offset)
 	}
 	t := &target{baseURL: base, client: &http.Client{}}
+	// Under --listen every route requires the dev key; bound to loopback it
+	// is not needed, and the file does not exist.
+	if b, err := os.ReadFile(proj.stateDir(devAPIKeyFile)); err == nil {
+		t.key = strings.TrimSpace(string(b))
+	}
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, _, err := t.do(hctx, http.MethodGet, "/api/health", nil, nil); err != nil {
@@ -116,6 +122,9 @@ func (t *target) do(ctx context.Context, method, path string, body []byte, heade
 	req, err := http.NewRequestWithContext(ctx, method, t.baseURL+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
+	}
+	if t.key != "" {
+		req.Header.Set("Authorization", "Bearer "+t.key)
 	}
 	for k, v := range header {
 		req.Header[k] = v

@@ -51,6 +51,10 @@ type devOptions struct {
 	host                    string // bind address
 	autoMigrate             *bool  // nil: use agent.yaml
 	printContract           bool
+
+	// allowedHosts and allowedOrigins are SVC_ALLOWED_HOSTS and
+	// SVC_ALLOWED_ORIGINS, normalized for the HTTP guard.
+	allowedHosts, allowedOrigins []string
 }
 
 // parseDevOptions validates the flags and SVC_DEV_PORT_OFFSET before
@@ -78,6 +82,12 @@ func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
 	o.host = "127.0.0.1"
 	if get("listen") == "true" {
 		o.host = "0.0.0.0"
+	}
+	if o.allowedHosts, err = httpGuardList(c.getenv("SVC_ALLOWED_HOSTS"), httpGuardHost); err != nil {
+		return o, failf(codeGeneric, "set SVC_ALLOWED_HOSTS to comma-separated host names or IP addresses, e.g. devbox.lan,devbox", "invalid SVC_ALLOWED_HOSTS: %v", err)
+	}
+	if o.allowedOrigins, err = httpGuardList(c.getenv("SVC_ALLOWED_ORIGINS"), httpGuardOriginNormalize); err != nil {
+		return o, failf(codeGeneric, "set SVC_ALLOWED_ORIGINS to comma-separated origins, e.g. http://devbox.lan:3000", "invalid SVC_ALLOWED_ORIGINS: %v", err)
 	}
 	o.printContract = get("print-contract") == "true"
 	fs.Visit(func(f *flag.Flag) {
@@ -351,7 +361,11 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	if err != nil {
 		return nil, fmt.Errorf("object storage: %w", err)
 	}
-	rt.serve(s3Ln, rt.s3, "object storage")
+	s3Guard, err := newHTTPGuard(rt.s3, httpGuardConfig{})
+	if err != nil {
+		return nil, err
+	}
+	rt.serve(s3Ln, s3Guard, "object storage")
 	rt.baseEnv = map[string]string{
 		"DATABASE_URL": rt.pg.URL, "S3_ENDPOINT": rt.services.S3Endpoint, "S3_BUCKET": devBucketName,
 		"S3_ACCESS_KEY_ID": s3Key, "S3_SECRET_ACCESS_KEY": s3Secret, "S3_REGION": devS3Region,
@@ -384,7 +398,11 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 
 	// 5. Serve the endpoints.
 	rt.apiURL = "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.apiPort))
-	rt.serve(apiLn, newServer(rt), "API")
+	api, err := newServer(rt)
+	if err != nil {
+		return nil, err
+	}
+	rt.serve(apiLn, api, "API")
 	if err := writeFileAtomic(proj.stateDir("runtime.json"), []byte(fmt.Sprintf(`{"url":%q,"pid":%d}`+"\n", rt.apiURL, os.Getpid())), privateFileMode); err != nil {
 		return nil, err
 	}
@@ -628,7 +646,7 @@ func (rt *devRuntime) announce() {
 			p.EmulatorURL, redactURL(p.Services.PostgresURL), p.Services.S3Endpoint, p.Services.S3Bucket, gate,
 			orNone(p.DeepAgents), orNone(wfs))
 		if rt.agents != nil && len(rt.agents.apiKeys) > 0 {
-			fmt.Fprintf(w, "  Chat wires accept only the dev key %s (.svc/%s) or a key of SVC_API_KEYS (--listen).\n", rt.agents.apiKeys[0], devAPIKeyFile)
+			fmt.Fprintf(w, "  Every route requires the dev key %s (.svc/%s) or a key of SVC_API_KEYS (--listen); console: %s/?key=%s\n", rt.agents.apiKeys[0], devAPIKeyFile, p.EmulatorURL, rt.agents.apiKeys[0])
 		}
 	})
 }

@@ -140,15 +140,20 @@ func TestEngineCancelRace(t *testing.T) {
 func post(t *testing.T, h http.Handler, path, body string) (int, map[string]any) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+path, strings.NewReader(body)))
 	var out map[string]any
 	json.Unmarshal(rec.Body.Bytes(), &out)
 	return rec.Code, out
 }
 
 // testServer serves te's engine through the real route table.
-func (te *testEngine) server() http.Handler {
-	return newServer(&devRuntime{log: discardLogger(), engine: te.engine, proj: &project{Dir: te.dir}})
+func (te *testEngine) server(t testing.TB) http.Handler {
+	t.Helper()
+	s, err := newServer(&devRuntime{log: discardLogger(), engine: te.engine, proj: &project{Dir: te.dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // worstJSON returns the worst value the edge accepts at depth levels: the
@@ -173,7 +178,7 @@ func sameJSON(a, b []byte) bool {
 // hook resumes.
 func TestEdgeRejectsWhatCannotReplay(t *testing.T) {
 	te := newTestEngine(t)
-	h := te.server()
+	h := te.server(t)
 	bad := map[string]string{
 		"10,000 deep":        `{"a":` + nestedJSON(10000) + `}`,
 		"9,998 deep":         `{"a":` + nestedJSON(9997) + `}`,
@@ -237,7 +242,7 @@ func waitHookToken(t *testing.T, te *testEngine, id string) string {
 // from the segments and then from a snapshot.
 func TestWorstAcceptedValueReplays(t *testing.T) {
 	te := newTestEngine(t)
-	h := te.server()
+	h := te.server(t)
 	input := `{"wait":true,"v":` + worstJSON(jsonMaxDepth-1, maxRequestBody-64) + `}`
 	payload := worstJSON(jsonMaxDepth, maxRequestBody-16)
 	if len(input) > maxRequestBody || len(payload) > maxRequestBody {
@@ -350,7 +355,11 @@ func TestWiresAndSettingsRejectWhatCannotReplay(t *testing.T) {
 			}
 		}
 		rec := httptest.NewRecorder()
-		newServer(env.rt).ServeHTTP(rec, httptest.NewRequest(http.MethodPut, "/api/settings/model-provider",
+		srv, err := newServer(env.rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, "http://127.0.0.1/api/settings/model-provider",
 			strings.NewReader(`{"provider":"openai","apiKey":"k","model":`+bad+`}`)))
 		if rec.Code != http.StatusBadRequest {
 			t.Errorf("%s: PUT /api/settings/model-provider = %d %s; want 400", name, rec.Code, rec.Body)
@@ -379,10 +388,10 @@ func TestJournalFullDisk(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
 	te.open(t)
-	h := te.server()
+	h := te.server(t)
 	health := func() (int, map[string]any) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/health", nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/api/health", nil))
 		var out map[string]any
 		json.Unmarshal(rec.Body.Bytes(), &out)
 		return rec.Code, out
@@ -418,7 +427,7 @@ func TestJournalFullDisk(t *testing.T) {
 	for i := range 50 {
 		refusedInput = fmt.Sprintf(`{"id":"attempt-%d"}`, i)
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/workflows/three/start", strings.NewReader(refusedInput)))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1/api/workflows/three/start", strings.NewReader(refusedInput)))
 		if rec.Code == http.StatusServiceUnavailable {
 			json.Unmarshal(rec.Body.Bytes(), &refused)
 			if rec.Header().Get("Retry-After") == "" {

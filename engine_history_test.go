@@ -80,7 +80,7 @@ func TestEngineHistoryBoundsMemory(t *testing.T) {
 		t.Errorf("cancel of an archived run = %s %v; want it unchanged", r.Status, err)
 	}
 	// Pages of 7 through the API visit every run once, newest first.
-	srv := httptest.NewServer(te.server())
+	srv := httptest.NewServer(te.server(t))
 	defer srv.Close()
 	seen := map[string]bool{}
 	cursor := ""

@@ -120,7 +120,11 @@ func (fr *fuzzRuntime) tryOpen() error {
 	rt.provider.Store(&modelProvider{Kind: providerOpenAI, APIKey: "sk-test"})
 	rt.agents = agentTestHost(fuzzModel{})
 	rt.agents.record = e.recordTurn
-	fr.rt, fr.srv = rt, newServer(rt)
+	srv, err := newServer(rt)
+	if err != nil {
+		return err
+	}
+	fr.rt, fr.srv = rt, srv
 	return nil
 }
 
@@ -140,6 +144,7 @@ func (fuzzModel) complete(ctx context.Context, req modelRequest, onDelta func(mo
 // serve sends one request through the route table.
 func (fr *fuzzRuntime) serve(method, target string, header http.Header, body []byte) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, target, bytes.NewReader(body))
+	req.Host = "127.0.0.1" // a Host the guard admits
 	for name, values := range header {
 		req.Header[name] = values
 	}
@@ -640,6 +645,7 @@ func FuzzChatWires(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), fuzzWaitLimit)
 		defer cancel()
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, fuzzChatRoutes[int(wire)%len(fuzzChatRoutes)], strings.NewReader(body))
+		req.Host = "127.0.0.1" // a Host the guard admits
 		for name, values := range header {
 			req.Header[name] = values
 		}

@@ -138,8 +138,16 @@ func baseEnv(extra ...string) []string {
 // startDevProcess starts `svc dev --json --port P` in dir without waiting.
 func startDevProcess(t testing.TB, dir string, port int, env []string, args ...string) *devProcess {
 	t.Helper()
+	return startDevProcessVia(t, nil, dir, port, env, args...)
+}
+
+// startDevProcessVia is startDevProcess run through the command via (such
+// as ip netns exec NAME) when via is not empty.
+func startDevProcessVia(t testing.TB, via []string, dir string, port int, env []string, args ...string) *devProcess {
+	t.Helper()
 	d := &devProcess{t: t, dir: dir, port: port, env: env, lines: make(chan string, 16), stderr: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(svcBinary(t), append([]string{"dev", "--json", "--port", fmt.Sprint(port)}, args...)...)
+	argv := append(append(append([]string(nil), via...), svcBinary(t), "dev", "--json", "--port", fmt.Sprint(port)), args...)
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Dir = dir
 	d.cmd.Env = env
 	d.cmd.Stderr = d.stderr

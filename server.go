@@ -21,20 +21,31 @@ type route struct {
 	handler               http.HandlerFunc
 }
 
-// server is the HTTP surface of the runtime. It owns its ServeMux.
+// server is the HTTP surface of the runtime. It owns its ServeMux and the
+// guard in front of it (http_guard.go).
 type server struct {
-	rt  *devRuntime
-	log *slog.Logger
-	mux *http.ServeMux
+	rt    *devRuntime
+	log   *slog.Logger
+	mux   *http.ServeMux
+	guard *httpGuard
 }
 
-// newServer builds the server for rt and registers every route.
-func newServer(rt *devRuntime) *server {
+// newServer builds the server for rt, registers every route and puts the
+// guard in front of them: bound as rt.opts says, with the keys of rt.agents.
+func newServer(rt *devRuntime) (*server, error) {
 	s := &server{rt: rt, log: rt.log, mux: http.NewServeMux()}
 	for _, r := range routeTable(s) {
 		s.mux.HandleFunc(r.method+" "+r.path, r.handler)
 	}
-	return s
+	cfg := httpGuardConfig{Access: true, BindHost: rt.opts.host, AllowedHosts: rt.opts.allowedHosts, AllowedOrigins: rt.opts.allowedOrigins}
+	if rt.agents != nil {
+		cfg.APIKeys = rt.agents.apiKeys
+	}
+	var err error
+	if s.guard, err = newHTTPGuard(s.mux, cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // routeTable is the one list of routes. s may be nil when only the
@@ -61,18 +72,32 @@ func routeTable(s *server) []route {
 	}
 }
 
-// ServeHTTP serves a request through the mux, logging it when verbose.
+// ServeHTTP serves a request through the guard and the mux, logging it
+// when verbose.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	s.mux.ServeHTTP(w, r)
+	s.guard.ServeHTTP(w, r)
 	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "dur", time.Since(start))
 }
 
-// newHTTPServer wraps h in an http.Server with explicit timeouts: headers
-// must arrive promptly, but bodies and responses may stream for as long as a
-// model answers or a long-poll waits, so there is no write timeout.
+// Limits of both HTTP servers against slow or greedy clients (issue 8);
+// request bodies are paced by the guard (httpGuardBodyMinRate).
+const (
+	// httpReadHeaderTimeout bounds the wait for a request's headers.
+	httpReadHeaderTimeout = 10 * time.Second
+	// httpIdleTimeout closes a keep-alive connection idle this long.
+	httpIdleTimeout = 60 * time.Second
+	// httpMaxHeaderBytes bounds a request's headers (larger: 431).
+	httpMaxHeaderBytes = 64 << 10
+)
+
+// newHTTPServer wraps h in an http.Server with explicit limits: headers
+// must arrive promptly and be small, idle connections are closed, and
+// bodies are paced by the guard in h. There is no ReadTimeout (a large
+// upload that keeps making progress must finish) and no WriteTimeout:
+// responses stream for as long as a model answers or a long poll waits.
 func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	return &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes}
 }
 
 // writeJSON answers with status and v as JSON.

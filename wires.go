@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,25 +188,6 @@ func wireCredential(r *http.Request) string {
 	return strings.TrimSpace(r.Header.Get("x-api-key"))
 }
 
-// checkCredential accepts a non-empty credential, which must also be one of
-// apiKeys when the runtime is reachable beyond loopback.
-func (h *agentHost) checkCredential(cred string) *wireError {
-	if cred == "" {
-		return &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth,
-			Message: "missing credential: send Authorization: Bearer <token> or x-api-key: <key>"}
-	}
-	if h.apiKeys == nil {
-		return nil
-	}
-	for _, k := range h.apiKeys {
-		if subtle.ConstantTimeCompare([]byte(cred), []byte(k)) == 1 {
-			return nil
-		}
-	}
-	return &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth,
-		Message: "invalid credential: with --listen the chat wires accept the project's dev key (.svc/dev-api-key) or a key of SVC_API_KEYS"}
-}
-
 // sessionFromHeaders reads x-svc-session and x-svc-conversation: both sent
 // means a durable session (the conversation key is then ignored).
 func sessionFromHeaders(r *http.Request, wr *wireRequest) *wireError {
@@ -221,15 +201,12 @@ func sessionFromHeaders(r *http.Request, wr *wireRequest) *wireError {
 	return nil
 }
 
-// serveChat is the flow every wire shares: credential, body, decode, gate,
-// agent, then the turn, answered whole or streamed.
+// serveChat is the flow every wire shares: body, decode, gate, agent, then
+// the turn, answered whole or streamed. The guard checked the credential
+// (http_guard.go); it scopes durable sessions.
 func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) {
 	h := s.rt.agents
 	cred := wireCredential(r)
-	if e := h.checkCredential(cred); e != nil {
-		c.writeError(w, e)
-		return
-	}
 	body, err := readBody(r)
 	if err != nil {
 		c.writeError(w, &wireError{Status: http.StatusRequestEntityTooLarge, Kind: wireErrTooLarge, Message: err.Error()})
@@ -665,10 +642,6 @@ func openAIModel(name string, created int64) map[string]any {
 
 // handleOpenAIModels serves GET /openai/v1/models: the agents as models.
 func (s *server) handleOpenAIModels(w http.ResponseWriter, r *http.Request) {
-	if e := s.rt.agents.checkCredential(wireCredential(r)); e != nil {
-		openAIWire{}.writeError(w, e)
-		return
-	}
 	data := []map[string]any{}
 	if cat := s.rt.catalog.Load(); cat != nil && s.rt.gateState().Open {
 		for _, name := range cat.agentNames() {
@@ -680,10 +653,6 @@ func (s *server) handleOpenAIModels(w http.ResponseWriter, r *http.Request) {
 
 // handleOpenAIModel serves GET /openai/v1/models/{model}.
 func (s *server) handleOpenAIModel(w http.ResponseWriter, r *http.Request) {
-	if e := s.rt.agents.checkCredential(wireCredential(r)); e != nil {
-		openAIWire{}.writeError(w, e)
-		return
-	}
 	ag, e := s.chatAgent(r.PathValue("model"))
 	if e != nil {
 		openAIWire{}.writeError(w, e)

@@ -51,10 +51,21 @@ func newWiresEnv(t *testing.T, dbURL string) *wiresEnv {
 		t.Cleanup(pool.Close)
 		rt.agents.sessions = newSessionStore(pool)
 	}
-	ts := httptest.NewServer(newServer(rt))
-	t.Cleanup(ts.Close)
-	env.url = ts.URL
+	env.url = wiresServe(t, rt)
 	return env
+}
+
+// wiresServe serves rt's HTTP surface on loopback until the test ends and
+// returns its URL.
+func wiresServe(t *testing.T, rt *devRuntime) string {
+	t.Helper()
+	srv, err := newServer(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return ts.URL
 }
 
 // wiresMigratedDB returns a fresh database with the platform migrations.
@@ -285,6 +296,7 @@ func TestWiresGateClosed(t *testing.T) {
 func TestWiresListenCredentials(t *testing.T) {
 	env := newWiresEnv(t, "")
 	env.rt.agents.apiKeys = []string{"dev-key", "extra"}
+	env.url = wiresServe(t, env.rt)
 	tests := []struct {
 		name    string
 		headers map[string]string

@@ -1,0 +1,474 @@
+package main
+
+// The HTTP guard (issue 8): the one middleware in front of both servers.
+// On the API it decides, before any route runs, whether a request may reach
+// it: its Host (DNS rebinding), its Origin (cross-site requests), CORS
+// preflights, and its credential. On the API and on object storage it
+// paces request bodies, so a client that sends a byte now and then cannot
+// hold a connection open.
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Limits and names of the guard.
+const (
+	// httpGuardBodyGrace is how long a request body may take before it must
+	// keep up with httpGuardBodyMinRate: room for a slow start or a client
+	// that waits for 100 Continue.
+	httpGuardBodyGrace = 10 * time.Second
+	// httpGuardBodyMinRate is the average rate, in bytes per second, a
+	// request body must keep after the grace: its n-th byte is due by
+	// start + grace + n/rate. 16 KiB/s lets any client that makes progress
+	// finish (a 64 MiB upload may take 68 minutes) and cuts a dribbler off
+	// after the grace.
+	httpGuardBodyMinRate = 16 << 10
+	// httpGuardPreflightMaxAge is how long, in seconds, a browser may cache
+	// the answer to a CORS preflight.
+	httpGuardPreflightMaxAge = 600
+	// httpGuardCookie is the browser console's credential under --listen,
+	// set by visiting /?key=<key>: the key, base64url-encoded (a key of
+	// SVC_API_KEYS may hold bytes a cookie cannot).
+	httpGuardCookie = "svc_key"
+	// httpGuardAllowedMethods are the methods a preflight may ask for.
+	httpGuardAllowedMethods = "GET, POST, PUT, PATCH, DELETE"
+)
+
+// errHTTPSlowBody is the error a request body returns once it fell behind
+// the guard's minimum rate; the connection is then closed.
+var errHTTPSlowBody = errors.New("request body arrived too slowly")
+
+// httpGuardConfig is what a guard enforces. The zero value paces request
+// bodies only.
+type httpGuardConfig struct {
+	// Access turns on the Host, Origin, CORS and credential checks (the
+	// API). Off, the guard only paces bodies: object storage authenticates
+	// with SigV4, which signs the Host, and browsers cannot forge it.
+	Access bool
+	// BindHost is the IP address the server listens on; "" means
+	// 127.0.0.1. Bound to the unspecified address (0.0.0.0, --listen), any
+	// IP literal is an allowed Host: an IP cannot be DNS-rebound.
+	BindHost string
+	// AllowedHosts are more Host names to accept (SVC_ALLOWED_HOSTS).
+	AllowedHosts []string
+	// AllowedOrigins are more browser origins, scheme://host[:port], that
+	// may change state and read answers (SVC_ALLOWED_ORIGINS).
+	AllowedOrigins []string
+	// APIKeys, when non-nil, is the credential every route requires
+	// (--listen: the dev key, then SVC_API_KEYS). Nil, the runtime's own
+	// routes and the console need none and the chat wires take any
+	// non-empty credential (loopback).
+	APIKeys []string
+}
+
+// httpGuard is the middleware in front of a server's routes. Built by
+// newHTTPGuard; read-only afterwards, except that tests may shrink the body
+// pace before serving.
+type httpGuard struct {
+	next    http.Handler
+	access  bool
+	bind    netip.Addr
+	hosts   map[string]bool // normalized AllowedHosts
+	origins map[string]bool // normalized AllowedOrigins
+	keys    [][]byte        // nil: loopback, no key required
+
+	// bodyGrace and bodyMinRate pace request bodies (httpGuardBodyGrace,
+	// httpGuardBodyMinRate in bytes per second).
+	bodyGrace   time.Duration
+	bodyMinRate int64
+}
+
+// newHTTPGuard checks cfg and returns the guard in front of next. A server
+// bound beyond loopback with access checks must have keys.
+func newHTTPGuard(next http.Handler, cfg httpGuardConfig) (*httpGuard, error) {
+	if next == nil {
+		return nil, errors.New("new http guard: no handler")
+	}
+	bind := cfg.BindHost
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
+	addr, err := netip.ParseAddr(bind)
+	if err != nil {
+		return nil, fmt.Errorf("new http guard: bind address %q is not an IP address", cfg.BindHost)
+	}
+	g := &httpGuard{next: next, access: cfg.Access, bind: addr.Unmap(), hosts: map[string]bool{}, origins: map[string]bool{},
+		bodyGrace: httpGuardBodyGrace, bodyMinRate: httpGuardBodyMinRate}
+	if cfg.Access && cfg.APIKeys == nil && !g.bind.IsLoopback() {
+		return nil, fmt.Errorf("new http guard: a server bound to %s needs API keys", bind)
+	}
+	for _, h := range cfg.AllowedHosts {
+		n, err := httpGuardHost(h)
+		if err != nil {
+			return nil, fmt.Errorf("new http guard: %w", err)
+		}
+		g.hosts[n] = true
+	}
+	for _, o := range cfg.AllowedOrigins {
+		n, err := httpGuardParseOrigin(o)
+		if err != nil {
+			return nil, fmt.Errorf("new http guard: %w", err)
+		}
+		g.origins[n.String()] = true
+	}
+	if cfg.APIKeys != nil {
+		g.keys = [][]byte{}
+		for _, k := range cfg.APIKeys {
+			if k == "" {
+				return nil, errors.New("new http guard: empty API key")
+			}
+			g.keys = append(g.keys, []byte(k))
+		}
+	}
+	return g, nil
+}
+
+// httpGuardList splits a comma-separated list from the environment and
+// normalizes each entry with norm; empty entries are skipped.
+func httpGuardList(s string, norm func(string) (string, error)) ([]string, error) {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		n, err := norm(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// httpGuardHost normalizes an allowed host: a name or IP address without
+// scheme or port, lowercase, IPs in canonical form.
+func httpGuardHost(s string) (string, error) {
+	name := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ".")
+	if addr, err := netip.ParseAddr(strings.Trim(name, "[]")); err == nil {
+		return addr.Unmap().String(), nil
+	}
+	if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-._") != "" {
+		return "", fmt.Errorf("allowed host %q: want a host name or IP address, without scheme or port", s)
+	}
+	return name, nil
+}
+
+// httpGuardOriginNormalize normalizes an allowed origin to
+// scheme://host[:port] (see httpGuardParseOrigin).
+func httpGuardOriginNormalize(s string) (string, error) {
+	o, err := httpGuardParseOrigin(s)
+	if err != nil {
+		return "", err
+	}
+	return o.String(), nil
+}
+
+// httpGuardOrigin is a parsed browser origin. port is "" for the scheme's
+// default port.
+type httpGuardOrigin struct {
+	scheme, host, port string
+}
+
+// String is the origin as scheme://host[:port].
+func (o httpGuardOrigin) String() string {
+	switch {
+	case o.port != "":
+		return o.scheme + "://" + net.JoinHostPort(o.host, o.port)
+	case strings.Contains(o.host, ":"):
+		return o.scheme + "://[" + o.host + "]"
+	}
+	return o.scheme + "://" + o.host
+}
+
+// httpGuardDefaultPort is the port a URL of scheme means without one.
+var httpGuardDefaultPort = map[string]string{"http": "80", "https": "443"}
+
+// httpGuardParseOrigin parses an Origin header or an allowed origin: http
+// or https, a host, an optional port, nothing else. "null" is refused.
+func httpGuardParseOrigin(s string) (httpGuardOrigin, error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || httpGuardDefaultPort[u.Scheme] == "" || u.Host == "" || u.User != nil || u.Opaque != "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return httpGuardOrigin{}, fmt.Errorf("origin %q: want http:// or https:// with a host and an optional port only", s)
+	}
+	o := httpGuardOrigin{scheme: u.Scheme, host: httpGuardHostname(u.Host), port: u.Port()}
+	if o.port == httpGuardDefaultPort[o.scheme] {
+		o.port = ""
+	}
+	return o, nil
+}
+
+// httpGuardHostname is the host name of a Host header or host[:port]:
+// lowercase, without port, brackets or trailing dot.
+func httpGuardHostname(hostport string) string {
+	h := strings.TrimSpace(hostport)
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+// httpGuardLoopbackName reports whether a host name always means this
+// machine: localhost, *.localhost, 127.0.0.0/8 or ::1.
+func httpGuardLoopbackName(name string) bool {
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	addr, err := netip.ParseAddr(name)
+	return err == nil && addr.Unmap().IsLoopback()
+}
+
+// hostAllowed reports whether the Host header names this server: a
+// loopback name, the bind address, any IP literal when bound to all
+// addresses, or a name of SVC_ALLOWED_HOSTS. Any other name may be an
+// attacker's, rebound by DNS to this address.
+func (g *httpGuard) hostAllowed(hostport string) bool {
+	name := httpGuardHostname(hostport)
+	if name == "" {
+		return false
+	}
+	if httpGuardLoopbackName(name) || g.hosts[name] {
+		return true
+	}
+	addr, err := netip.ParseAddr(name)
+	if err != nil {
+		return false
+	}
+	addr = addr.Unmap()
+	return g.bind.IsUnspecified() || addr == g.bind || g.hosts[addr.String()]
+}
+
+// originAllowed reports whether a browser page at origin may call this
+// server: an origin of SVC_ALLOWED_ORIGINS, any port of a loopback name
+// (the console and browser SDKs on another localhost port), or the very
+// server the request addressed (host, already allowed, and port).
+func (g *httpGuard) originAllowed(origin, reqHost string) bool {
+	o, err := httpGuardParseOrigin(origin)
+	if err != nil {
+		return false
+	}
+	if g.origins[o.String()] || httpGuardLoopbackName(o.host) {
+		return true
+	}
+	port, reqPort := o.port, ""
+	if _, p, err := net.SplitHostPort(reqHost); err == nil {
+		reqPort = p
+	}
+	if port == "" {
+		port = httpGuardDefaultPort[o.scheme]
+	}
+	if reqPort == "" {
+		reqPort = httpGuardDefaultPort[o.scheme]
+	}
+	return port == reqPort && o.host == httpGuardHostname(reqHost)
+}
+
+// httpGuardStateChanging reports whether method changes state, so that a
+// cross-site page must not send it.
+func httpGuardStateChanging(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// httpGuardWire is the chat wire whose error shape answers path, or nil for
+// the runtime's own routes and the console.
+func httpGuardWire(path string) wireCodec {
+	switch {
+	case strings.HasPrefix(path, "/openai/"):
+		return openAIWire{}
+	case strings.HasPrefix(path, "/anthropic/"):
+		return anthropicWire{}
+	case strings.HasPrefix(path, "/agui/"), path == "/chat":
+		return aguiWire{}
+	}
+	return nil
+}
+
+// ServeHTTP paces the request body, admits the request, and serves it.
+func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A shallow copy the guard may change: net/http keeps the original
+	// request and body for itself (it discards an unread body after the
+	// handler, under the deadline the pace armed).
+	r = r.WithContext(r.Context())
+	g.paceBody(w, r)
+	if g.access && !g.admit(w, r) {
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// admit checks Host, Origin and credential, answers preflights and the
+// console's key link, and reports whether the request goes on to the
+// routes. A console cookie becomes the Authorization header it stands for,
+// so the routes see one credential.
+func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
+	if !g.hostAllowed(r.Host) {
+		writeAPIError(w, http.StatusForbidden, apiError{Code: "host_not_allowed",
+			Message: fmt.Sprintf("host %q is not allowed (a DNS-rebinding guard): use localhost (with --listen, an IP address too) or add the name to SVC_ALLOWED_HOSTS", r.Host)})
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	allowed := origin != "" && g.originAllowed(origin, r.Host)
+	if r.Method == http.MethodOptions && origin != "" {
+		g.preflight(w, r, allowed)
+		return false
+	}
+	if origin != "" && !allowed && httpGuardStateChanging(r.Method) {
+		writeAPIError(w, http.StatusForbidden, apiError{Code: "origin_not_allowed",
+			Message: fmt.Sprintf("origin %q may not change state here: pages on localhost or on this server may; add others to SVC_ALLOWED_ORIGINS", origin)})
+		return false
+	}
+	if allowed {
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+		w.Header().Add("Vary", "Origin")
+	}
+	if g.keys != nil && r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("key") {
+		g.consoleLogin(w, r)
+		return false
+	}
+	cred := wireCredential(r)
+	if c, err := r.Cookie(httpGuardCookie); err == nil && cred == "" && g.keys != nil {
+		if b, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil && len(b) > 0 {
+			cred = string(b)
+			r.Header = r.Header.Clone()
+			r.Header.Set("Authorization", "Bearer "+cred)
+		}
+	}
+	wire := httpGuardWire(r.URL.Path)
+	switch {
+	case g.keys == nil && (wire == nil || cred != ""):
+		return true
+	case g.keys == nil:
+		wire.writeError(w, &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth,
+			Message: "missing credential: send Authorization: Bearer <token> or x-api-key: <key>"})
+		return false
+	case g.keyValid(cred):
+		return true
+	}
+	msg := "missing or invalid credential: svc dev --listen requires the project's dev key (.svc/" + devAPIKeyFile +
+		") or a key of SVC_API_KEYS on every route: send Authorization: Bearer <key> or x-api-key: <key>, or open /?key=<key> in a browser"
+	w.Header().Set("WWW-Authenticate", `Bearer realm="svc"`)
+	if wire != nil {
+		wire.writeError(w, &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth, Message: msg})
+	} else {
+		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "auth", Message: msg})
+	}
+	return false
+}
+
+// keyValid reports whether cred is one of the keys, comparing each in
+// constant time.
+func (g *httpGuard) keyValid(cred string) bool {
+	ok := 0
+	for _, k := range g.keys {
+		ok |= subtle.ConstantTimeCompare([]byte(cred), k)
+	}
+	return ok == 1
+}
+
+// preflight answers a CORS preflight: 204 with what the page asked for when
+// its origin is allowed, else 403 without any Access-Control header.
+func (g *httpGuard) preflight(w http.ResponseWriter, r *http.Request, allowed bool) {
+	h := w.Header()
+	h.Add("Vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers")
+	if !allowed {
+		writeAPIError(w, http.StatusForbidden, apiError{Code: "origin_not_allowed",
+			Message: fmt.Sprintf("origin %q is not allowed: pages on localhost or on this server are; add others to SVC_ALLOWED_ORIGINS", r.Header.Get("Origin"))})
+		return
+	}
+	h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+	h.Set("Access-Control-Allow-Methods", httpGuardAllowedMethods)
+	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+		h.Set("Access-Control-Allow-Headers", req)
+	}
+	h.Set("Access-Control-Max-Age", fmt.Sprint(httpGuardPreflightMaxAge))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// consoleLogin serves GET /?key=<key>: a valid key becomes an HttpOnly,
+// SameSite=Strict cookie and the browser goes on to the console.
+func (g *httpGuard) consoleLogin(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	if !g.keyValid(key) {
+		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "auth",
+			Message: "invalid key: open /?key=<key> with the project's dev key (.svc/" + devAPIKeyFile + ") or a key of SVC_API_KEYS"})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: httpGuardCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(key)),
+		Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// paceBody installs the pacing reader on r's body and arms the
+// connection's read deadline for it. A request without a body, or served
+// where deadlines are not supported, is left as is.
+func (g *httpGuard) paceBody(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	b := &httpGuardBody{ReadCloser: r.Body, rc: http.NewResponseController(w), start: time.Now(), grace: g.bodyGrace, minRate: g.bodyMinRate}
+	if b.rc.SetReadDeadline(b.due()) != nil {
+		return
+	}
+	r.Body = b
+}
+
+// httpGuardBody is a request body that must keep arriving at minRate on
+// average after grace. Each Read arms the connection's read deadline for
+// the next byte. At EOF the deadline is cleared and never armed again:
+// net/http then reads the connection in the background, and a timeout
+// there would cancel the request's context (SSE streams, long polls).
+// After a timeout the deadline stays, so net/http does not wait for the
+// rest and closes the connection. A body the handler leaves unread is
+// discarded by net/http under the deadline last armed, so handlers that
+// answer for long read their body to the end first (readBody does). Not
+// safe for concurrent Reads, like any body.
+type httpGuardBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	start   time.Time
+	n       int64 // bytes read so far
+	grace   time.Duration
+	minRate int64
+	done    bool // EOF or a timeout: the deadline is no longer moved
+}
+
+// due is when the next byte must have arrived.
+func (b *httpGuardBody) due() time.Time {
+	d := time.Duration(b.n/b.minRate)*time.Second + time.Duration(b.n%b.minRate)*time.Second/time.Duration(b.minRate)
+	return b.start.Add(b.grace + d)
+}
+
+// Read reads from the body, moving the deadline with the bytes received.
+func (b *httpGuardBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.ReadCloser.Read(p)
+	}
+	b.rc.SetReadDeadline(b.due())
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	switch {
+	case errors.Is(err, io.EOF):
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.done = true
+		err = fmt.Errorf("%w: under %d bytes/s on average after %v: %w", errHTTPSlowBody, b.minRate, b.grace, err)
+	}
+	return n, err
+}
