@@ -201,22 +201,7 @@ func BenchmarkWorkflows(b *testing.B) {
 // the peers' figures in TARGETS.md were taken (their clients ran
 // in-process), on the file journal in the working directory's disk.
 func BenchmarkEngineInProcess(b *testing.B) {
-	dir := benchProject(b, 4, 1)
-	cat, cerr := compileCatalog(dir, discardLogger())
-	if cerr != nil {
-		b.Fatal(cerr)
-	}
-	journalDir, err := os.MkdirTemp(".", ".bench-journal-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(journalDir)
-	e, err := openEngine(engineOptions{Dir: journalDir, Catalog: func() *catalog { return cat },
-		Env: func() map[string]string { return nil }, Log: discardLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.close()
+	e := benchEngine(b, 0)
 	defer debug.SetGCPercent(debug.SetGCPercent(devGCPercent)) // as svc dev runs
 	startAndWait := func(wf, input string) {
 		rc, err := e.start(startRequest{Workflow: wf, Input: json.RawMessage(input), Trigger: triggerHTTP})

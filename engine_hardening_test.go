@@ -41,6 +41,35 @@ func journalEndCounts(t *testing.T, dir string) map[string]int {
 	return ends
 }
 
+// checkReplayMatches closes the engine, checks that every run in the
+// journal (in dir) ended exactly once and nothing followed an end, reopens
+// it and checks that the replayed runs are the ones memory held, in the
+// same states.
+func (te *testEngine) checkReplayMatches(t *testing.T, dir string) {
+	t.Helper()
+	runs, _ := te.list()
+	before := map[string]string{}
+	for _, r := range runs {
+		before[r.RunID] = r.Status
+	}
+	te.close()
+	for id, n := range journalEndCounts(t, dir) {
+		if n != 1 {
+			t.Errorf("run %s has %d end records; want 1", id, n)
+		}
+	}
+	te.open(t)
+	after, _ := te.list()
+	if len(after) != len(before) {
+		t.Fatalf("replayed %d runs; want %d", len(after), len(before))
+	}
+	for _, r := range after {
+		if before[r.RunID] != r.Status {
+			t.Errorf("run %s replayed as %s; was %q in memory", r.RunID, r.Status, before[r.RunID])
+		}
+	}
+}
+
 // TestEngineCancelRace starts and at once cancels runs from 8 clients, some
 // of them parents of children, then recompiles (an edit) and restarts: no
 // run executes after its cancel, every run ends exactly once, and the state
@@ -107,22 +136,7 @@ func TestEngineCancelRace(t *testing.T) {
 			t.Errorf("run %s is %s; want cancelled", id, before[id])
 		}
 	}
-	te.close()
-	for id, n := range journalEndCounts(t, te.dir+"/.svc/journal") {
-		if n != 1 {
-			t.Errorf("run %s has %d end records; want 1", id, n)
-		}
-	}
-	te.open(t)
-	after, _ := te.list()
-	if len(after) != len(before) {
-		t.Fatalf("replayed %d runs; want %d", len(after), len(before))
-	}
-	for _, r := range after {
-		if before[r.RunID] != r.Status {
-			t.Errorf("run %s replayed as %s; was %s in memory", r.RunID, r.Status, before[r.RunID])
-		}
-	}
+	te.checkReplayMatches(t, te.dir+"/.svc/journal")
 	// A cancelled run never ran a step after its cancel: a step of a
 	// cancelled run ran at most once (the one in flight when it landed).
 	for c := range clients {
@@ -474,21 +488,5 @@ func TestJournalFullDisk(t *testing.T) {
 	if r := te.startWait(t, "three", `{"id":"after"}`); r.Status != runCompleted {
 		t.Fatalf("run after recovery = %s", r.Status)
 	}
-	before, _ := te.list()
-	te.close()
-	for id, n := range journalEndCounts(t, mnt) {
-		if n != 1 {
-			t.Errorf("run %s has %d end records; want 1", id, n)
-		}
-	}
-	te.open(t)
-	after, _ := te.list()
-	if len(after) != len(before) {
-		t.Fatalf("replayed %d runs; want %d", len(after), len(before))
-	}
-	for i := range after {
-		if after[i].RunID != before[i].RunID || after[i].Status != before[i].Status {
-			t.Errorf("replayed %s %s; was %s %s", after[i].RunID, after[i].Status, before[i].RunID, before[i].Status)
-		}
-	}
+	te.checkReplayMatches(t, mnt)
 }

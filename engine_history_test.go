@@ -10,23 +10,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // newHistoryEngine opens a test engine whose ended runs go to a run
 // history in a fresh PostgreSQL database.
 func newHistoryEngine(t *testing.T) *testEngine {
 	t.Helper()
-	url := testPostgresURL(t)
-	if _, err := applyMigrations(context.Background(), url, t.TempDir(), nil); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := historyTestDB(t)
 	te := newTestEngine(t)
 	te.close()
 	te.history = newPGRunHistory(pool)
