@@ -291,12 +291,8 @@ func readStartInput(fs *flag.FlagSet) ([]byte, error) {
 	default:
 		return []byte("{}"), nil
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, failf(codeGeneric, `pass a JSON object, e.g. --input '{"name":"Ada"}'`, "%s is not valid JSON: %v", source, err)
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return nil, failf(codeGeneric, `pass a JSON object, e.g. --input '{"name":"Ada"}'`, "%s must be a JSON object", source)
+	if err := checkStartInput(raw); err != nil {
+		return nil, failf(codeGeneric, `pass a JSON object, e.g. --input '{"name":"Ada"}'`, "%s: %v", source, err)
 	}
 	return raw, nil
 }

@@ -370,8 +370,8 @@ func (e *engine) validateStart(name string, input json.RawMessage) (*workflowDef
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
-	if err := edgeJSON.check(input); err != nil {
-		return nil, &startError{Code: "invalid_json", Message: "input is not acceptable JSON: " + err.Error()}
+	if err := checkStartInput(input); err != nil {
+		return nil, &startError{Code: "invalid_json", Message: err.Error()}
 	}
 	if def.input != nil {
 		violations, err := def.input.validateJSON(input)
@@ -384,6 +384,19 @@ func (e *engine) validateStart(name string, input json.RawMessage) (*workflowDef
 		}
 	}
 	return def, nil
+}
+
+// checkStartInput reports why input cannot start a run: it must be a JSON
+// object (SPEC §4.1) within the edge's JSON limits. The CLI applies the same
+// check before it sends anything.
+func checkStartInput(input []byte) error {
+	if err := edgeJSON.check(input); err != nil {
+		return fmt.Errorf("input is not acceptable JSON: %w", err)
+	}
+	if t := bytes.TrimLeft(input, " \t\r\n"); t[0] != '{' {
+		return errors.New("input must be a JSON object")
+	}
+	return nil
 }
 
 // start validates and durably records a start: a new run, or a queued

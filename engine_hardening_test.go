@@ -210,6 +210,11 @@ func TestEdgeRejectsWhatCannotReplay(t *testing.T) {
 			}
 		}
 	}
+	for _, body := range []string{`[1,2]`, `"x"`, `3`, `null`} { // SPEC: the input is a JSON object
+		if code, out := post(t, h, "/api/workflows/echo/start", body); code != http.StatusBadRequest {
+			t.Errorf("start with %s = %d %v; want 400", body, code, out)
+		}
+	}
 	if runs, queued := te.list(); len(runs) != 0 || len(queued) != 0 {
 		t.Fatalf("rejected starts left %d runs and %d queued triggers", len(runs), len(queued))
 	}
