@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -181,6 +182,10 @@ func (s *server) handleCancelRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if writeUnavailable(w, err) {
+		return
+	}
+	if errors.Is(err, errRunEnded) {
+		writeAPIError(w, http.StatusConflict, apiError{Code: "run_ended", Message: fmt.Sprintf("run %s has already ended (%s): there is nothing to cancel", run.RunID, run.Status)})
 		return
 	}
 	if err != nil {

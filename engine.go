@@ -69,6 +69,7 @@ type durableCall struct {
 	Name       string          `json:"name,omitempty"` // step function or child workflow
 	Status     string          `json:"status"`         // running, waiting, completed, failed
 	Attempts   []stepAttempt   `json:"attempts,omitempty"`
+	Inflight   *stepAttempt    `json:"inflight,omitempty"` // a step attempt begun and not yet ended
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      *runError       `json:"error,omitempty"`
 	Until      *time.Time      `json:"until,omitempty"`
@@ -238,7 +239,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 		return nil, err
 	}
 	e.j = j
-	e.failPoisoned(poisoned)
+	e.settleReplay(poisoned)
 	e.startHistory()
 	e.resumeAll()
 	return e, nil
@@ -507,7 +508,7 @@ var errRunEnded = errors.New("run has already ended")
 // (and so must not follow its end).
 func runScoped(t string) bool {
 	switch t {
-	case evStep, evSleep, evHook, evResume, evEnd:
+	case evAttempt, evStep, evSleep, evHook, evResume, evEnd:
 		return true
 	}
 	return false
@@ -591,7 +592,8 @@ func (e *engine) wait(ctx context.Context, id string) error {
 }
 
 // cancelRun cancels an active run durably, and then the active runs it
-// started; a run already terminal is returned unchanged.
+// started. A run that has already ended is returned unchanged with
+// errRunEnded.
 func (e *engine) cancelRun(id string) (runRecord, error) {
 	e.mu.Lock()
 	r, ok := e.st.Runs[id]
@@ -599,14 +601,18 @@ func (e *engine) cancelRun(id string) (runRecord, error) {
 		e.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
 		defer cancel()
-		if old, found, err := e.find(ctx, id); err != nil || found { // ended and archived
-			return old, err
+		old, found, err := e.find(ctx, id)
+		switch {
+		case err != nil:
+			return runRecord{}, err
+		case found: // ended and archived
+			return old, errRunEnded
 		}
 		return runRecord{}, errRunNotFound
 	}
 	if terminal(r.Status) {
 		e.mu.Unlock()
-		return e.mustGet(id), nil
+		return e.mustGet(id), errRunEnded
 	}
 	var children []string
 	for _, c := range r.Steps {
@@ -615,10 +621,10 @@ func (e *engine) cancelRun(id string) (runRecord, error) {
 		}
 	}
 	if err := e.commitLocked(&journalEvent{Type: evEnd, Run: id, Status: runCancelled, Error: &runError{Name: "Cancelled", Message: "cancelled"}}, true); err != nil {
-		return runRecord{}, err
+		return e.mustGet(id), err
 	}
 	for _, child := range children {
-		if _, err := e.cancelRun(child); err != nil {
+		if _, err := e.cancelRun(child); err != nil && !errors.Is(err, errRunEnded) {
 			return runRecord{}, err
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -99,9 +100,9 @@ func TestEngineCancelRace(t *testing.T) {
 					errs <- err
 					return
 				}
-				// A second cancel of the same run is harmless.
-				if _, err := te.cancelRun(rc.RunID); err != nil {
-					errs <- err
+				// A second cancel of the same run says it has ended.
+				if r, err := te.cancelRun(rc.RunID); !errors.Is(err, errRunEnded) || r.Status != runCancelled {
+					errs <- fmt.Errorf("second cancel = %s %v; want cancelled, errRunEnded", r.Status, err)
 					return
 				}
 				mu.Lock()
@@ -494,4 +495,64 @@ func TestJournalFullDisk(t *testing.T) {
 		t.Fatalf("run after recovery = %s", r.Status)
 	}
 	te.checkReplayMatches(t, mnt)
+}
+
+// TestEngineTimelinesAreHonest checks that a run's timeline never says a
+// call goes on once the run has ended, and that a step attempt cut short
+// by a shutdown is recorded as interrupted.
+func TestEngineTimelinesAreHonest(t *testing.T) {
+	te := newTestEngine(t)
+	open := func(r runRecord) []string {
+		var calls []string
+		for _, c := range r.Steps {
+			if c.Status == runRunning || c.Status == runWaiting || c.EndedAt == nil || c.Inflight != nil {
+				calls = append(calls, fmt.Sprintf("%d %s %s", c.Seq, c.Kind, c.Status))
+			}
+		}
+		return calls
+	}
+	for _, input := range []string{`{}`, `{"fail":true}`} {
+		r := te.startWait(t, "abandon", input)
+		if len(r.Steps) != 2 || len(open(r)) != 0 {
+			t.Errorf("abandon %s = %s with calls still open: %v", input, r.Status, open(r))
+		}
+		for _, c := range r.Steps {
+			if c.Status != runCancelled || c.Error == nil {
+				t.Errorf("abandon %s: %s call = %s %v; want cancelled with the reason", input, c.Kind, c.Status, c.Error)
+			}
+		}
+	}
+	p := te.startWait(t, "parent", `{"id":"honest"}`)
+	if p.Status != runCompleted || len(open(p)) != 0 {
+		t.Errorf("parent = %s with calls still open: %v", p.Status, open(p))
+	}
+	rc, err := te.start(startRequest{Workflow: "sleepy", Input: json.RawMessage(`{"ms":3600000}`), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the run sleeps", func() bool { r, _ := te.get(rc.RunID); return r.Status == runWaiting })
+	if r, err := te.cancelRun(rc.RunID); err != nil || len(open(r)) != 0 {
+		t.Errorf("cancelled sleeper: %v, calls still open: %v", err, open(r))
+	}
+	if code, out := post(t, te.server(t), "/api/runs/"+rc.RunID+"/cancel", ""); code != http.StatusConflict || out["error"].(map[string]any)["code"] != "run_ended" {
+		t.Errorf("cancel of an ended run = %d %v; want 409 run_ended", code, out)
+	}
+	// A step in flight during a shutdown: interrupted, then retried.
+	rc, err = te.start(startRequest{Workflow: "three", Input: json.RawMessage(`{"id":"hold-i"}`), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-te.counter.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held step never ran")
+	}
+	te.close()
+	close(te.counter.unhold)
+	te.open(t)
+	r := te.await(t, rc.RunID)
+	first := r.Steps[0]
+	if r.Status != runCompleted || len(first.Attempts) != 2 || first.Attempts[0].Error == nil || first.Attempts[0].Error.Name != "Interrupted" || first.Attempts[1].Error != nil {
+		t.Fatalf("run = %s, first step attempts %+v; want an interrupted attempt then a good one", r.Status, first.Attempts)
+	}
 }

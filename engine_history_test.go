@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -66,8 +67,8 @@ func TestEngineHistoryBoundsMemory(t *testing.T) {
 	if err := te.wait(ctx, ids[0]); err != nil {
 		t.Errorf("wait on an archived run = %v", err)
 	}
-	if r, err := te.cancelRun(ids[1]); err != nil || r.Status != runCompleted {
-		t.Errorf("cancel of an archived run = %s %v; want it unchanged", r.Status, err)
+	if r, err := te.cancelRun(ids[1]); !errors.Is(err, errRunEnded) || r.Status != runCompleted {
+		t.Errorf("cancel of an archived run = %s %v; want it unchanged and errRunEnded", r.Status, err)
 	}
 	// Pages of 7 through the API visit every run once, newest first.
 	srv := httptest.NewServer(te.server(t))

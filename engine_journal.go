@@ -157,9 +157,35 @@ func (e *engine) reopenJournal() error {
 	e.mu.Lock()
 	e.failed = nil
 	e.mu.Unlock()
-	e.failPoisoned(poisoned)
+	e.settleReplay(poisoned)
 	e.resumeAll()
 	return nil
+}
+
+// settleReplay records what replay found unfinished before any run resumes:
+// the runs of undecodable records fail, and step attempts that were in
+// flight when the process stopped (a shutdown or a crash) end as
+// interrupted; the step is then retried, the interrupted attempt counting
+// as one.
+func (e *engine) settleReplay(poisoned []poisonedRecord) {
+	e.failPoisoned(poisoned)
+	e.mu.Lock()
+	var evs []*journalEvent
+	for _, r := range e.st.Runs {
+		for _, c := range r.Steps {
+			if c.Inflight != nil && !terminal(r.Status) {
+				evs = append(evs, &journalEvent{Type: evStep, Run: r.RunID, Seq: c.Seq, Name: c.Name, Attempt: c.Inflight.Attempt,
+					StartedAt: c.Inflight.StartedAt.UnixMicro(), Error: &runError{Name: "Interrupted", Message: "svc stopped (a shutdown or a crash) during this attempt"}})
+			}
+		}
+	}
+	e.mu.Unlock()
+	for _, ev := range evs {
+		e.mu.Lock()
+		if err := e.commitLocked(ev, false); err != nil {
+			e.log.Error("record an interrupted step attempt", "run", ev.Run, "err", err)
+		}
+	}
 }
 
 // poisonedRecord is a journal record that replay could not decode, with

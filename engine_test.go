@@ -133,6 +133,15 @@ export default async function echo(input: any) {
   if (input.wait) return await createHook();
   return kept;
 }`,
+	"workflows/abandon.workflow.ts": `
+import { createHook, sleep } from "svc";
+export default async function abandon(input: { fail?: boolean }) {
+  "use workflow";
+  createHook();
+  sleep("1h");
+  if (input.fail) throw new Error("boom");
+  return 1;
+}`,
 	"workflows/waiter.workflow.ts": `
 import { workflows } from "svc";
 export default async function waiter() { "use workflow"; return await workflows.startAndWait("forever", {}); }`,

@@ -10,14 +10,15 @@ import (
 
 // Journal event types. Each is applied by engine.apply, live and on replay.
 const (
-	evQueue  = "queue"  // a serial start waiting for the active run
-	evStart  = "start"  // a run was created (possibly from a queued trigger)
-	evStep   = "step"   // one attempt of a step; Final settles it
-	evSleep  = "sleep"  // a durable sleep until Until
-	evHook   = "hook"   // a hook was created with Token
-	evResume = "resume" // a hook was resumed with Result as payload
-	evEnd    = "end"    // a run reached Status (completed, failed, cancelled)
-	evTurn   = "turn"   // an agent's chat turn, recorded as a finished run
+	evQueue   = "queue"   // a serial start waiting for the active run
+	evStart   = "start"   // a run was created (possibly from a queued trigger)
+	evAttempt = "attempt" // a step attempt that waits on I/O began (ended by its evStep)
+	evStep    = "step"    // one attempt of a step; Final settles it
+	evSleep   = "sleep"   // a durable sleep until Until
+	evHook    = "hook"    // a hook was created with Token
+	evResume  = "resume"  // a hook was resumed with Result as payload
+	evEnd     = "end"     // a run reached Status (completed, failed, cancelled)
+	evTurn    = "turn"    // an agent's chat turn, recorded as a finished run
 )
 
 // journalEvent is one journal record (JSON-encoded; short keys keep the log
@@ -101,12 +102,18 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 					RunID: r.RunID, WorldRunID: r.TraceID, Trigger: workflowRoute(ev.Workflow)}, nil)
 			}
 		}
+	case evAttempt:
+		if r := e.st.Runs[ev.Run]; r != nil {
+			c := r.ensureCall(ev.Seq, callStep, ev.Name, micros(ev.StartedAt))
+			c.Inflight = &stepAttempt{Attempt: ev.Attempt, StartedAt: micros(ev.StartedAt)}
+		}
 	case evStep:
 		r := e.st.Runs[ev.Run]
 		if r == nil {
 			return nil
 		}
 		c := r.ensureCall(ev.Seq, callStep, ev.Name, micros(ev.StartedAt))
+		c.Inflight = nil
 		c.Attempts = append(c.Attempts, stepAttempt{Attempt: ev.Attempt, StartedAt: micros(ev.StartedAt), EndedAt: at, Error: ev.Error})
 		if ev.Final {
 			c.EndedAt = &at
@@ -150,6 +157,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			return nil
 		}
 		r.Status, r.Output, r.Error, r.EndedAt = ev.Status, ev.Result, ev.Error, &at
+		r.closeCalls(at)
 		if p := e.st.Runs[r.ParentRunID]; p != nil {
 			// The parent's startAndWait holds the child's outcome, so the
 			// parent replays without the child's record (it may have left
@@ -199,6 +207,32 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		})
 	}
 	return after
+}
+
+// closeCalls ends every call still running or waiting when the run ended
+// at at: it did not complete, and the timeline must not say it goes on. A
+// step attempt in flight ends with it.
+func (r *runRecord) closeCalls(at time.Time) {
+	for _, c := range r.Steps {
+		if c.EndedAt != nil || c.Kind == "" {
+			continue
+		}
+		ended := &runError{Name: "Cancelled", Message: fmt.Sprintf("the run %s while this %s was %s", endedVerb(r.Status), c.Kind, c.Status)}
+		if c.Inflight != nil {
+			c.Attempts = append(c.Attempts, stepAttempt{Attempt: c.Inflight.Attempt, StartedAt: c.Inflight.StartedAt, EndedAt: at, Error: ended})
+			c.Inflight = nil
+		}
+		c.Status, c.Error, c.EndedAt = runCancelled, ended, &at
+	}
+}
+
+// endedVerb says how a run ended, for messages: "was cancelled", "failed",
+// "completed".
+func endedVerb(status string) string {
+	if status == runCancelled {
+		return "was cancelled"
+	}
+	return status
 }
 
 // settle ends the call at at with result (any JSON value, or raw JSON) or

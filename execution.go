@@ -367,6 +367,9 @@ func (x *execution) runStep(st *stepAttemptState) {
 		x.stepDone(st, result, err)
 		return
 	}
+	// The attempt outlives this call: journal that it began, so a crash or
+	// a shutdown during it is recorded as such at the next boot.
+	x.commit(&journalEvent{Type: evAttempt, Seq: st.seq, Name: st.name, Attempt: st.attempt, StartedAt: st.started.UnixMicro()})
 	x.loop.begin()
 	x.e.wg.Add(1) // the engine waits for it on close; the run's ctx ends it
 	go func() {
