@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -643,13 +644,18 @@ var (
 	errHookUsed     = errors.New("hook already resumed or its run has ended")
 )
 
+// hookTokenPrefix starts every hook token: hook_<runId>_<32 random hex>.
+// The run id lets a token that was used, or whose run has ended, be told
+// from one that never existed after the hook has left the index.
+const hookTokenPrefix = "hook_"
+
 // resumeHook delivers payload to the run waiting on token, durably.
 func (e *engine) resumeHook(token string, payload json.RawMessage) (string, error) {
 	e.mu.Lock()
 	ref, ok := e.st.Hooks[token]
 	if !ok {
 		e.mu.Unlock()
-		return "", errHookNotFound
+		return "", e.spentHook(token)
 	}
 	r := e.st.Runs[ref.RunID]
 	if c := r.call(ref.Seq); r == nil || terminal(r.Status) || c == nil || c.Status == runCompleted {
@@ -658,6 +664,29 @@ func (e *engine) resumeHook(token string, payload json.RawMessage) (string, erro
 	}
 	err := e.commitLocked(&journalEvent{Type: evResume, Run: ref.RunID, Seq: ref.Seq, Token: token, Result: compactJSON(payload)}, true)
 	return ref.RunID, err
+}
+
+// spentHook tells errHookUsed (the token belongs to a run, in memory or
+// in the history, whose timeline holds it: it was resumed or its run ended)
+// from errHookNotFound.
+func (e *engine) spentHook(token string) error {
+	rest, ok := strings.CutPrefix(token, hookTokenPrefix)
+	i := strings.LastIndexByte(rest, '_')
+	if !ok || i < 0 {
+		return errHookNotFound
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+	defer cancel()
+	r, found, err := e.find(ctx, rest[:i])
+	if err != nil || !found {
+		return errHookNotFound
+	}
+	for _, c := range r.Steps {
+		if c.Kind == callHook && c.Token == token {
+			return errHookUsed
+		}
+	}
+	return errHookNotFound
 }
 
 // agentTurn is one chat turn of an agent, recorded in the runs API as a

@@ -311,8 +311,11 @@ func TestEngineHookResume(t *testing.T) {
 	if r.Status != runCompleted || string(r.Output) != `{"approved":true}` {
 		t.Fatalf("hooked = %s %s", r.Status, r.Output)
 	}
-	if _, err := te.resumeHook(token, json.RawMessage(`{}`)); err == nil {
-		t.Errorf("a used hook token was accepted again")
+	if _, err := te.resumeHook(token, json.RawMessage(`{}`)); err != errHookUsed {
+		t.Errorf("a used hook token = %v; want errHookUsed (409)", err)
+	}
+	if _, err := te.resumeHook(hookTokenPrefix+rc.RunID+"_00", json.RawMessage(`{}`)); err != errHookNotFound {
+		t.Errorf("a made-up token naming a real run = %v; want errHookNotFound", err)
 	}
 	if n := te.counter.count("hook"); n != 1 {
 		t.Errorf("announce step ran %d times; want 1", n)

@@ -485,7 +485,7 @@ func (x *execution) createHook() (goja.Value, error) {
 	} else {
 		b := make([]byte, 16)
 		rand.Read(b)
-		token = "hook_" + hex.EncodeToString(b)
+		token = hookTokenPrefix + x.r.RunID + "_" + hex.EncodeToString(b)
 		x.commit(&journalEvent{Type: evHook, Seq: seq, Token: token})
 	}
 	if c != nil && c.Status == runCompleted {
