@@ -332,6 +332,7 @@ type startReceipt struct {
 	RunID         string `json:"runId,omitempty"`
 	WorldRunID    string `json:"worldRunId,omitempty"`
 	Trigger       string `json:"trigger"`
+	QueueID       string `json:"queueId,omitempty"` // queued: the entry's id (runs get / cancel take it); an addition to SPEC's fields
 }
 
 // workflowRoute is the route string that starts a workflow.
@@ -417,8 +418,8 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
 	e.mu.Lock()
 	if def.Serial && (e.active[def.Name] != "" || len(e.st.Queues[def.Name]) > 0) {
-		ev.Type, ev.Queue = evQueue, "q_"+uuid.NewString()
-		rc.Status = "queued"
+		ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()
+		rc.Status, rc.QueueID = "queued", ev.Queue
 	} else {
 		ev.Type, ev.Run, ev.WRun = evStart, uuid.NewString(), newWorldRunID()
 		rc.Status, rc.RunID, rc.WorldRunID = "started", ev.Run, ev.WRun
@@ -596,6 +597,9 @@ func (e *engine) wait(ctx context.Context, id string) error {
 // started. A run that has already ended is returned unchanged with
 // errRunEnded.
 func (e *engine) cancelRun(id string) (runRecord, error) {
+	if isQueueID(id) {
+		return e.cancelQueued(id)
+	}
 	e.mu.Lock()
 	r, ok := e.st.Runs[id]
 	if !ok {
@@ -619,6 +623,8 @@ func (e *engine) cancelRun(id string) (runRecord, error) {
 	for _, c := range r.Steps {
 		if c.ChildRunID != "" {
 			children = append(children, c.ChildRunID)
+		} else if c.QueueID != "" && e.queuedLocked(c.QueueID) != nil {
+			children = append(children, c.QueueID)
 		}
 	}
 	if err := e.commitLocked(&journalEvent{Type: evEnd, Run: id, Status: runCancelled, Error: &runError{Name: "Cancelled", Message: "cancelled"}}, true); err != nil {

@@ -181,6 +181,10 @@ func (e *engine) prune() {
 
 // find returns a run from memory, else from the history.
 func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
+	if isQueueID(id) {
+		r, ok := e.findQueued(id)
+		return r, ok, nil
+	}
 	if r, ok := e.get(id); ok || e.opts.History == nil {
 		return r, ok, nil
 	}

@@ -142,6 +142,13 @@ export default async function abandon(input: { fail?: boolean }) {
   if (input.fail) throw new Error("boom");
   return 1;
 }`,
+	"workflows/turnstile.workflow.ts": `
+import { createHook } from "svc";
+export const serial = true;
+export default async function turnstile() { "use workflow"; return await createHook(); }`,
+	"workflows/queuer.workflow.ts": `
+import { workflows } from "svc";
+export default async function queuer() { "use workflow"; return await workflows.startAndWait("turnstile", {}); }`,
 	"workflows/waiter.workflow.ts": `
 import { workflows } from "svc";
 export default async function waiter() { "use workflow"; return await workflows.startAndWait("forever", {}); }`,

@@ -71,7 +71,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
 			c.QueueID = ev.Queue
 			if c.Kind == callStart { // workflows.start resolves at once: queued
-				c.settle(at, startReceipt{SchemaVersion: schemaVersion, WorkflowName: ev.Workflow, Status: "queued", Trigger: workflowRoute(ev.Workflow)}, nil)
+				c.settle(at, startReceipt{SchemaVersion: schemaVersion, WorkflowName: ev.Workflow, Status: "queued", Trigger: workflowRoute(ev.Workflow), QueueID: ev.Queue}, nil)
 			}
 		}
 	case evStart:
@@ -143,6 +143,8 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			delete(e.st.Hooks, ev.Token)
 			after = append(after, func() { e.schedule(ev.Run) })
 		}
+	case evDequeue:
+		after = e.applyDequeue(ev, at)
 	case evTurn:
 		calls := ev.Calls
 		if calls == nil {
