@@ -31,6 +31,12 @@ type workflowDef struct {
 	stepVMs      chan *stepVM     // idle step VMs, reused
 }
 
+// newWorkflowDef returns the definition of workflow name in file, with its
+// VM pools, before its module is set.
+func newWorkflowDef(name, file string) *workflowDef {
+	return &workflowDef{Name: name, File: file, vms: make(chan *workflowVM, warmVMs), stepVMs: make(chan *stepVM, vmPoolSize)}
+}
+
 // agentDef is one compiled agent of deep-agents/<name>/index.ts.
 type agentDef struct {
 	Name   string
@@ -184,7 +190,7 @@ func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
 		}()
 	}
 	for name, file := range src.workflows {
-		wf := &workflowDef{Name: name, File: file, vms: make(chan *workflowVM, warmVMs), stepVMs: make(chan *stepVM, vmPoolSize)}
+		wf := newWorkflowDef(name, file)
 		each(name, file, func(m *jsModule) error {
 			wf.Module = m
 			return inspectWorkflow(wf, src.serial, log)

@@ -93,6 +93,7 @@ type runRecord struct {
 	Output         json.RawMessage `json:"output,omitempty"`
 	Error          *runError       `json:"error,omitempty"`
 	Serial         bool            `json:"serial"`
+	Version        string          `json:"version,omitempty"` // the compiled workflow it runs (engine_versions.go)
 	QueueID        string          `json:"queueId,omitempty"`
 	ParentRunID    string          `json:"parentRunId,omitempty"`
 	ParentSeq      int             `json:"parentSeq,omitempty"`
@@ -202,11 +203,14 @@ type engine struct {
 	closed bool
 	failed error // non-nil while the journal cannot write (engine_journal.go)
 
-	ended        []string  // runs whose end is durable, for the archiver (engine_history.go)
-	epoch        int       // bumped when recovery replaces the state (and ended)
-	compacting   bool      // a compaction is being written
-	snapBytes    int       // size of the last snapshot written
-	compactRetry time.Time // no compaction before this, after one failed
+	versions     map[string]*pinnedVersion // workflow versions of active runs (engine_versions.go)
+	versionMu    sync.Mutex                // guards saved
+	saved        map[string]bool           // versions already on disk
+	ended        []string                  // runs whose end is durable, for the archiver (engine_history.go)
+	epoch        int                       // bumped when recovery replaces the state (and ended)
+	compacting   bool                      // a compaction is being written
+	snapBytes    int                       // size of the last snapshot written
+	compactRetry time.Time                 // no compaction before this, after one failed
 
 	wg   sync.WaitGroup // executions
 	bg   sync.WaitGroup // journal recovery, compaction, archiver
@@ -240,6 +244,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 		return nil, err
 	}
 	e.j = j
+	e.removeUnusedVersions()
 	e.settleReplay(poisoned)
 	e.startHistory()
 	e.resumeAll()
@@ -249,6 +254,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 // newEngineShell returns an engine with empty state and no journal.
 func newEngineShell(opts engineOptions) *engine {
 	return &engine{opts: opts, log: opts.Log, active: map[string]string{}, timers: map[string]*time.Timer{},
+		versions: map[string]*pinnedVersion{}, saved: map[string]bool{},
 		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
 }
 
@@ -413,6 +419,9 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage("{}")
 	}
+	if err := e.saveVersion(def); err != nil {
+		return startReceipt{}, fmt.Errorf("%w: %v", errJournalUnavailable, err)
+	}
 	ev := &journalEvent{Workflow: def.Name, Input: compactJSON(req.Input), Trigger: req.Trigger, Serial: def.Serial,
 		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind}
 	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
@@ -421,7 +430,7 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()
 		rc.Status, rc.QueueID = "queued", ev.Queue
 	} else {
-		ev.Type, ev.Run, ev.WRun = evStart, uuid.NewString(), newWorldRunID()
+		ev.Type, ev.Run, ev.WRun, ev.Ver = evStart, uuid.NewString(), newWorldRunID(), def.Module.Hash
 		rc.Status, rc.RunID, rc.WorldRunID = "started", ev.Run, ev.WRun
 	}
 	if err := e.commitLocked(ev, true); err != nil {

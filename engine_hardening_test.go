@@ -626,3 +626,57 @@ func TestEngineQueueEntriesAreFirstClass(t *testing.T) {
 	})
 	te.checkReplayMatches(t, te.dir+"/.svc/journal")
 }
+
+// TestEngineEditKeepsInFlightRuns edits a workflow while runs of it sleep:
+// they finish on the code they started with, live and after a restart
+// (the version is loaded from disk), while new runs take the new code.
+func TestEngineEditKeepsInFlightRuns(t *testing.T) {
+	te := newTestEngine(t)
+	compile := func(src string) {
+		t.Helper()
+		writeFile(t, te.dir, "workflows/edited.workflow.ts", src)
+		cat, cerr := compileCatalog(te.dir, discardLogger())
+		if cerr != nil || cat.Workflows["edited"] == nil {
+			t.Fatalf("compile: %v %v", cerr, cat.Failed)
+		}
+		te.cat = cat
+	}
+	compile(`
+import { sleep } from "svc";
+async function a() { "use step"; return "a1"; }
+export default async function edited(input: { ms: number }) { "use workflow"; const x = await a(); await sleep(input.ms); return { v: 1, x }; }`)
+	start := func(ms int) string {
+		t.Helper()
+		rc, err := te.start(startRequest{Workflow: "edited", Input: json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms)), Trigger: triggerHTTP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc.RunID
+	}
+	live, restarted := start(300), start(1500)
+	for _, id := range []string{live, restarted} {
+		eventually(t, 10*time.Second, "the run sleeps", func() bool { r, _ := te.get(id); return r.Status == runWaiting })
+	}
+	compile(`
+import { sleep } from "svc";
+async function b() { "use step"; return "b2"; }
+async function a() { "use step"; return "a2"; }
+export default async function edited(input: { ms: number }) { "use workflow"; await sleep(1); const y = await b(); const x = await a(); return { v: 2, x, y }; }`)
+	te.resumeAll() // what an edit does
+	if r := te.await(t, live); r.Status != runCompleted || string(r.Output) != `{"v":1,"x":"a1"}` {
+		t.Errorf("run in flight during the edit = %s %s %v; want the old code's output", r.Status, r.Output, r.Error)
+	}
+	if r := te.await(t, start(1)); r.Status != runCompleted || string(r.Output) != `{"v":2,"x":"a2","y":"b2"}` {
+		t.Errorf("run started after the edit = %s %s %v; want the new code's output", r.Status, r.Output, r.Error)
+	}
+	te.close()
+	te.open(t)
+	if r := te.await(t, restarted); r.Status != runCompleted || string(r.Output) != `{"v":1,"x":"a1"}` {
+		t.Errorf("run resumed after a restart = %s %s %v; want the old code's output", r.Status, r.Output, r.Error)
+	}
+	te.close()
+	te.open(t)
+	if left, _ := filepath.Glob(te.dir + "/.svc/journal/versions/*.json"); len(left) != 0 {
+		t.Errorf("saved versions left with no active run: %v", left)
+	}
+}

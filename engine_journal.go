@@ -144,7 +144,7 @@ func (e *engine) reopenJournal() error {
 	}
 	e.mu.Lock()
 	stale := e.st.Runs
-	e.st, e.active, e.j, e.ended = fresh.st, fresh.active, j, fresh.ended
+	e.st, e.active, e.j, e.ended, e.versions = fresh.st, fresh.active, j, fresh.ended, fresh.versions
 	e.epoch++
 	e.mu.Unlock()
 	for _, r := range stale {

@@ -36,6 +36,7 @@ type journalEvent struct {
 	Parent    string          `json:"p,omitempty"`
 	ParentSeq int             `json:"ps,omitempty"`
 	Kind      string          `json:"k,omitempty"` // child call kind (start/startAndWait)
+	Ver       string          `json:"v,omitempty"` // evStart: the workflow version the run is pinned to
 	Seq       int             `json:"s,omitempty"`
 	Name      string          `json:"n,omitempty"`
 	Attempt   int             `json:"a,omitempty"`
@@ -75,8 +76,9 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			}
 		}
 	case evStart:
+		e.pinLocked(ev.Ver)
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
-			Input: ev.Input, Serial: ev.Serial, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
+			Input: ev.Input, Serial: ev.Serial, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
 			CreatedAt: at, Steps: []*durableCall{}, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
 		if ev.Queue != "" {
@@ -160,6 +162,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		}
 		r.Status, r.Output, r.Error, r.EndedAt = ev.Status, ev.Result, ev.Error, &at
 		r.closeCalls(at)
+		e.releaseLocked(r.Version)
 		if p := e.st.Runs[r.ParentRunID]; p != nil {
 			// The parent's startAndWait holds the child's outcome, so the
 			// parent replays without the child's record (it may have left
@@ -256,6 +259,16 @@ func (c *durableCall) settle(at time.Time, result any, failure *runError) {
 // advanceQueue starts the head of a serial workflow's queue when no run of
 // it is active (FIFO; exactly one starts).
 func (e *engine) advanceQueue(workflow string) {
+	// The entry runs the code current when its turn comes.
+	ver := ""
+	if cat := e.opts.Catalog(); cat != nil && cat.Workflows[workflow] != nil {
+		def := cat.Workflows[workflow]
+		if err := e.saveVersion(def); err != nil {
+			e.log.Error("start queued run", "workflow", workflow, "err", err)
+			return
+		}
+		ver = def.Module.Hash
+	}
 	e.mu.Lock()
 	q := e.st.Queues[workflow]
 	if len(q) == 0 || e.active[workflow] != "" || e.closed {
@@ -264,7 +277,7 @@ func (e *engine) advanceQueue(workflow string) {
 	}
 	head := q[0]
 	ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
-		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind}
+		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver}
 	if err := e.commitLocked(ev, false); err != nil {
 		e.log.Error("start queued run", "workflow", workflow, "err", err)
 		return

@@ -68,17 +68,20 @@ type execution struct {
 	now  time.Time // the run's deterministic clock
 	rng  *mrand.Rand
 	ctx  context.Context // ends when the run is cancelled or the engine closes
+	// nondet is set when a replayed call differs from the journal: the run
+	// fails with it even if the workflow code caught the rejection.
+	nondet error
 }
 
 // execute runs one execution of r.
 func (e *engine) execute(ctx context.Context, r *runRecord) {
-	cat := e.opts.Catalog()
-	var def *workflowDef
-	if cat != nil {
-		def = cat.Workflows[r.WorkflowName]
+	def, err := e.defFor(r)
+	if err != nil {
+		e.log.Error("run waits: its workflow version cannot be loaded", "run", r.RunID, "workflow", r.WorkflowName, "version", r.Version, "err", err)
+		return
 	}
 	if def == nil {
-		if cat != nil {
+		if e.opts.Catalog() != nil {
 			e.log.Warn("run waits for its workflow to compile", "run", r.RunID, "workflow", r.WorkflowName)
 		}
 		return
@@ -94,6 +97,10 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 	h.Write([]byte(r.RunID))
 	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e)), ctx: ctx}
 	out, err := x.run(ctx)
+	if x.nondet != nil && !errors.Is(err, context.Canceled) {
+		err = x.nondet
+		e.log.Error("run failed: its replay made a different call than the journal holds", "run", r.RunID, "workflow", r.WorkflowName, "version", r.Version, "err", err)
+	}
 	defer e.warmWorkflowVM(def)
 	e.mu.Lock()
 	switch {
@@ -266,7 +273,8 @@ func (x *execution) nextCall(kind, name string) (int, *durableCall, error) {
 		return x.seq, nil, nil
 	}
 	if c.Kind != kind || (name != "" && c.Name != name) {
-		return x.seq, nil, fmt.Errorf("workflow is not deterministic: call %d was %s %q in the journal but is %s %q now", x.seq, c.Kind, c.Name, kind, name)
+		x.nondet = fmt.Errorf("%w: call %d was %s %q in the journal but is %s %q now", errNonDeterministic, x.seq, c.Kind, c.Name, kind, name)
+		return x.seq, nil, x.nondet
 	}
 	cp := *c
 	return x.seq, &cp, nil

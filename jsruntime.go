@@ -36,6 +36,8 @@ func (e *compileError) Error() string {
 type jsModule struct {
 	File    string // project-relative path of the entry
 	Program *goja.Program
+	Source  string // the compiled JavaScript
+	Hash    string // its version: moduleHash(Source)
 }
 
 // stepDeclPattern finds function declarations in esbuild's output; whether
@@ -77,7 +79,7 @@ func bundleModule(dir, rel string, external ...string) (*jsModule, error) {
 	if err != nil {
 		return nil, &compileError{File: rel, Message: err.Error()}
 	}
-	return &jsModule{File: rel, Program: prog}, nil
+	return &jsModule{File: rel, Program: prog, Source: src, Hash: moduleHash(src)}, nil
 }
 
 // markSteps rewrites every function whose body starts with the "use step"
