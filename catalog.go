@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dop251/goja"
 )
@@ -26,6 +27,7 @@ type workflowDef struct {
 	InputSchema  json.RawMessage // nil when not declared
 	OutputSchema json.RawMessage // nil when not declared
 	Serial       bool
+	StepTimeout  time.Duration    // bound of one step attempt (svc.config.ts stepTimeout)
 	input        *jsonSchema      // compiled InputSchema, nil when absent
 	vms          chan *workflowVM // pre-warmed workflow VMs, each used by one execution
 	stepVMs      chan *stepVM     // idle step VMs, reused
@@ -34,7 +36,7 @@ type workflowDef struct {
 // newWorkflowDef returns the definition of workflow name in file, with its
 // VM pools, before its module is set.
 func newWorkflowDef(name, file string) *workflowDef {
-	return &workflowDef{Name: name, File: file, vms: make(chan *workflowVM, warmVMs), stepVMs: make(chan *stepVM, vmPoolSize)}
+	return &workflowDef{Name: name, File: file, StepTimeout: defaultStepTimeout, vms: make(chan *workflowVM, warmVMs), stepVMs: make(chan *stepVM, vmPoolSize)}
 }
 
 // agentDef is one compiled agent of deep-agents/<name>/index.ts.
@@ -72,21 +74,23 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // workflowOverride is one entry of svc.config.ts's `workflows` map.
 type workflowOverride struct {
-	File   string `json:"file"`
-	Serial *bool  `json:"serial"`
+	File        string `json:"file"`
+	Serial      *bool  `json:"serial"`
+	StepTimeout string `json:"stepTimeout"` // a duration such as "30s" or "2m"; default defaultStepTimeout
 }
 
 // catalogSource is what discovery found on disk before compiling.
 type catalogSource struct {
-	workflows map[string]string // name → file
-	serial    map[string]bool   // svc.config.ts serial overrides
-	agents    map[string]string // name → file
+	workflows map[string]string        // name → file
+	serial    map[string]bool          // svc.config.ts serial overrides
+	timeouts  map[string]time.Duration // svc.config.ts stepTimeout overrides
+	agents    map[string]string        // name → file
 }
 
 // discoverSources lists workflows/<name>.workflow.ts, applies svc.config.ts
 // overrides, and lists deep-agents/<name>/index.ts.
 func discoverSources(dir string, log *slog.Logger) (catalogSource, *compileError) {
-	src := catalogSource{workflows: map[string]string{}, serial: map[string]bool{}, agents: map[string]string{}}
+	src := catalogSource{workflows: map[string]string{}, serial: map[string]bool{}, timeouts: map[string]time.Duration{}, agents: map[string]string{}}
 	wfs, _ := filepath.Glob(filepath.Join(dir, "workflows", "*.workflow.ts"))
 	for _, f := range wfs {
 		name := strings.TrimSuffix(filepath.Base(f), ".workflow.ts")
@@ -107,6 +111,13 @@ func discoverSources(dir string, log *slog.Logger) (catalogSource, *compileError
 		}
 		if o.Serial != nil {
 			src.serial[name] = *o.Serial
+		}
+		if o.StepTimeout != "" {
+			d, err := time.ParseDuration(o.StepTimeout)
+			if err != nil || d <= 0 {
+				return src, &compileError{File: "svc.config.ts", Message: fmt.Sprintf("workflows.%s.stepTimeout %q: want a positive duration such as \"30s\" or \"5m\"", name, o.StepTimeout)}
+			}
+			src.timeouts[name] = d
 		}
 	}
 	return src, nil
@@ -191,6 +202,9 @@ func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
 	}
 	for name, file := range src.workflows {
 		wf := newWorkflowDef(name, file)
+		if d := src.timeouts[name]; d > 0 {
+			wf.StepTimeout = d
+		}
 		each(name, file, func(m *jsModule) error {
 			wf.Module = m
 			return inspectWorkflow(wf, src.serial, log)

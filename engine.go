@@ -183,6 +183,7 @@ type engineOptions struct {
 	MaxAttempts  int           // per step, including the first
 	CompactBytes int64         // compact once the live journal exceeds this
 	OnRunDone    func(r *runRecord)
+	BusyLimit    time.Duration // workflow code that runs this long without yielding fails its run
 	History      runHistory    // where ended runs go; nil keeps them in memory
 	Retention    time.Duration // ended runs older than this leave the history; 0 keeps them
 }
@@ -221,7 +222,8 @@ type engine struct {
 const (
 	defaultRetryBase    = 250 * time.Millisecond
 	defaultMaxAttempts  = 3
-	defaultCompactBytes = 4 << 20 // snapshots hold only what memory holds: cheap to write often
+	defaultCompactBytes = 4 << 20         // snapshots hold only what memory holds: cheap to write often
+	defaultBusyLimit    = 5 * time.Second // far above what orchestration takes; an endless loop fails instead of holding a core
 )
 
 // openEngine opens the journal, rebuilds the state and resumes every
@@ -235,6 +237,9 @@ func openEngine(opts engineOptions) (*engine, error) {
 	}
 	if opts.CompactBytes == 0 {
 		opts.CompactBytes = defaultCompactBytes
+	}
+	if opts.BusyLimit == 0 {
+		opts.BusyLimit = defaultBusyLimit
 	}
 	e := newEngineShell(opts)
 	e.stop = make(chan struct{})

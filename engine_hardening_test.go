@@ -680,3 +680,53 @@ export default async function edited(input: { ms: number }) { "use workflow"; aw
 		t.Errorf("saved versions left with no active run: %v", left)
 	}
 }
+
+// TestEngineRunawayCode checks that workflow code that never yields fails
+// its run after the busy limit, that a step past its timeout (set in
+// svc.config.ts) fails, whether it spins or waits, and that fetch and
+// setTimeout in workflow code fail saying where such code belongs.
+func TestEngineRunawayCode(t *testing.T) {
+	te := newTestEngine(t)
+	te.close()
+	for f, src := range map[string]string{
+		"workflows/spin.workflow.ts": `
+export default async function spin() { "use workflow"; while (true) {} }`,
+		"workflows/spinlater.workflow.ts": `
+async function one() { "use step"; return 1; }
+export default async function spinlater() { "use workflow"; await one(); for (;;) {} }`,
+		"workflows/fetcher.workflow.ts": `
+export default async function fetcher() { "use workflow"; return await fetch("http://127.0.0.1:1/"); }`,
+		"workflows/timer.workflow.ts": `
+export default async function timer() { "use workflow"; setTimeout(() => {}, 10); return 1; }`,
+		"workflows/slowstep.workflow.ts": `
+async function spinning() { "use step"; while (true) {} }
+async function waiting() { "use step"; await new Promise((r) => setTimeout(r, 60000)); return 1; }
+export default async function slowstep(input: { wait?: boolean }) { "use workflow"; return input.wait ? await waiting() : await spinning(); }`,
+		"svc.config.ts": `export default { workflows: { slowstep: { stepTimeout: "300ms" } } };`,
+	} {
+		writeFile(t, te.dir, f, src)
+	}
+	cat, cerr := compileCatalog(te.dir, discardLogger())
+	if cerr != nil || len(cat.Failed) > 0 {
+		t.Fatalf("compile: %v %v", cerr, cat.Failed)
+	}
+	te.cat, te.busyLimit = cat, 300*time.Millisecond
+	te.open(t)
+	for _, tc := range []struct{ wf, input, want string }{
+		{"spin", `{}`, "without yielding"},
+		{"spinlater", `{}`, "without yielding"},
+		{"fetcher", `{}`, "fetch cannot be used in workflow code"},
+		{"timer", `{}`, "use sleep()"},
+		{"slowstep", `{}`, "timed out after 300ms"},
+		{"slowstep", `{"wait":true}`, "timed out after 300ms"},
+	} {
+		r := te.startWait(t, tc.wf, tc.input)
+		if r.Status != runFailed || r.Error == nil || !strings.Contains(r.Error.Message, tc.want) {
+			t.Errorf("%s %s = %s %+v; want failed saying %q", tc.wf, tc.input, r.Status, r.Error, tc.want)
+		}
+	}
+	// An ordinary run is not disturbed by the watchdog.
+	if r := te.startWait(t, "three", `{"id":"busy"}`); r.Status != runCompleted {
+		t.Errorf("an ordinary run under a short busy limit = %s %v", r.Status, r.Error)
+	}
+}

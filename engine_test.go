@@ -163,6 +163,7 @@ type testEngine struct {
 	compactBytes int64         // 0: the default
 	history      runHistory    // nil: ended runs stay in memory
 	retention    time.Duration // with history: 0 keeps ended runs
+	busyLimit    time.Duration // 0: the default
 	dir          string
 	cat          *catalog
 	counter      *stepCounter
@@ -190,7 +191,7 @@ func (te *testEngine) open(t *testing.T) {
 		Dir: te.dir + "/.svc/journal", Catalog: func() *catalog { return te.cat },
 		Env: func() map[string]string { return map[string]string{"COUNTER": te.counter.URL} },
 		Log: discardLogger(), RetryBase: 10 * time.Millisecond, CompactBytes: te.compactBytes,
-		History: te.history, Retention: te.retention,
+		History: te.history, Retention: te.retention, BusyLimit: te.busyLimit,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dop251/goja"
 )
@@ -41,6 +42,7 @@ type savedVersion struct {
 	File     string `json:"file"`
 	Export   string `json:"export"`
 	Serial   bool   `json:"serial"`
+	Timeout  int64  `json:"stepTimeoutMs"`
 	Source   string `json:"source"`
 }
 
@@ -58,7 +60,7 @@ func (e *engine) saveVersion(def *workflowDef) error {
 	if e.saved[v] {
 		return nil
 	}
-	b, err := json.Marshal(savedVersion{Workflow: def.Name, File: def.File, Export: def.Export, Serial: def.Serial, Source: def.Module.Source})
+	b, err := json.Marshal(savedVersion{Workflow: def.Name, File: def.File, Export: def.Export, Serial: def.Serial, Timeout: def.StepTimeout.Milliseconds(), Source: def.Module.Source})
 	if err != nil {
 		return err
 	}
@@ -155,6 +157,9 @@ func (e *engine) loadVersion(v string) (*workflowDef, error) {
 	def := newWorkflowDef(sv.Workflow, sv.File)
 	def.Module = &jsModule{File: sv.File, Program: prog, Source: sv.Source, Hash: v}
 	def.Export, def.Serial = sv.Export, sv.Serial
+	if sv.Timeout > 0 {
+		def.StepTimeout = time.Duration(sv.Timeout) * time.Millisecond
+	}
 	return def, nil
 }
 

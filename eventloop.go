@@ -20,6 +20,9 @@ type jsLoop struct {
 	vm      *goja.Runtime
 	jobs    chan func()
 	pending int // outstanding async operations; only touched on the loop goroutine
+	// watch, when set, is called before each job runs and returns the
+	// function that ends its watch (the workflow's runaway watchdog).
+	watch func() (done func())
 }
 
 // newJSLoop returns a loop for vm.
@@ -46,7 +49,13 @@ func (l *jsLoop) await(ctx context.Context, p *goja.Promise) (goja.Value, error)
 		}
 		select {
 		case fn := <-l.jobs:
-			fn()
+			if l.watch != nil {
+				done := l.watch()
+				fn()
+				done()
+			} else {
+				fn()
+			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -12,6 +12,7 @@ import (
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -71,6 +72,10 @@ type execution struct {
 	// nondet is set when a replayed call differs from the journal: the run
 	// fails with it even if the workflow code caught the rejection.
 	nondet error
+	// runaway is set by the watchdog (busy) that interrupted code that did
+	// not yield within the engine's BusyLimit.
+	runaway atomic.Bool
+	busy    *time.Timer
 }
 
 // execute runs one execution of r.
@@ -230,10 +235,14 @@ func (x *execution) run(ctx context.Context) (out json.RawMessage, err error) {
 		// goja raises an interrupt as a panic when it lands outside a JS
 		// call; a cancelled run must not take the process down with it.
 		if p := recover(); p != nil {
-			if ctx.Err() == nil {
+			switch {
+			case x.runaway.Load():
+				out, err = nil, x.runawayError()
+			case ctx.Err() != nil:
+				out, err = nil, context.Canceled
+			default:
 				panic(p)
 			}
-			out, err = nil, context.Canceled
 		}
 	}()
 	w, err := x.e.takeWorkflowVM(x.def)
@@ -250,7 +259,21 @@ func (x *execution) run(ctx context.Context) (out json.RawMessage, err error) {
 	fn := w.exports.Get(x.def.Export)
 	stop := context.AfterFunc(ctx, func() { w.vm.Interrupt(context.Canceled) })
 	defer stop()
-	v, err := x.loop.await(ctx, callAsync(w.vm, fn, input))
+	// Every stretch of workflow code runs under a watchdog: code that does
+	// not yield within BusyLimit is interrupted and fails the run.
+	x.busy = time.AfterFunc(time.Hour, func() { x.runaway.Store(true); w.vm.Interrupt(errWorkflowRunaway) })
+	x.busy.Stop()
+	x.loop.watch = func() func() {
+		x.busy.Reset(x.e.opts.BusyLimit)
+		return func() { x.busy.Stop() }
+	}
+	done := x.loop.watch()
+	p := callAsync(w.vm, fn, input)
+	done()
+	v, err := x.loop.await(ctx, p)
+	if x.runaway.Load() {
+		return nil, x.runawayError()
+	}
 	if err != nil {
 		var ie *goja.InterruptedError
 		if errors.As(err, &ie) || ctx.Err() != nil {
@@ -259,6 +282,14 @@ func (x *execution) run(ctx context.Context) (out json.RawMessage, err error) {
 		return nil, err
 	}
 	return jsonStringify(w.vm, v)
+}
+
+// errWorkflowRunaway interrupts workflow code that did not yield in time.
+var errWorkflowRunaway = errors.New("workflow code did not yield")
+
+// runawayError is the run's failure when its workflow code did not yield.
+func (x *execution) runawayError() error {
+	return fmt.Errorf("workflow %s ran for more than %v without yielding (an endless loop?): workflow code only orchestrates; move computation into a step", x.def.Name, x.e.opts.BusyLimit)
 }
 
 // nextCall numbers the workflow's next durable call and returns the journal
@@ -370,7 +401,13 @@ type stepAttemptState struct {
 // another goroutine and hands its outcome back to the loop.
 func (x *execution) runStep(st *stepAttemptState) {
 	st.started = time.Now()
+	// A step that settles inline runs under its own timeout, not the
+	// workflow's watchdog.
+	paused := x.busy != nil && x.busy.Stop()
 	result, finish, err := x.e.steps.start(x.def, st.name, st.args)
+	if paused {
+		x.busy.Reset(x.e.opts.BusyLimit)
+	}
 	if finish == nil {
 		x.stepDone(st, result, err)
 		return

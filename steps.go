@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -17,8 +18,10 @@ import (
 // pre-warmed workflow VMs.
 const vmPoolSize = 32
 
-// stepTimeout bounds one step attempt.
-const stepTimeout = 10 * time.Minute
+// defaultStepTimeout bounds one step attempt unless svc.config.ts sets the
+// workflow's stepTimeout. An attempt past it fails (and is retried), even
+// one that never yields (its VM is interrupted and discarded).
+const defaultStepTimeout = 10 * time.Minute
 
 // stepVM is a VM in which a module's "use step" functions run with the real
 // clock, timers and fetch. Step VMs are pooled per workflow and reused.
@@ -86,27 +89,41 @@ func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) 
 	for i := range list {
 		list[i] = arr.Get(strconv.Itoa(i))
 	}
+	limit := def.StepTimeout
+	deadline := time.Now().Add(limit)
+	var timedOut atomic.Bool
+	watchdog := time.AfterFunc(limit, func() { timedOut.Store(true); sv.vm.Interrupt(errStepTimedOut) })
 	p := callAsync(sv.vm, impl, list...)
 	if p.State() != goja.PromiseStatePending || sv.loop.pending == 0 {
-		result, err = s.settle(def, sv, p, name, nil)
+		watchdog.Stop()
+		result, err = s.settle(def, sv, p, name, nil, &timedOut)
 		return result, nil, err
 	}
 	return nil, func(ctx context.Context) (json.RawMessage, error) {
-		ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		defer watchdog.Stop()
+		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
-		return s.settle(def, sv, p, name, ctx)
+		return s.settle(def, sv, p, name, ctx, &timedOut)
 	}, nil
 }
 
+// errStepTimedOut interrupts a step VM whose attempt ran past its timeout.
+var errStepTimedOut = errors.New("step timed out")
+
 // settle waits (with ctx, or not at all when ctx is nil) for the step's
-// promise, returns the VM to the pool when it is idle, and encodes the result.
-func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name string, ctx context.Context) (json.RawMessage, error) {
+// promise, returns the VM to the pool when it is idle, and encodes the
+// result. timedOut reports whether the watchdog interrupted the VM.
+func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name string, ctx context.Context, timedOut *atomic.Bool) (json.RawMessage, error) {
 	var v goja.Value
 	var err error
 	if ctx == nil {
 		v, err = settledResult(p)
 	} else {
 		v, err = sv.loop.await(ctx, p)
+	}
+	if timedOut.Load() || errors.Is(err, context.DeadlineExceeded) {
+		// The VM may have been interrupted mid-code: it is not reused.
+		return nil, fmt.Errorf("step %s timed out after %v (set workflows.%s.stepTimeout in svc.config.ts to change it)", name, def.StepTimeout, def.Name)
 	}
 	if errors.Is(err, errLoopIdle) {
 		return nil, fmt.Errorf("step %s returned a promise that never settles", name)

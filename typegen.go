@@ -88,6 +88,8 @@ const configDTS = typegenHeader + `declare namespace SvcConfig {
     file?: string;
     /** One active run at a time; further starts queue in order. */
     serial?: boolean;
+    /** Bound of one step attempt, e.g. "30s" or "5m" (default "10m"); an attempt past it fails and is retried. */
+    stepTimeout?: string;
   }
   interface Config {
     workflows?: Record<string, WorkflowOverride>;
