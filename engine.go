@@ -51,7 +51,11 @@ func terminal(status string) bool {
 type runError struct {
 	Name    string `json:"name,omitempty"`
 	Message string `json:"message"`
+	Stack   string `json:"stack,omitempty"` // where user code threw, TypeScript file:line (source-mapped)
 }
+
+// runErrorMaxStack bounds the stack kept with an error.
+const runErrorMaxStack = 8 << 10
 
 // stepAttempt is one journaled attempt of a step.
 type stepAttempt struct {
@@ -442,7 +446,10 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		return startReceipt{}, err
 	}
 	if ev.Type == evStart {
+		e.log.Info("run started", "workflow", def.Name, "run", ev.Run, "trigger", req.Trigger)
 		e.schedule(ev.Run)
+	} else {
+		e.log.Info("run queued", "workflow", def.Name, "queue", ev.Queue, "trigger", req.Trigger)
 	}
 	return rc, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -728,5 +729,35 @@ export default async function slowstep(input: { wait?: boolean }) { "use workflo
 	// An ordinary run is not disturbed by the watchdog.
 	if r := te.startWait(t, "three", `{"id":"busy"}`); r.Status != runCompleted {
 		t.Errorf("an ordinary run under a short busy limit = %s %v", r.Status, r.Error)
+	}
+}
+
+// TestEngineLogsRunsAndStacks checks the run log lines (one per start and
+// end, and per step attempt at debug level) and that an error thrown by
+// user code keeps a stack with TypeScript file:line.
+func TestEngineLogsRunsAndStacks(t *testing.T) {
+	te := newTestEngine(t)
+	te.close()
+	var out syncBuffer
+	te.logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	te.open(t)
+	te.counter.failN["logged"] = 1
+	r := te.startWait(t, "retry", `{"key":"logged"}`)
+	logs := out.String()
+	for _, want := range []string{
+		`msg="run started" workflow=retry run=` + r.RunID + ` trigger=http`,
+		`msg="step attempt" run=` + r.RunID + ` step=flaky attempt=1`,
+		`msg="step attempt" run=` + r.RunID + ` step=flaky attempt=2`,
+		`msg="run ended" workflow=retry run=` + r.RunID + ` status=completed duration=`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	f := te.startWait(t, "retry", `{"key":"x","fatal":true}`)
+	for what, e := range map[string]*runError{"run": f.Error, "step attempt": f.Steps[0].Attempts[0].Error} {
+		if e == nil || !strings.Contains(e.Stack, "at fatal (workflows/retry.workflow.ts:4:") {
+			t.Errorf("%s error = %+v; want a stack naming workflows/retry.workflow.ts:4", what, e)
+		}
 	}
 }

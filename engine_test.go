@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -164,6 +166,7 @@ type testEngine struct {
 	history      runHistory    // nil: ended runs stay in memory
 	retention    time.Duration // with history: 0 keeps ended runs
 	busyLimit    time.Duration // 0: the default
+	logger       *slog.Logger  // nil: discarded
 	dir          string
 	cat          *catalog
 	counter      *stepCounter
@@ -190,7 +193,7 @@ func (te *testEngine) open(t *testing.T) {
 	e, err := openEngine(engineOptions{
 		Dir: te.dir + "/.svc/journal", Catalog: func() *catalog { return te.cat },
 		Env: func() map[string]string { return map[string]string{"COUNTER": te.counter.URL} },
-		Log: discardLogger(), RetryBase: 10 * time.Millisecond, CompactBytes: te.compactBytes,
+		Log: cmp.Or(te.logger, discardLogger()), RetryBase: 10 * time.Millisecond, CompactBytes: te.compactBytes,
 		History: te.history, Retention: te.retention, BusyLimit: te.busyLimit,
 	})
 	if err != nil {

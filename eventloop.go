@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -83,6 +84,31 @@ func (e *jsThrown) name() string {
 	}
 	return ""
 }
+
+// stack returns the thrown error's stack (frames of user code are
+// TypeScript file:line:column through the bundle's source map), bounded by
+// runErrorMaxStack; "" when it has none.
+func (e *jsThrown) stack() string {
+	o, ok := e.Value.(*goja.Object)
+	if !ok {
+		return ""
+	}
+	s := o.Get("stack")
+	if s == nil || goja.IsUndefined(s) || goja.IsNull(s) {
+		return ""
+	}
+	// Show the user's names and positions: markSteps's renaming and goja's
+	// bytecode offsets ("file.ts:3:19(7)") are the runtime's business.
+	st := strings.ReplaceAll(s.String(), "__svc_step_", "")
+	st = stackOffset.ReplaceAllString(st, "$1")
+	if len(st) > runErrorMaxStack {
+		st = st[:runErrorMaxStack]
+	}
+	return st
+}
+
+// stackOffset matches goja's bytecode offset after a frame's position.
+var stackOffset = regexp.MustCompile(`(:\d+:\d+)\(\d+\)`)
 
 // callAsync calls fn with args and returns its result as a promise (a
 // synchronous return value or throw is wrapped).

@@ -196,6 +196,8 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			r.cancel()
 		}
 		after = append(after, func() {
+			e.log.Info("run ended", "workflow", r.WorkflowName, "run", r.RunID, "status", r.Status,
+				"duration", r.EndedAt.Sub(r.CreatedAt).Round(time.Millisecond))
 			e.mu.Lock()
 			e.endedLocked(r.RunID)
 			e.mu.Unlock()
@@ -282,5 +284,6 @@ func (e *engine) advanceQueue(workflow string) {
 		e.log.Error("start queued run", "workflow", workflow, "err", err)
 		return
 	}
+	e.log.Info("run started", "workflow", workflow, "run", ev.Run, "queue", head.QueueID)
 	e.schedule(ev.Run)
 }

@@ -147,7 +147,7 @@ func (e *engine) armTimerLocked(r *runRecord) {
 func toRunError(err error) *runError {
 	var th *jsThrown
 	if errors.As(err, &th) {
-		return &runError{Name: th.name(), Message: th.Error()}
+		return &runError{Name: th.name(), Message: th.Error(), Stack: th.stack()}
 	}
 	var ce *compileError
 	if errors.As(err, &ce) {
@@ -340,6 +340,9 @@ func (x *execution) newError(e *runError) goja.Value {
 	if e.Name != "" {
 		o.Set("name", e.Name)
 	}
+	if e.Stack != "" { // a step's error keeps where the step threw
+		o.Set("stack", e.Stack)
+	}
 	return o
 }
 
@@ -430,6 +433,7 @@ func (x *execution) runStep(st *stepAttemptState) {
 // stepDone journals an attempt and settles the workflow's promise, or
 // schedules a retry with exponential backoff. FatalError fails at once.
 func (x *execution) stepDone(st *stepAttemptState, result json.RawMessage, err error) {
+	x.e.log.Debug("step attempt", "run", x.r.RunID, "step", st.name, "attempt", st.attempt, "dur", time.Since(st.started).Round(time.Microsecond), "err", err)
 	ev := &journalEvent{Type: evStep, Seq: st.seq, Name: st.name, Attempt: st.attempt, StartedAt: st.started.UnixMicro()}
 	if err != nil {
 		ev.Error = toRunError(err)
