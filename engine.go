@@ -108,12 +108,31 @@ type runRecord struct {
 	CreatedAt      time.Time       `json:"createdAt"`
 	EndedAt        *time.Time      `json:"endedAt,omitempty"`
 	Steps          []*durableCall  `json:"steps"`
+	Logs           []runLog        `json:"logs,omitempty"`        // console.* of its workflow and step code
+	LogsDropped    int             `json:"logsDropped,omitempty"` // lines past runMaxLogs
 
 	executing bool       // an execution goroutine owns a VM for it
 	rerun     bool       // something happened while executing: run again
 	done      *runSignal // fired when terminal; shared by copies of the record
 	cancel    context.CancelFunc
 }
+
+// runLog is one console line of a run: from its workflow code (Step empty)
+// or from an attempt of one of its steps.
+type runLog struct {
+	At      time.Time `json:"at"`
+	Level   string    `json:"level"` // debug, info, warn, error
+	Message string    `json:"message"`
+	Step    string    `json:"step,omitempty"`
+	Seq     int       `json:"seq,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+}
+
+// Bounds of the console lines kept with a run.
+const (
+	runMaxLogs       = 1000
+	runMaxLogMessage = 4 << 10
+)
 
 // runSignal is fired once when a run ends; waiters select on ch. Firing
 // twice is harmless, so no path that ends a run can crash the process.
@@ -531,7 +550,7 @@ var errRunEnded = errors.New("run has already ended")
 // (and so must not follow its end).
 func runScoped(t string) bool {
 	switch t {
-	case evAttempt, evStep, evSleep, evHook, evResume, evEnd:
+	case evAttempt, evStep, evSleep, evHook, evResume, evEnd, evLog:
 		return true
 	}
 	return false

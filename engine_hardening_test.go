@@ -761,3 +761,32 @@ func TestEngineLogsRunsAndStacks(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineKeepsConsoleWithTheRun checks that console lines of workflow
+// and step code are kept with the run, each once although the workflow
+// code is replayed after its sleep, with the step and attempt, and that
+// they replay from the journal.
+func TestEngineKeepsConsoleWithTheRun(t *testing.T) {
+	te := newTestEngine(t)
+	r := te.startWait(t, "chatty", `{}`)
+	want := []string{"info  before", `info talk#1 step says 1 {"n":1}`, "warn  between", "error  after"}
+	got := func(r runRecord) []string {
+		var lines []string
+		for _, l := range r.Logs {
+			step := ""
+			if l.Step != "" {
+				step = fmt.Sprintf("%s#%d", l.Step, l.Attempt)
+			}
+			lines = append(lines, l.Level+" "+step+" "+l.Message)
+		}
+		return lines
+	}
+	if !reflect.DeepEqual(got(r), want) {
+		t.Fatalf("logs = %q; want %q", got(r), want)
+	}
+	te.close()
+	te.open(t)
+	if again, _ := te.get(r.RunID); !reflect.DeepEqual(got(again), want) {
+		t.Fatalf("replayed logs = %q; want %q", got(again), want)
+	}
+}

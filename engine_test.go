@@ -151,6 +151,18 @@ export default async function turnstile() { "use workflow"; return await createH
 	"workflows/queuer.workflow.ts": `
 import { workflows } from "svc";
 export default async function queuer() { "use workflow"; return await workflows.startAndWait("turnstile", {}); }`,
+	"workflows/chatty.workflow.ts": `
+import { sleep } from "svc";
+async function talk(n: number) { "use step"; console.log("step says", n, { n }); return n; }
+export default async function chatty() {
+  "use workflow";
+  console.log("before");
+  await talk(1);
+  console.warn("between");
+  await sleep(30);
+  console.error("after");
+  return 1;
+}`,
 	"workflows/waiter.workflow.ts": `
 import { workflows } from "svc";
 export default async function waiter() { "use workflow"; return await workflows.startAndWait("forever", {}); }`,

@@ -19,6 +19,7 @@ const (
 	evResume  = "resume"  // a hook was resumed with Result as payload
 	evEnd     = "end"     // a run reached Status (completed, failed, cancelled)
 	evTurn    = "turn"    // an agent's chat turn, recorded as a finished run
+	evLog     = "log"     // a console line of the run (Seq/Name/Attempt: the step attempt; 0: workflow code)
 )
 
 // journalEvent is one journal record (JSON-encoded; short keys keep the log
@@ -52,6 +53,8 @@ type journalEvent struct {
 	Session   string          `json:"ss,omitempty"`
 	Conv      string          `json:"cv,omitempty"`
 	Calls     []*durableCall  `json:"calls,omitempty"` // evTurn: the tool calls of the turn
+	Level     string          `json:"lv,omitempty"`    // evLog
+	Message   string          `json:"m,omitempty"`     // evLog
 }
 
 // micros converts unix microseconds to a time.
@@ -147,6 +150,14 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		}
 	case evDequeue:
 		after = e.applyDequeue(ev, at)
+	case evLog:
+		if r := e.st.Runs[ev.Run]; r != nil {
+			if len(r.Logs) >= runMaxLogs {
+				r.LogsDropped++
+			} else {
+				r.Logs = append(r.Logs, runLog{At: at, Level: ev.Level, Message: ev.Message, Step: ev.Name, Seq: ev.Seq, Attempt: ev.Attempt})
+			}
+		}
 	case evTurn:
 		calls := ev.Calls
 		if calls == nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -72,6 +73,9 @@ type execution struct {
 	// nondet is set when a replayed call differs from the journal: the run
 	// fails with it even if the workflow code caught the rejection.
 	nondet error
+	// journaled is how many calls the journal held when the execution
+	// began: workflow code before the last of them is being replayed.
+	journaled int
 	// runaway is set by the watchdog (busy) that interrupted code that did
 	// not yield within the engine's BusyLimit.
 	runaway atomic.Bool
@@ -97,10 +101,11 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 		return
 	}
 	r.Status = runRunning
+	journaled := len(r.Steps)
 	e.mu.Unlock()
 	h := fnv.New64a()
 	h.Write([]byte(r.RunID))
-	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e)), ctx: ctx}
+	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e)), ctx: ctx, journaled: journaled}
 	out, err := x.run(ctx)
 	if x.nondet != nil && !errors.Is(err, context.Canceled) {
 		err = x.nondet
@@ -179,8 +184,15 @@ func (e *engine) newWorkflowVM(def *workflowDef) (*workflowVM, error) {
 	_, exports, err := newModuleVM(def.Module, vmOptions{
 		Workflow: true,
 		Setup:    func(vm *goja.Runtime) { w.vm, w.loop = vm, newJSLoop(vm) },
-		Env:      e.opts.Env(),
-		Log:      e.log.With("workflow", def.Name),
+		Console: func(level slog.Level, msg string) {
+			// Workflow code is replayed: a line is kept only the first
+			// time, when the code runs past the calls already journaled.
+			if w.x != nil && w.x.seq >= w.x.journaled {
+				w.x.keepLog(level, msg, 0, "", 0)
+			}
+		},
+		Env: e.opts.Env(),
+		Log: e.log.With("workflow", def.Name),
 		Ambient: map[string]any{
 			"sleep":      func(d goja.Value) goja.Value { return w.x.sleep(d) },
 			"createHook": func() (goja.Value, error) { return w.x.createHook() },
@@ -407,7 +419,8 @@ func (x *execution) runStep(st *stepAttemptState) {
 	// A step that settles inline runs under its own timeout, not the
 	// workflow's watchdog.
 	paused := x.busy != nil && x.busy.Stop()
-	result, finish, err := x.e.steps.start(x.def, st.name, st.args)
+	keep := func(level slog.Level, msg string) { x.keepLog(level, msg, st.seq, st.name, st.attempt) }
+	result, finish, err := x.e.steps.start(x.def, st.name, st.args, keep)
 	if paused {
 		x.busy.Reset(x.e.opts.BusyLimit)
 	}
@@ -589,6 +602,15 @@ func (x *execution) child(kind, name string, input goja.Value) goja.Value {
 		x.advance(*c.EndedAt)
 	}
 	return x.settled(c.Result, c.Error)
+}
+
+// keepLog journals a console line of the run: from workflow code (seq 0)
+// or from attempt of step name at seq.
+func (x *execution) keepLog(level slog.Level, msg string, seq int, name string, attempt int) {
+	if len(msg) > runMaxLogMessage {
+		msg = msg[:runMaxLogMessage]
+	}
+	x.commit(&journalEvent{Type: evLog, Seq: seq, Name: name, Attempt: attempt, Level: strings.ToLower(level.String()), Message: msg})
 }
 
 // randomUUID is the deterministic crypto.randomUUID() of workflow code: a

@@ -170,6 +170,7 @@ type vmOptions struct {
 	Workflow bool                     // install the deterministic workflow prelude (needs __svc_now/__svc_random/__svc_uuid globals)
 	Setup    func(*goja.Runtime)      // called with the VM before the module runs
 	Modules  map[string]*goja.Program // require()-able modules beside "svc": each program evaluates to the module's exports, once per VM
+	Console  func(level slog.Level, msg string) // when set, also receives every console line (kept with the run)
 }
 
 // newModuleVM creates a VM, installs require("svc"), process.env, console
@@ -213,7 +214,7 @@ func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) 
 	process := vm.NewObject()
 	process.Set("env", env)
 	vm.Set("process", process)
-	installConsole(vm, o.Log)
+	installConsole(vm, o.Log, o.Console)
 	for k, v := range o.Globals {
 		vm.Set(k, v)
 	}
@@ -236,8 +237,9 @@ func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) 
 	return vm, module.Get("exports").ToObject(vm), nil
 }
 
-// installConsole defines console.log/info/warn/error/debug writing to log.
-func installConsole(vm *goja.Runtime, log *slog.Logger) {
+// installConsole defines console.log/info/warn/error/debug writing to log,
+// and to keep when it is set.
+func installConsole(vm *goja.Runtime, log *slog.Logger, keep func(slog.Level, string)) {
 	console := vm.NewObject()
 	logAt := func(level slog.Level) func(goja.FunctionCall) goja.Value {
 		return func(call goja.FunctionCall) goja.Value {
@@ -245,7 +247,11 @@ func installConsole(vm *goja.Runtime, log *slog.Logger) {
 			for i, a := range call.Arguments {
 				parts[i] = jsDisplay(vm, a)
 			}
-			log.Log(context.Background(), level, strings.Join(parts, " "))
+			msg := strings.Join(parts, " ")
+			log.Log(context.Background(), level, msg)
+			if keep != nil {
+				keep(level, msg)
+			}
 			return goja.Undefined()
 		}
 	}

@@ -29,6 +29,10 @@ type stepVM struct {
 	vm    *goja.Runtime
 	loop  *jsLoop
 	steps map[string]goja.Value
+	// keep receives the console lines of the attempt using the VM (set by
+	// start, cleared when it settles); only the goroutine running the VM
+	// touches it.
+	keep func(slog.Level, string)
 }
 
 // stepRunner runs step functions outside the deterministic workflow VM.
@@ -50,6 +54,11 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 		Env:   s.env(),
 		Setup: func(vm *goja.Runtime) { sv.vm, sv.loop = vm, newJSLoop(vm) },
 		Log:   s.log.With("module", m.File),
+		Console: func(level slog.Level, msg string) {
+			if sv.keep != nil {
+				sv.keep(level, msg)
+			}
+		},
 		Globals: map[string]any{"__svc_step": func(name string, impl goja.Value) goja.Value {
 			sv.steps[name] = impl
 			return impl
@@ -66,8 +75,9 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 // settles without waiting on I/O or timers (the common case for CPU-only
 // steps) the result is returned at once and finish is nil; otherwise finish
 // must be called, on another goroutine, to wait for the result (it gives up
-// when ctx ends). A thrown error is a *jsThrown.
-func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
+// when ctx ends). A thrown error is a *jsThrown. keep receives the
+// attempt's console lines.
+func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, keep func(slog.Level, string)) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
 	var sv *stepVM
 	select {
 	case sv = <-def.stepVMs:
@@ -89,6 +99,7 @@ func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage) 
 	for i := range list {
 		list[i] = arr.Get(strconv.Itoa(i))
 	}
+	sv.keep = keep
 	limit := def.StepTimeout
 	deadline := time.Now().Add(limit)
 	var timedOut atomic.Bool
@@ -132,6 +143,7 @@ func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name 
 	if err == nil {
 		out, err = jsonStringify(sv.vm, v)
 	}
+	sv.keep = nil
 	if sv.loop.pending == 0 {
 		select {
 		case def.stepVMs <- sv:
