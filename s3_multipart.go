@@ -5,6 +5,7 @@ package main
 // uploads abandoned for s3StaleAge (and temporary files as old) while the server runs.
 
 import (
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // handleCreateMultipartUpload answers CreateMultipartUpload (POST /{bucket}/{key}?uploads).
@@ -34,7 +36,7 @@ func (s *s3Server) handleCreateMultipartUpload(w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return fmt.Errorf("create multipart upload: %w", err)
 	}
-	id := randomID("", 16)
+	id := s3NewUploadID(upload.Modified)
 	if err := s.createDir(s.uploadsDir(), id, s3UploadFile, record); err != nil {
 		return err
 	}
@@ -48,11 +50,22 @@ func (s *s3Server) handleCreateMultipartUpload(w http.ResponseWriter, r *http.Re
 	return nil
 }
 
+// s3NewUploadID returns a new upload id: 32 hex digits, the first 16 the creation time in
+// nanoseconds, so that sorting ids sorts the uploads of one key by creation, as S3 lists them.
+func s3NewUploadID(created time.Time) string {
+	return fmt.Sprintf("%016x", uint64(created.UnixNano())) + randomID("", 8)
+}
+
+// s3IsUploadID reports whether id has the form of an upload id (and so names no other file).
+func s3IsUploadID(id string) bool {
+	return len(id) == 32 && strings.Trim(id, "0123456789abcdef") == ""
+}
+
 // loadUpload returns the record and directory of the upload named by the request's uploadId,
 // which must belong to bucket and key.
 func (s *s3Server) loadUpload(r *http.Request, bucket, key string) (*s3Meta, string, error) {
 	id := r.URL.Query().Get("uploadId")
-	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+	if !s3IsUploadID(id) {
 		return nil, "", s3ErrNoSuchUpload
 	}
 	dir := filepath.Join(s.uploadsDir(), id)
@@ -153,17 +166,15 @@ func (s *s3Server) handleListParts(w http.ResponseWriter, r *http.Request, bucke
 		return err
 	}
 	q := r.URL.Query()
-	marker, maxParts := 0, s3MaxListKeys
+	marker := 0
 	if v := q.Get("part-number-marker"); v != "" {
 		if marker, err = strconv.Atoi(v); err != nil || marker < 0 {
 			return s3BadRequest("InvalidArgument", "part-number-marker must be a non-negative integer.")
 		}
 	}
-	if v := q.Get("max-parts"); v != "" {
-		if maxParts, err = strconv.Atoi(v); err != nil || maxParts < 0 {
-			return s3BadRequest("InvalidArgument", "max-parts must be a non-negative integer.")
-		}
-		maxParts = min(maxParts, s3MaxListKeys)
+	maxParts, err := s3ListLimit(q, "max-parts")
+	if err != nil {
+		return err
 	}
 	parts, err := s3ReadParts(dir)
 	if err != nil {
@@ -317,4 +328,198 @@ func (s *s3Server) handleAbortMultipartUpload(w http.ResponseWriter, r *http.Req
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// s3Upload is one in-progress multipart upload of a bucket, as ListMultipartUploads lists it.
+type s3Upload struct {
+	key, id   string
+	initiated time.Time
+}
+
+// listUploads returns the bucket's in-progress uploads of keys starting with prefix, sorted by
+// key then id (for the ids svc makes, by creation). An unreadable upload record is logged and
+// left out; the janitor removes it in time.
+func (s *s3Server) listUploads(bucket, prefix string) ([]s3Upload, error) {
+	entries, err := os.ReadDir(s.uploadsDir())
+	if err != nil {
+		return nil, fmt.Errorf("list multipart uploads: %w", err)
+	}
+	var uploads []s3Upload
+	for _, e := range entries {
+		if !e.IsDir() || !s3IsUploadID(e.Name()) {
+			continue
+		}
+		record, err := s3ReadMeta(filepath.Join(s.uploadsDir(), e.Name(), s3UploadFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // completed or aborted since the directory was read
+		}
+		if err != nil {
+			s.logger.Warn("s3 list multipart uploads: unreadable upload", "id", e.Name(), "err", err)
+			continue
+		}
+		if record.Bucket == bucket && strings.HasPrefix(record.Key, prefix) {
+			uploads = append(uploads, s3Upload{key: record.Key, id: e.Name(), initiated: record.Modified})
+		}
+	}
+	slices.SortFunc(uploads, func(a, b s3Upload) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return uploads, nil
+}
+
+// s3UploadsPage pages uploads (sorted by key then id, all keys starting with prefix) as
+// ListMultipartUploads does: keys containing delimiter after the prefix roll up into a common
+// prefix; items up to the markers are skipped (with keyMarker alone, every upload of keys up to
+// and including it; with idMarker too, the uploads of keyMarker up to and including that id); at
+// most maxUploads items (uploads and common prefixes) are returned. When more follow, nextKey and
+// nextID are the markers of the next page: the last upload returned, or the last common prefix
+// and no id.
+func s3UploadsPage(uploads []s3Upload, prefix, delimiter, keyMarker, idMarker string, maxUploads int) (page []s3Upload, prefixes []string, nextKey, nextID string) {
+	for _, u := range uploads {
+		item, rolled := s3RollUp(u.key, prefix, delimiter)
+		if rolled && (item <= keyMarker || len(prefixes) > 0 && item == prefixes[len(prefixes)-1]) ||
+			!rolled && (u.key < keyMarker || u.key == keyMarker && (idMarker == "" || u.id <= idMarker)) {
+			continue
+		}
+		if len(page)+len(prefixes) == maxUploads {
+			return page, prefixes, nextKey, nextID
+		}
+		if rolled {
+			prefixes = append(prefixes, item)
+			nextKey, nextID = item, ""
+		} else {
+			page = append(page, u)
+			nextKey, nextID = u.key, u.id
+		}
+	}
+	return page, prefixes, "", ""
+}
+
+// s3ListUploadsResult is the ListMultipartUploads response.
+type s3ListUploadsResult struct {
+	XMLName            xml.Name `xml:"ListMultipartUploadsResult"`
+	Xmlns              string   `xml:"xmlns,attr"`
+	Bucket             string
+	KeyMarker          string
+	UploadIDMarker     string `xml:"UploadIdMarker"`
+	NextKeyMarker      string `xml:",omitempty"`
+	NextUploadIDMarker string `xml:"NextUploadIdMarker,omitempty"`
+	Prefix             string
+	Delimiter          string `xml:",omitempty"`
+	EncodingType       string `xml:",omitempty"`
+	MaxUploads         int
+	IsTruncated        bool
+	Uploads            []s3UploadEntry `xml:"Upload"`
+	CommonPrefixes     []s3CommonPrefix
+}
+
+// s3UploadEntry is one upload of a ListMultipartUploads response.
+type s3UploadEntry struct {
+	Key          string
+	UploadID     string `xml:"UploadId"`
+	Initiator    s3Owner
+	Owner        s3Owner
+	StorageClass string
+	Initiated    string
+}
+
+// handleListMultipartUploads answers ListMultipartUploads (GET /{bucket}?uploads) with prefix,
+// delimiter, key-marker, upload-id-marker, max-uploads and encoding-type.
+func (s *s3Server) handleListMultipartUploads(w http.ResponseWriter, r *http.Request, bucket string) error {
+	q := r.URL.Query()
+	maxUploads, err := s3ListLimit(q, "max-uploads")
+	if err != nil {
+		return err
+	}
+	encode, err := s3ListEncoder(q)
+	if err != nil {
+		return err
+	}
+	if !s.bucketExists(bucket) {
+		return s3ErrNoSuchBucket
+	}
+	prefix, delimiter, keyMarker, idMarker := q.Get("prefix"), q.Get("delimiter"), q.Get("key-marker"), q.Get("upload-id-marker")
+	uploads, err := s.listUploads(bucket, prefix)
+	if err != nil {
+		return err
+	}
+	page, prefixes, nextKey, nextID := s3UploadsPage(uploads, prefix, delimiter, keyMarker, idMarker, maxUploads)
+	result := s3ListUploadsResult{Xmlns: s3XMLNamespace, Bucket: bucket, KeyMarker: encode(keyMarker), UploadIDMarker: idMarker,
+		NextKeyMarker: encode(nextKey), NextUploadIDMarker: nextID, Prefix: encode(prefix), Delimiter: encode(delimiter),
+		EncodingType: q.Get("encoding-type"), MaxUploads: maxUploads, IsTruncated: nextKey != ""}
+	for _, u := range page {
+		result.Uploads = append(result.Uploads, s3UploadEntry{Key: encode(u.key), UploadID: u.id, Initiator: s3TheOwner, Owner: s3TheOwner,
+			StorageClass: "STANDARD", Initiated: s3XMLTime(u.initiated)})
+	}
+	for _, p := range prefixes {
+		result.CommonPrefixes = append(result.CommonPrefixes, s3CommonPrefix{Prefix: encode(p)})
+	}
+	s3WriteXML(w, http.StatusOK, result)
+	return nil
+}
+
+// start starts the janitor: it sweeps at once (what a stopped server left behind) and then
+// every s3JanitorInterval, until Close. Call it at most once, after setting logger.
+func (s *s3Server) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopJanitor, s.janitorDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.janitorDone)
+		tick := time.NewTicker(s3JanitorInterval)
+		defer tick.Stop()
+		for {
+			s.sweep(ctx, time.Now())
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// Close stops the janitor, if started, and waits for it to end; a sweep in progress stops at
+// its next entry. Requests in flight are the HTTP server's to end. Close may be called again.
+func (s *s3Server) Close() error {
+	if s.stopJanitor != nil {
+		s.stopJanitor()
+		<-s.janitorDone
+	}
+	return nil
+}
+
+// sweep removes what has been abandoned for s3StaleAge at now: the multipart uploads whose
+// directory has not changed (no part was uploaded) and the temporary files not written since.
+// An upload swept while a late part arrives answers that part NoSuchUpload.
+func (s *s3Server) sweep(ctx context.Context, now time.Time) {
+	cutoff := now.Add(-s3StaleAge)
+	for _, dir := range []string{s.uploadsDir(), s.tmpDir()} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			s.logger.Warn("s3 janitor: read directory", "dir", dir, "err", err)
+			continue
+		}
+		for _, e := range entries {
+			if ctx.Err() != nil {
+				return
+			}
+			info, err := e.Info()
+			if err != nil || !info.ModTime().Before(cutoff) {
+				continue // removed meanwhile, or still fresh
+			}
+			if dir == s.uploadsDir() {
+				err = s.discardDir(dir, e.Name())
+			} else {
+				err = os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.logger.Warn("s3 janitor: remove abandoned file", "dir", dir, "name", e.Name(), "err", err)
+				continue
+			}
+			s.logger.Debug("s3 janitor: removed abandoned file", "dir", dir, "name", e.Name(), "modified", info.ModTime())
+		}
+	}
 }

@@ -1406,3 +1406,316 @@ func TestS3SizeLimits(t *testing.T) {
 	e.do(t, s3TestRequest{method: "GET", path: "/bucket/huge"}).wantError(t, "refused object", http.StatusNotFound, "NoSuchKey")
 	e.assertNoLeftovers(t)
 }
+
+// s3TestUploads is a parsed ListMultipartUploads response.
+type s3TestUploads struct {
+	KeyMarker          string
+	UploadIdMarker     string
+	NextKeyMarker      string
+	NextUploadIdMarker string
+	Prefix             string
+	Delimiter          string
+	MaxUploads         int
+	IsTruncated        bool
+	Upload             []struct {
+		Key       string
+		UploadId  string
+		Initiated string
+		Owner     struct{ ID string }
+	}
+	CommonPrefixes []struct{ Prefix string }
+}
+
+// items returns the page's uploads as "key@id" and its common prefixes, in order of the
+// response.
+func (res s3TestUploads) items() []string {
+	var items []string
+	for _, u := range res.Upload {
+		items = append(items, u.Key+"@"+u.UploadId)
+	}
+	for _, p := range res.CommonPrefixes {
+		items = append(items, p.Prefix)
+	}
+	return items
+}
+
+// listUploads sends ListMultipartUploads with query (encoded, without "uploads") and parses the
+// answer, failing the test unless it is 200.
+func (e *s3TestEnv) listUploads(t *testing.T, query string) s3TestUploads {
+	t.Helper()
+	if query != "" {
+		query = "&" + query
+	}
+	resp := e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "uploads" + query})
+	resp.wantStatus(t, "list multipart uploads "+query, http.StatusOK)
+	var res s3TestUploads
+	if err := xml.Unmarshal(resp.body, &res); err != nil {
+		t.Fatalf("list multipart uploads %s: %v\n%s", query, err, resp.body)
+	}
+	if !bytes.Contains(resp.body, []byte(`<ListMultipartUploadsResult xmlns="`+s3XMLNamespace+`">`)) {
+		t.Errorf("list multipart uploads %s: root element or namespace wrong:\n%s", query, resp.body)
+	}
+	return res
+}
+
+// TestS3ListMultipartUploads checks ListMultipartUploads: filters, markers, paging and limits.
+func TestS3ListMultipartUploads(t *testing.T) {
+	e := newS3TestEnv(t)
+	if got := e.listUploads(t, ""); len(got.items()) != 0 || got.IsTruncated || got.MaxUploads != s3MaxListKeys {
+		t.Fatalf("no uploads: %+v", got)
+	}
+	ids := map[string]string{} // "key#n" -> id
+	for _, key := range []string{"a/1", "a/1", "a/2", "b", "c/x/y", "d", "sp ace/é"} {
+		name := key + "#1"
+		if ids[name] != "" {
+			name = key + "#2"
+		}
+		ids[name] = e.multipartUpload(t, key, nil)
+	}
+	e.do(t, s3TestRequest{method: "PUT", path: "/other"}).wantStatus(t, "create bucket", http.StatusOK)
+	e.do(t, s3TestRequest{method: "POST", path: "/other/a/1", query: "uploads"}).wantStatus(t, "upload in another bucket", http.StatusOK)
+	a1 := []string{ids["a/1#1"], ids["a/1#2"]}
+	slices.Sort(a1) // uploads of one key are listed by id
+	all := []string{"a/1@" + a1[0], "a/1@" + a1[1], "a/2@" + ids["a/2#1"], "b@" + ids["b#1"], "c/x/y@" + ids["c/x/y#1"], "d@" + ids["d#1"], "sp ace/é@" + ids["sp ace/é#1"]}
+
+	tests := []struct {
+		name      string
+		query     string
+		want      []string
+		truncated bool
+	}{
+		{"all", "", all, false},
+		{"prefix", "prefix=a%2F", all[:3], false},
+		{"delimiter", "delimiter=%2F", []string{"b@" + ids["b#1"], "d@" + ids["d#1"], "a/", "c/", "sp ace/"}, false},
+		{"prefix and delimiter", "delimiter=%2F&prefix=c%2F", []string{"c/x/"}, false},
+		{"key marker", "key-marker=a%2F1", all[2:], false},
+		{"key and upload id markers", "key-marker=a%2F1&upload-id-marker=" + a1[0], all[1:], false},
+		{"upload id marker without key marker", "upload-id-marker=" + a1[0], all, false},
+		{"max uploads", "max-uploads=2", all[:2], true},
+		{"max uploads with a prefix rolled up", "delimiter=%2F&max-uploads=1", []string{"a/"}, true},
+		{"max uploads zero", "max-uploads=0", nil, false},
+		{"no match", "prefix=zzz", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := e.listUploads(t, tt.query)
+			if !slices.Equal(got.items(), tt.want) || got.IsTruncated != tt.truncated {
+				t.Errorf("list %q = %q (truncated %v); want %q (truncated %v)", tt.query, got.items(), got.IsTruncated, tt.want, tt.truncated)
+			}
+		})
+	}
+
+	// Paging one item at a time, with and without a delimiter, visits every item once.
+	for _, delimiter := range []string{"", "/"} {
+		var items []string
+		query := "max-uploads=1&delimiter=" + url.QueryEscape(delimiter)
+		for page := 0; ; page++ {
+			if page > 20 {
+				t.Fatalf("delimiter %q: more than 20 pages", delimiter)
+			}
+			got := e.listUploads(t, query)
+			items = append(items, got.items()...)
+			if !got.IsTruncated {
+				break
+			}
+			if got.NextKeyMarker == "" {
+				t.Fatalf("delimiter %q: truncated page without NextKeyMarker: %+v", delimiter, got)
+			}
+			query = "max-uploads=1&delimiter=" + url.QueryEscape(delimiter) + "&key-marker=" + url.QueryEscape(got.NextKeyMarker) + "&upload-id-marker=" + got.NextUploadIdMarker
+		}
+		want := all
+		if delimiter != "" {
+			want = []string{"a/", "b@" + ids["b#1"], "c/", "d@" + ids["d#1"], "sp ace/"}
+		}
+		if !slices.Equal(items, want) {
+			t.Errorf("paged with delimiter %q = %q; want %q", delimiter, items, want)
+		}
+	}
+
+	got := e.listUploads(t, "max-uploads=5000&prefix=b")
+	if got.MaxUploads != s3MaxListKeys || len(got.Upload) != 1 || got.Upload[0].Owner.ID != "svc" || got.Prefix != "b" {
+		t.Errorf("capped list = %+v", got)
+	}
+	if _, err := time.Parse(s3XMLTimeFormat, got.Upload[0].Initiated); err != nil {
+		t.Errorf("Initiated %q: %v", got.Upload[0].Initiated, err)
+	}
+	if got := e.listUploads(t, "encoding-type=url&prefix=sp"); len(got.Upload) != 1 || got.Upload[0].Key != "sp%20ace/%C3%A9" {
+		t.Errorf("url-encoded list = %+v", got)
+	}
+	// Completed and aborted uploads are no longer listed.
+	e.do(t, s3TestRequest{method: "DELETE", path: "/bucket/b", query: "uploadId=" + ids["b#1"]}).wantStatus(t, "abort", http.StatusNoContent)
+	etag := e.uploadPart(t, "d", ids["d#1"], 1, []byte("d"))
+	e.do(t, s3TestRequest{method: "POST", path: "/bucket/d", query: "uploadId=" + ids["d#1"], body: s3TestCompleteXML(map[int]string{1: etag}, 1)}).wantStatus(t, "complete", http.StatusOK)
+	if got := e.listUploads(t, "prefix=b"); len(got.Upload) != 0 {
+		t.Errorf("aborted upload listed: %+v", got)
+	}
+	if got := e.listUploads(t, "prefix=d"); len(got.Upload) != 0 {
+		t.Errorf("completed upload listed: %+v", got)
+	}
+
+	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "max-uploads=-1&uploads"}).wantError(t, "negative max-uploads", http.StatusBadRequest, "InvalidArgument")
+	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "encoding-type=xml&uploads"}).wantError(t, "bad encoding type", http.StatusBadRequest, "InvalidArgument")
+	e.do(t, s3TestRequest{method: "GET", path: "/missing", query: "uploads"}).wantError(t, "missing bucket", http.StatusNotFound, "NoSuchBucket")
+}
+
+// TestS3NewUploadID checks that upload ids have the form loadUpload accepts and sort by creation.
+func TestS3NewUploadID(t *testing.T) {
+	base := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	prev := ""
+	for i := range 5 {
+		id := s3NewUploadID(base.Add(time.Duration(i) * time.Nanosecond))
+		if !s3IsUploadID(id) {
+			t.Fatalf("s3NewUploadID = %q; not an upload id", id)
+		}
+		if id <= prev {
+			t.Errorf("s3NewUploadID at +%dns = %q; want after %q", i, id, prev)
+		}
+		prev = id
+	}
+}
+
+// TestS3UnsetBucketConfigs checks the bucket subresources answered as S3 answers them for a
+// bucket where they were never configured.
+func TestS3UnsetBucketConfigs(t *testing.T) {
+	e := newS3TestEnv(t)
+	documents := []struct {
+		subresource string
+		want        string // the whole document after the XML header
+	}{
+		{"versioning", `<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></VersioningConfiguration>`},
+		{"logging", `<BucketLoggingStatus xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></BucketLoggingStatus>`},
+		{"requestPayment", `<RequestPaymentConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Payer>BucketOwner</Payer></RequestPaymentConfiguration>`},
+		{"acl", `<AccessControlPolicy xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>svc</ID><DisplayName>svc</DisplayName></Owner><AccessControlList><Grant>` +
+			`<Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser"><ID>svc</ID><DisplayName>svc</DisplayName></Grantee>` +
+			`<Permission>FULL_CONTROL</Permission></Grant></AccessControlList></AccessControlPolicy>`},
+	}
+	for _, tt := range documents {
+		resp := e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: tt.subresource})
+		resp.wantStatus(t, "GET ?"+tt.subresource, http.StatusOK)
+		if got := strings.TrimPrefix(string(resp.body), xml.Header); got != tt.want {
+			t.Errorf("GET ?%s = %s; want %s", tt.subresource, got, tt.want)
+		}
+	}
+	errs := []struct {
+		subresource, code string
+	}{
+		{"lifecycle", "NoSuchLifecycleConfiguration"},
+		{"policy", "NoSuchBucketPolicy"},
+		{"cors", "NoSuchCORSConfiguration"},
+		{"tagging", "NoSuchTagSet"},
+		{"object-lock", "ObjectLockConfigurationNotFoundError"},
+		{"encryption", "ServerSideEncryptionConfigurationNotFoundError"},
+		{"website", "NoSuchWebsiteConfiguration"},
+	}
+	for _, tt := range errs {
+		e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: tt.subresource}).wantError(t, "GET ?"+tt.subresource, http.StatusNotFound, tt.code)
+	}
+	e.do(t, s3TestRequest{method: "GET", path: "/missing", query: "versioning"}).wantError(t, "versioning of a missing bucket", http.StatusNotFound, "NoSuchBucket")
+	e.do(t, s3TestRequest{method: "PUT", path: "/bucket", query: "versioning", body: []byte("<VersioningConfiguration/>")}).wantError(t, "PUT ?versioning", http.StatusNotImplemented, "NotImplemented")
+	e.put(t, "obj", []byte("x"))
+	e.do(t, s3TestRequest{method: "GET", path: "/bucket/obj", query: "tagging"}).wantError(t, "object tagging", http.StatusNotImplemented, "NotImplemented")
+}
+
+// TestS3SignatureV2 checks that both forms of a Signature Version 2 request are told to switch
+// to SigV4, and how.
+func TestS3SignatureV2(t *testing.T) {
+	e := newS3TestEnv(t)
+	e.put(t, "report.txt", []byte("v4 only"))
+	expires := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	tests := []struct {
+		name   string
+		query  string
+		header string // Authorization
+	}{
+		{"header", "", "AWS " + s3TestAccessKey + ":c2lnbmF0dXJl"},
+		{"presigned", "AWSAccessKeyId=" + s3TestAccessKey + "&Expires=" + expires + "&Signature=c2lnbmF0dXJl", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest("GET", e.http.URL+"/bucket/report.txt?"+tt.query, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.header != "" {
+				req.Header.Set("Authorization", tt.header)
+				req.Header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+			}
+			resp := e.send(t, req)
+			resp.wantError(t, tt.name, http.StatusBadRequest, "InvalidRequest")
+			for _, want := range []string{"Signature Version 4", "signature_version s3v4", "signature_v2 = False"} {
+				if !strings.Contains(string(resp.body), want) {
+					t.Errorf("%s: error lacks %q: %s", tt.name, want, resp.body)
+				}
+			}
+		})
+	}
+}
+
+// TestS3Janitor checks that the janitor removes multipart uploads and temporary files abandoned
+// for s3StaleAge and keeps fresh ones, sweeps when started, and that Close waits for it.
+func TestS3Janitor(t *testing.T) {
+	e := newS3TestEnv(t)
+	stale := time.Now().Add(-s3StaleAge - time.Minute)
+	backdate := func(t *testing.T, path string) {
+		t.Helper()
+		if err := os.Chtimes(path, stale, stale); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upload := func(t *testing.T, key string) string {
+		id := e.multipartUpload(t, key, nil)
+		e.uploadPart(t, key, id, 1, []byte("part of "+key))
+		return filepath.Join(e.root, s3UploadsDir, id)
+	}
+	exists := func(path string) bool {
+		_, err := os.Stat(path)
+		return err == nil
+	}
+	abandoned, fresh := upload(t, "abandoned"), upload(t, "fresh")
+	backdate(t, abandoned)
+	oldTmp, newTmp := filepath.Join(e.root, s3TmpDir, "data-old"), filepath.Join(e.root, s3TmpDir, "data-new")
+	for _, p := range []string{oldTmp, newTmp} {
+		if err := os.WriteFile(p, []byte("spooled"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backdate(t, oldTmp)
+	e.server.sweep(t.Context(), time.Now())
+	for path, want := range map[string]bool{abandoned: false, fresh: true, oldTmp: false, newTmp: true} {
+		if exists(path) != want {
+			t.Errorf("after a sweep, %s exists = %v; want %v", path, !want, want)
+		}
+	}
+	if got := e.listUploads(t, ""); len(got.Upload) != 1 || got.Upload[0].Key != "fresh" {
+		t.Errorf("uploads after a sweep = %q; want only fresh", got.items())
+	}
+	os.Remove(newTmp)
+
+	// A server's janitor sweeps when it starts; Close stops it and waits.
+	late := upload(t, "late")
+	backdate(t, late)
+	s, err := newS3Server(e.root, s3TestAccessKey, s3TestSecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.logger = e.server.logger
+	s.start()
+	eventually(t, 10*time.Second, "the started janitor to remove the abandoned upload", func() bool { return !exists(late) })
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-s.janitorDone:
+	default:
+		t.Fatal("Close returned before the janitor ended")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if !exists(fresh) {
+		t.Error("the started janitor removed the fresh upload")
+	}
+	if err := e.server.Close(); err != nil {
+		t.Errorf("Close of a server never started: %v", err)
+	}
+}
