@@ -329,7 +329,7 @@ func TestS3Buckets(t *testing.T) {
 	e.do(t, s3TestRequest{method: "DELETE", path: "/photos"}).wantStatus(t, "delete empty bucket", http.StatusNoContent)
 	e.do(t, s3TestRequest{method: "HEAD", path: "/photos"}).wantStatus(t, "head deleted bucket", http.StatusNotFound)
 	e.do(t, s3TestRequest{method: "DELETE", path: "/photos"}).wantError(t, "delete deleted bucket", http.StatusNotFound, "NoSuchBucket")
-	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "acl"}).wantError(t, "unsupported subresource", http.StatusNotImplemented, "NotImplemented")
+	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "analytics"}).wantError(t, "unsupported subresource", http.StatusNotImplemented, "NotImplemented")
 	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "location"}).wantStatus(t, "bucket location", http.StatusOK)
 }
 
