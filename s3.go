@@ -9,9 +9,12 @@ package main
 //	root/<bucket>/k<hex key>.json    sidecar of a key of up to s3HexNameMaxKey bytes
 //	root/<bucket>/h<sha256>.json     sidecar of a longer key
 //	root/<bucket>/d<random>          object data, named by its sidecar
-//	root/.uploads/<id>/upload.json   an in-progress multipart upload
+//	root/.uploads/<id>/upload.json   an in-progress multipart upload (s3_multipart.go)
 //	root/.uploads/<id>/p00001.json   sidecar of part 1, its data beside it
 //	root/.tmp/                       files being written; emptied when the server starts
+//
+// The janitor (started by start, stopped by Close) removes uploads and temporary files
+// abandoned for s3StaleAge.
 //
 // Keys never become path components, so no key can reach outside its bucket. Every file is
 // written in root/.tmp, fsynced, renamed into place and its directory fsynced. The sidecar is the
@@ -21,6 +24,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/md5"
 	"crypto/sha1"
@@ -70,7 +74,8 @@ const (
 	s3MaxKeyLength = 1024
 	// s3MaxMetadataSize bounds the user metadata (x-amz-meta-* names and values) of an object.
 	s3MaxMetadataSize = 2 << 10
-	// s3MaxListKeys is the most keys and common prefixes one list request returns.
+	// s3MaxListKeys is the most items (keys, common prefixes, parts or uploads) one list request
+	// returns, and the default.
 	s3MaxListKeys = 1000
 	// s3MaxClockSkew is how far a signed request's date may be from the server's clock.
 	s3MaxClockSkew = 15 * time.Minute
@@ -78,6 +83,12 @@ const (
 	s3MaxPresignExpiry = 7 * 24 * time.Hour
 	// s3MaxTrailerLines bounds the trailing headers of an aws-chunked body.
 	s3MaxTrailerLines = 16
+	// s3StaleAge is how long a multipart upload may go without a new part, and a temporary file
+	// without a write, before the janitor removes it as abandoned (the age of the common S3
+	// lifecycle rule AbortIncompleteMultipartUpload, one day).
+	s3StaleAge = 24 * time.Hour
+	// s3JanitorInterval is the time between two sweeps of the janitor; it also sweeps at start.
+	s3JanitorInterval = time.Hour
 	// s3HexNameMaxKey is the longest key stored under its hex name (which keeps listing free
 	// of file reads); longer keys are stored under their SHA-256 so names fit in 255 bytes.
 	s3HexNameMaxKey = 120
@@ -113,6 +124,13 @@ func (e *s3Error) Error() string { return "s3 " + e.code + ": " + e.message }
 
 // Errors answered in more than one place.
 var (
+	// s3ErrSignatureV2 answers a request signed with Signature Version 2 (an Authorization
+	// header "AWS key:signature" or the query parameters AWSAccessKeyId, Signature and Expires).
+	// S3 answers the same code where only SigV4 is accepted; the message says how to switch.
+	s3ErrSignatureV2 = s3BadRequest("InvalidRequest", "svc accepts only AWS Signature Version 4 (AWS4-HMAC-SHA256) and this request is signed with Signature Version 2. "+
+		"Switch the client to SigV4: for the AWS CLI (aws s3 presign included) run `aws configure set default.s3.signature_version s3v4`; "+
+		"for s3cmd set `signature_v2 = False` in ~/.s3cfg (s3cmd signurl signs only with V2: presign with the AWS CLI or an SDK instead).")
+
 	s3ErrAccessDenied     = &s3Error{http.StatusForbidden, "AccessDenied", "Access Denied."}
 	s3ErrSignature        = &s3Error{http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method."}
 	s3ErrNoSuchBucket     = &s3Error{http.StatusNotFound, "NoSuchBucket", "The specified bucket does not exist."}
@@ -133,7 +151,7 @@ func s3BadRequest(code, message string) *s3Error {
 }
 
 // s3Server is the S3-compatible endpoint. It owns its root directory: run one server per root.
-// Build it with newS3Server.
+// Build it with newS3Server; a long-lived server also runs its janitor (start, then Close).
 type s3Server struct {
 	root      string
 	accessKey string
@@ -146,6 +164,9 @@ type s3Server struct {
 	// bucketMu is held shared while a sidecar is committed or removed and exclusively while a
 	// bucket is deleted, so a bucket found empty stays empty until it is gone.
 	bucketMu sync.RWMutex
+	// stopJanitor ends the janitor (nil until start); janitorDone is closed when it has ended.
+	stopJanitor context.CancelFunc
+	janitorDone chan struct{}
 	// nameMu serialises the commits and removals of one sidecar (striped by a hash of its
 	// path), so the data a replaced sidecar named is removed exactly once and never leaks.
 	nameMu [64]sync.Mutex
@@ -271,6 +292,13 @@ func (s *s3Server) route(w http.ResponseWriter, r *http.Request) error {
 	if err := s3CheckBucketName(bucket); err != nil {
 		return err
 	}
+	if key == "" && r.Method == http.MethodGet {
+		for _, u := range s3UnsetBucketConfigs {
+			if q.Has(u.subresource) {
+				return s.handleUnsetBucketConfig(w, bucket, u)
+			}
+		}
+	}
 	// S3 subresources not implemented here are refused rather than mistaken for plain requests.
 	for _, sub := range []string{
 		"accelerate", "acl", "analytics", "attributes", "cors", "encryption", "intelligent-tiering",
@@ -288,7 +316,7 @@ func (s *s3Server) route(w http.ResponseWriter, r *http.Request) error {
 		case r.Method == http.MethodGet && q.Has("location"):
 			return s.handleGetBucketLocation(w, bucket)
 		case r.Method == http.MethodGet && q.Has("uploads"):
-			return s3ErrNotImplemented
+			return s.handleListMultipartUploads(w, r, bucket)
 		case r.Method == http.MethodGet:
 			return s.handleListObjects(w, r, bucket)
 		case r.Method == http.MethodHead:
@@ -391,7 +419,8 @@ func (sig *s3Signature) malformed(message string) *s3Error {
 }
 
 // authenticate verifies the request's SigV4 signature and wraps its body so that reading it
-// verifies the payload the signature covers. Unsigned requests are denied.
+// verifies the payload the signature covers. Unsigned requests are denied; requests signed
+// with SigV2 are told how to switch.
 func (s *s3Server) authenticate(r *http.Request) error {
 	q := r.URL.Query()
 	var sig *s3Signature
@@ -401,6 +430,8 @@ func (s *s3Server) authenticate(r *http.Request) error {
 		sig, err = s3ParsePresigned(q)
 	case r.Header.Get("Authorization") != "":
 		sig, err = s3ParseAuthorization(r.Header)
+	case q.Has("AWSAccessKeyId") || q.Has("Signature"):
+		return s3ErrSignatureV2
 	default:
 		return s3ErrAccessDenied
 	}
@@ -456,6 +487,9 @@ func (s *s3Server) checkTime(sig *s3Signature, t time.Time) error {
 func s3ParseAuthorization(h http.Header) (*s3Signature, error) {
 	sig := &s3Signature{}
 	algorithm, fields, _ := strings.Cut(h.Get("Authorization"), " ")
+	if algorithm == "AWS" {
+		return nil, s3ErrSignatureV2
+	}
 	if algorithm != s3Algorithm {
 		return nil, s3BadRequest("InvalidRequest", "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
 	}
@@ -1309,6 +1343,9 @@ type s3Owner struct {
 	DisplayName string
 }
 
+// s3TheOwner is the owner of every bucket, object and upload.
+var s3TheOwner = s3Owner{ID: "svc", DisplayName: "svc"}
+
 // s3Bucket is one bucket of a ListBuckets response.
 type s3Bucket struct {
 	Name         string
@@ -1326,7 +1363,7 @@ func (s *s3Server) handleListBuckets(w http.ResponseWriter) error {
 	if err != nil {
 		return fmt.Errorf("list buckets: %w", err)
 	}
-	result := s3ListBucketsResult{Xmlns: s3XMLNamespace, Owner: s3Owner{ID: "svc", DisplayName: "svc"}}
+	result := s3ListBucketsResult{Xmlns: s3XMLNamespace, Owner: s3TheOwner}
 	for _, e := range entries {
 		if !e.IsDir() || s3CheckBucketName(e.Name()) != nil {
 			continue
@@ -1398,6 +1435,90 @@ func (s *s3Server) handleGetBucketLocation(w http.ResponseWriter, bucket string)
 	return nil
 }
 
+// s3EmptyConfig is an empty configuration document, such as <VersioningConfiguration/>.
+type s3EmptyConfig struct {
+	XMLName xml.Name
+	Xmlns   string `xml:"xmlns,attr"`
+}
+
+// s3NewEmptyConfig returns the empty configuration document named root.
+func s3NewEmptyConfig(root string) s3EmptyConfig {
+	return s3EmptyConfig{XMLName: xml.Name{Local: root}, Xmlns: s3XMLNamespace}
+}
+
+// s3AccessControlPolicy is the ACL of every bucket: its owner has full control.
+type s3AccessControlPolicy struct {
+	XMLName xml.Name `xml:"AccessControlPolicy"`
+	Xmlns   string   `xml:"xmlns,attr"`
+	Owner   s3Owner
+	Grants  []s3Grant `xml:"AccessControlList>Grant"`
+}
+
+// s3Grant is one grant of an ACL.
+type s3Grant struct {
+	Grantee    s3Grantee
+	Permission string
+}
+
+// s3Grantee is the canonical user a grant names.
+type s3Grantee struct {
+	XSI  string `xml:"xmlns:xsi,attr"`
+	Type string `xml:"xsi:type,attr"`
+	s3Owner
+}
+
+// s3UnsetBucketConfig is how S3 answers GET on a bucket subresource never configured: with
+// the document doc, or else with the error err.
+type s3UnsetBucketConfig struct {
+	subresource string
+	doc         any
+	err         *s3Error
+}
+
+// s3UnsetBucketConfigs are the bucket configurations svc does not keep, answered as S3 answers
+// them for a bucket where they were never set: every bucket is unversioned, owned by its one
+// user, and has no lifecycle, policy, CORS, tags, object lock, encryption, website, replication,
+// logging or notification. rclone, s3cmd info and the AWS CLI read some of these on common
+// paths; setting any of them stays NotImplemented.
+var s3UnsetBucketConfigs = []s3UnsetBucketConfig{
+	{subresource: "versioning", doc: s3NewEmptyConfig("VersioningConfiguration")},
+	{subresource: "logging", doc: s3NewEmptyConfig("BucketLoggingStatus")},
+	{subresource: "notification", doc: s3NewEmptyConfig("NotificationConfiguration")},
+	{subresource: "accelerate", doc: s3NewEmptyConfig("AccelerateConfiguration")},
+	{subresource: "requestPayment", doc: struct {
+		XMLName xml.Name `xml:"RequestPaymentConfiguration"`
+		Xmlns   string   `xml:"xmlns,attr"`
+		Payer   string
+	}{Xmlns: s3XMLNamespace, Payer: "BucketOwner"}},
+	{subresource: "acl", doc: s3AccessControlPolicy{Xmlns: s3XMLNamespace, Owner: s3TheOwner, Grants: []s3Grant{{
+		Grantee:    s3Grantee{XSI: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", s3Owner: s3TheOwner},
+		Permission: "FULL_CONTROL",
+	}}}},
+	{subresource: "lifecycle", err: &s3Error{http.StatusNotFound, "NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist."}},
+	{subresource: "policy", err: &s3Error{http.StatusNotFound, "NoSuchBucketPolicy", "The bucket policy does not exist."}},
+	{subresource: "cors", err: &s3Error{http.StatusNotFound, "NoSuchCORSConfiguration", "The CORS configuration does not exist."}},
+	{subresource: "tagging", err: &s3Error{http.StatusNotFound, "NoSuchTagSet", "The TagSet does not exist."}},
+	{subresource: "object-lock", err: &s3Error{http.StatusNotFound, "ObjectLockConfigurationNotFoundError", "Object Lock configuration does not exist for this bucket."}},
+	{subresource: "encryption", err: &s3Error{http.StatusNotFound, "ServerSideEncryptionConfigurationNotFoundError", "The server side encryption configuration was not found."}},
+	{subresource: "website", err: &s3Error{http.StatusNotFound, "NoSuchWebsiteConfiguration", "The specified bucket does not have a website configuration."}},
+	{subresource: "replication", err: &s3Error{http.StatusNotFound, "ReplicationConfigurationNotFoundError", "The replication configuration was not found."}},
+	{subresource: "ownershipControls", err: &s3Error{http.StatusNotFound, "OwnershipControlsNotFoundError", "The bucket ownership controls were not found."}},
+	{subresource: "publicAccessBlock", err: &s3Error{http.StatusNotFound, "NoSuchPublicAccessBlockConfiguration", "The public access block configuration was not found."}},
+}
+
+// handleUnsetBucketConfig answers GET /{bucket}?<subresource> for a configuration svc does not
+// keep, as S3 answers it for a bucket where it was never set.
+func (s *s3Server) handleUnsetBucketConfig(w http.ResponseWriter, bucket string, u s3UnsetBucketConfig) error {
+	if !s.bucketExists(bucket) {
+		return s3ErrNoSuchBucket
+	}
+	if u.err != nil {
+		return u.err
+	}
+	s3WriteXML(w, http.StatusOK, u.doc)
+	return nil
+}
+
 // s3IsObjectSidecar reports whether a file name in a bucket directory is an object's sidecar.
 func s3IsObjectSidecar(name string) bool {
 	return (strings.HasPrefix(name, "k") || strings.HasPrefix(name, "h")) && strings.HasSuffix(name, ".json")
@@ -1466,21 +1587,13 @@ func (s *s3Server) handleListObjects(w http.ResponseWriter, r *http.Request, buc
 	q := r.URL.Query()
 	v2 := q.Get("list-type") == "2"
 	prefix, delimiter := q.Get("prefix"), q.Get("delimiter")
-	maxKeys := s3MaxListKeys
-	if v := q.Get("max-keys"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return s3BadRequest("InvalidArgument", "max-keys must be a non-negative integer.")
-		}
-		maxKeys = min(n, s3MaxListKeys)
+	maxKeys, err := s3ListLimit(q, "max-keys")
+	if err != nil {
+		return err
 	}
-	encode := func(s string) string { return s }
-	switch q.Get("encoding-type") {
-	case "":
-	case "url":
-		encode = func(s string) string { return s3URIEncode(s, true) }
-	default:
-		return s3BadRequest("InvalidArgument", "Invalid Encoding Method specified in Request.")
+	encode, err := s3ListEncoder(q)
+	if err != nil {
+		return err
 	}
 	result := s3ListResult{Xmlns: s3XMLNamespace, Name: bucket, Prefix: encode(prefix), Delimiter: encode(delimiter), EncodingType: q.Get("encoding-type"), MaxKeys: maxKeys}
 	after := q.Get("marker")
@@ -1526,6 +1639,43 @@ func (s *s3Server) handleListObjects(w http.ResponseWriter, r *http.Request, buc
 	}
 	s3WriteXML(w, http.StatusOK, result)
 	return nil
+}
+
+// s3ListLimit returns the list query parameter name (max-keys, max-parts, max-uploads): a
+// non-negative integer capped at s3MaxListKeys, which is also its default.
+func s3ListLimit(q url.Values, name string) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return s3MaxListKeys, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, s3BadRequest("InvalidArgument", name+" must be a non-negative integer.")
+	}
+	return min(n, s3MaxListKeys), nil
+}
+
+// s3ListEncoder returns how a list response writes keys and prefixes: as they are, or
+// URI-encoded when the request asks encoding-type=url.
+func s3ListEncoder(q url.Values) (func(string) string, error) {
+	switch q.Get("encoding-type") {
+	case "":
+		return func(s string) string { return s }, nil
+	case "url":
+		return func(s string) string { return s3URIEncode(s, true) }, nil
+	}
+	return nil, s3BadRequest("InvalidArgument", "Invalid Encoding Method specified in Request.")
+}
+
+// s3RollUp returns the item a key (starting with prefix) is listed as: the key itself, or,
+// when delimiter occurs after the prefix, the common prefix up to and including it (rolled).
+func s3RollUp(key, prefix, delimiter string) (item string, rolled bool) {
+	if delimiter != "" {
+		if i := strings.Index(key[len(prefix):], delimiter); i >= 0 {
+			return key[:len(prefix)+i+len(delimiter)], true
+		}
+	}
+	return key, false
 }
 
 // listKeys returns the bucket's keys that start with prefix, sorted.
@@ -1574,12 +1724,7 @@ func (s *s3Server) listKeys(bucket, prefix string) ([]string, error) {
 func s3ListPage(keys []string, prefix, delimiter, after string, maxKeys int) (objects, prefixes []string, next string) {
 	last := ""
 	for _, key := range keys {
-		item, rolled := key, false
-		if delimiter != "" {
-			if i := strings.Index(key[len(prefix):], delimiter); i >= 0 {
-				item, rolled = key[:len(prefix)+i+len(delimiter)], true
-			}
-		}
+		item, rolled := s3RollUp(key, prefix, delimiter)
 		if item <= after || item == last {
 			continue
 		}
@@ -1833,303 +1978,5 @@ func (s *s3Server) handleDeleteObjects(w http.ResponseWriter, r *http.Request, b
 		}
 	}
 	s3WriteXML(w, http.StatusOK, result)
-	return nil
-}
-
-// handleCreateMultipartUpload answers CreateMultipartUpload (POST /{bucket}/{key}?uploads).
-func (s *s3Server) handleCreateMultipartUpload(w http.ResponseWriter, r *http.Request, bucket, key string) error {
-	if !s.bucketExists(bucket) {
-		return s3ErrNoSuchBucket
-	}
-	upload := &s3Meta{Key: key, Bucket: bucket, Modified: s.now().UTC()}
-	if err := s3MetaFromHeaders(r.Header, upload); err != nil {
-		return err
-	}
-	record, err := json.Marshal(upload)
-	if err != nil {
-		return fmt.Errorf("create multipart upload: %w", err)
-	}
-	id := randomID("", 16)
-	if err := s.createDir(s.uploadsDir(), id, s3UploadFile, record); err != nil {
-		return err
-	}
-	s3WriteXML(w, http.StatusOK, struct {
-		XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
-		Xmlns    string   `xml:"xmlns,attr"`
-		Bucket   string
-		Key      string
-		UploadID string `xml:"UploadId"`
-	}{Xmlns: s3XMLNamespace, Bucket: bucket, Key: key, UploadID: id})
-	return nil
-}
-
-// loadUpload returns the record and directory of the upload named by the request's uploadId,
-// which must belong to bucket and key.
-func (s *s3Server) loadUpload(r *http.Request, bucket, key string) (*s3Meta, string, error) {
-	id := r.URL.Query().Get("uploadId")
-	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
-		return nil, "", s3ErrNoSuchUpload
-	}
-	dir := filepath.Join(s.uploadsDir(), id)
-	upload, err := s3ReadMeta(filepath.Join(dir, s3UploadFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", s3ErrNoSuchUpload
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	if upload.Bucket != bucket || upload.Key != key {
-		return nil, "", s3ErrNoSuchUpload
-	}
-	return upload, dir, nil
-}
-
-// handleUploadPart answers UploadPart (PUT /{bucket}/{key}?partNumber=&uploadId=).
-func (s *s3Server) handleUploadPart(w http.ResponseWriter, r *http.Request, bucket, key string) error {
-	part, err := strconv.Atoi(r.URL.Query().Get("partNumber"))
-	if err != nil || part < 1 || part > s3MaxPartNumber {
-		return s3BadRequest("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive.")
-	}
-	_, dir, err := s.loadUpload(r, bucket, key)
-	if err != nil {
-		return err
-	}
-	path, size, sum, err := s.receive(r)
-	if err != nil {
-		return err
-	}
-	meta := &s3Meta{Part: part, Size: size, ETag: s3ETag(sum), Modified: s.now().UTC()}
-	err = s.commit(dir, s3PartName(part), meta, path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s3ErrNoSuchUpload
-	}
-	if err != nil {
-		return err
-	}
-	w.Header().Set("ETag", meta.ETag)
-	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-// s3ReadParts returns the committed parts of an upload, by part number.
-func s3ReadParts(dir string) ([]*s3Meta, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, s3ErrNoSuchUpload
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read parts: %w", err)
-	}
-	var parts []*s3Meta
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "p") || !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		meta, err := s3ReadMeta(filepath.Join(dir, e.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		parts = append(parts, meta)
-	}
-	slices.SortFunc(parts, func(a, b *s3Meta) int { return a.Part - b.Part })
-	return parts, nil
-}
-
-// s3ListPartsResult is the ListParts response.
-type s3ListPartsResult struct {
-	XMLName              xml.Name `xml:"ListPartsResult"`
-	Xmlns                string   `xml:"xmlns,attr"`
-	Bucket               string
-	Key                  string
-	UploadID             string `xml:"UploadId"`
-	PartNumberMarker     int
-	NextPartNumberMarker int
-	MaxParts             int
-	IsTruncated          bool
-	StorageClass         string
-	Parts                []s3PartEntry `xml:"Part"`
-}
-
-// s3PartEntry is one part of a ListParts response.
-type s3PartEntry struct {
-	PartNumber   int
-	LastModified string
-	ETag         string
-	Size         int64
-}
-
-// handleListParts answers ListParts (GET /{bucket}/{key}?uploadId=).
-func (s *s3Server) handleListParts(w http.ResponseWriter, r *http.Request, bucket, key string) error {
-	_, dir, err := s.loadUpload(r, bucket, key)
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	marker, maxParts := 0, s3MaxListKeys
-	if v := q.Get("part-number-marker"); v != "" {
-		if marker, err = strconv.Atoi(v); err != nil || marker < 0 {
-			return s3BadRequest("InvalidArgument", "part-number-marker must be a non-negative integer.")
-		}
-	}
-	if v := q.Get("max-parts"); v != "" {
-		if maxParts, err = strconv.Atoi(v); err != nil || maxParts < 0 {
-			return s3BadRequest("InvalidArgument", "max-parts must be a non-negative integer.")
-		}
-		maxParts = min(maxParts, s3MaxListKeys)
-	}
-	parts, err := s3ReadParts(dir)
-	if err != nil {
-		return err
-	}
-	result := s3ListPartsResult{Xmlns: s3XMLNamespace, Bucket: bucket, Key: key, UploadID: q.Get("uploadId"), PartNumberMarker: marker, MaxParts: maxParts, StorageClass: "STANDARD"}
-	for _, p := range parts {
-		if p.Part <= marker {
-			continue
-		}
-		if len(result.Parts) == maxParts {
-			result.IsTruncated = true
-			break
-		}
-		result.Parts = append(result.Parts, s3PartEntry{PartNumber: p.Part, LastModified: s3XMLTime(p.Modified), ETag: p.ETag, Size: p.Size})
-		result.NextPartNumberMarker = p.Part
-	}
-	s3WriteXML(w, http.StatusOK, result)
-	return nil
-}
-
-// s3CompleteRequest is the CompleteMultipartUpload request body.
-type s3CompleteRequest struct {
-	Parts []struct {
-		PartNumber int
-		ETag       string
-	} `xml:"Part"`
-}
-
-// s3PartsReader reads the data files of parts one after the other, opening each only when
-// it is reached.
-type s3PartsReader struct {
-	paths []string
-	cur   *os.File
-}
-
-// Read reads the next bytes of the concatenated parts.
-func (p *s3PartsReader) Read(b []byte) (int, error) {
-	for {
-		if p.cur == nil {
-			if len(p.paths) == 0 {
-				return 0, io.EOF
-			}
-			f, err := os.Open(p.paths[0])
-			if err != nil {
-				return 0, fmt.Errorf("read part: %w", err)
-			}
-			p.cur, p.paths = f, p.paths[1:]
-		}
-		n, err := p.cur.Read(b)
-		if err == io.EOF {
-			p.cur.Close()
-			p.cur = nil
-			if n == 0 {
-				continue
-			}
-			err = nil
-		}
-		return n, err
-	}
-}
-
-// Close closes the part being read, if any.
-func (p *s3PartsReader) Close() error {
-	if p.cur != nil {
-		return p.cur.Close()
-	}
-	return nil
-}
-
-// handleCompleteMultipartUpload answers CompleteMultipartUpload (POST /{bucket}/{key}?uploadId=):
-// the listed parts, ascending and matching their ETags, all but the last at least 5 MiB, are
-// joined into the object, whose ETag is the MD5 of the parts' MD5s followed by "-<count>".
-func (s *s3Server) handleCompleteMultipartUpload(w http.ResponseWriter, r *http.Request, bucket, key string) error {
-	upload, dir, err := s.loadUpload(r, bucket, key)
-	if err != nil {
-		return err
-	}
-	var req s3CompleteRequest
-	if found, err := s3ReadXML(r, &req); err != nil {
-		return err
-	} else if !found || len(req.Parts) == 0 {
-		return s3BadRequest("MalformedXML", "You must specify at least one part.")
-	}
-	parts, err := s3ReadParts(dir)
-	if err != nil {
-		return err
-	}
-	byNumber := map[int]*s3Meta{}
-	for _, p := range parts {
-		byNumber[p.Part] = p
-	}
-	invalidPart := s3BadRequest("InvalidPart", "One or more of the specified parts could not be found. The part might not have been uploaded, or the specified ETag might not have matched the part's ETag.")
-	etags := md5.New()
-	paths := make([]string, 0, len(req.Parts))
-	for i := 1; i < len(req.Parts); i++ {
-		if req.Parts[i].PartNumber <= req.Parts[i-1].PartNumber {
-			return s3BadRequest("InvalidPartOrder", "The list of parts was not in ascending order. The parts list must be specified in order by part number.")
-		}
-	}
-	for i, want := range req.Parts {
-		p, ok := byNumber[want.PartNumber]
-		if !ok || !strings.EqualFold(strings.Trim(want.ETag, `" `), strings.Trim(p.ETag, `"`)) {
-			return invalidPart
-		}
-		if i < len(req.Parts)-1 && p.Size < s3MinPartSize {
-			return s3BadRequest("EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
-		}
-		sum, err := hex.DecodeString(strings.Trim(p.ETag, `"`))
-		if err != nil {
-			return invalidPart
-		}
-		etags.Write(sum)
-		paths = append(paths, filepath.Join(dir, p.Data))
-	}
-	joined := &s3PartsReader{paths: paths}
-	defer joined.Close()
-	path, size, _, err := s.spool(joined, s3MaxMultipartSize)
-	if err != nil {
-		return err
-	}
-	meta := &s3Meta{Key: key, Size: size, ETag: fmt.Sprintf(`"%x-%d"`, etags.Sum(nil), len(req.Parts)), Modified: s.now().UTC(),
-		ContentType: upload.ContentType, Headers: upload.Headers, Metadata: upload.Metadata}
-	if err := s.commitObject(bucket, meta, path); err != nil {
-		return err
-	}
-	if err := s.discardDir(s.uploadsDir(), filepath.Base(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.logger.Warn("s3 complete multipart upload: discard parts", "dir", dir, "err", err)
-	}
-	s3WriteXML(w, http.StatusOK, struct {
-		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
-		Xmlns    string   `xml:"xmlns,attr"`
-		Location string
-		Bucket   string
-		Key      string
-		ETag     string
-	}{Xmlns: s3XMLNamespace, Location: "/" + bucket + "/" + s3URIEncode(key, true), Bucket: bucket, Key: key, ETag: meta.ETag})
-	return nil
-}
-
-// handleAbortMultipartUpload answers AbortMultipartUpload (DELETE /{bucket}/{key}?uploadId=).
-func (s *s3Server) handleAbortMultipartUpload(w http.ResponseWriter, r *http.Request, bucket, key string) error {
-	_, dir, err := s.loadUpload(r, bucket, key)
-	if err != nil {
-		return err
-	}
-	if err := s.discardDir(s.uploadsDir(), filepath.Base(dir)); errors.Is(err, fs.ErrNotExist) {
-		return s3ErrNoSuchUpload
-	} else if err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/md5"
 	"crypto/sha256"
@@ -16,6 +17,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -327,7 +329,7 @@ func TestS3Buckets(t *testing.T) {
 	e.do(t, s3TestRequest{method: "DELETE", path: "/photos"}).wantStatus(t, "delete empty bucket", http.StatusNoContent)
 	e.do(t, s3TestRequest{method: "HEAD", path: "/photos"}).wantStatus(t, "head deleted bucket", http.StatusNotFound)
 	e.do(t, s3TestRequest{method: "DELETE", path: "/photos"}).wantError(t, "delete deleted bucket", http.StatusNotFound, "NoSuchBucket")
-	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "acl"}).wantError(t, "unsupported subresource", http.StatusNotImplemented, "NotImplemented")
+	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "analytics"}).wantError(t, "unsupported subresource", http.StatusNotImplemented, "NotImplemented")
 	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "location"}).wantStatus(t, "bucket location", http.StatusOK)
 }
 
@@ -1405,4 +1407,481 @@ func TestS3SizeLimits(t *testing.T) {
 	os.Remove(path)
 	e.do(t, s3TestRequest{method: "GET", path: "/bucket/huge"}).wantError(t, "refused object", http.StatusNotFound, "NoSuchKey")
 	e.assertNoLeftovers(t)
+}
+
+// s3TestUploads is a parsed ListMultipartUploads response.
+type s3TestUploads struct {
+	KeyMarker          string
+	UploadIdMarker     string
+	NextKeyMarker      string
+	NextUploadIdMarker string
+	Prefix             string
+	Delimiter          string
+	MaxUploads         int
+	IsTruncated        bool
+	Upload             []struct {
+		Key       string
+		UploadId  string
+		Initiated string
+		Owner     struct{ ID string }
+	}
+	CommonPrefixes []struct{ Prefix string }
+}
+
+// items returns the page's uploads as "key@id" and its common prefixes, in order of the
+// response.
+func (res s3TestUploads) items() []string {
+	var items []string
+	for _, u := range res.Upload {
+		items = append(items, u.Key+"@"+u.UploadId)
+	}
+	for _, p := range res.CommonPrefixes {
+		items = append(items, p.Prefix)
+	}
+	return items
+}
+
+// listUploads sends ListMultipartUploads with query (encoded, without "uploads") and parses the
+// answer, failing the test unless it is 200.
+func (e *s3TestEnv) listUploads(t *testing.T, query string) s3TestUploads {
+	t.Helper()
+	if query != "" {
+		query = "&" + query
+	}
+	resp := e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "uploads" + query})
+	resp.wantStatus(t, "list multipart uploads "+query, http.StatusOK)
+	var res s3TestUploads
+	if err := xml.Unmarshal(resp.body, &res); err != nil {
+		t.Fatalf("list multipart uploads %s: %v\n%s", query, err, resp.body)
+	}
+	if !bytes.Contains(resp.body, []byte(`<ListMultipartUploadsResult xmlns="`+s3XMLNamespace+`">`)) {
+		t.Errorf("list multipart uploads %s: root element or namespace wrong:\n%s", query, resp.body)
+	}
+	return res
+}
+
+// TestS3ListMultipartUploads checks ListMultipartUploads: filters, markers, paging and limits.
+func TestS3ListMultipartUploads(t *testing.T) {
+	e := newS3TestEnv(t)
+	if got := e.listUploads(t, ""); len(got.items()) != 0 || got.IsTruncated || got.MaxUploads != s3MaxListKeys {
+		t.Fatalf("no uploads: %+v", got)
+	}
+	ids := map[string]string{} // "key#n" -> id
+	for _, key := range []string{"a/1", "a/1", "a/2", "b", "c/x/y", "d", "sp ace/é"} {
+		name := key + "#1"
+		if ids[name] != "" {
+			name = key + "#2"
+		}
+		ids[name] = e.multipartUpload(t, key, nil)
+	}
+	e.do(t, s3TestRequest{method: "PUT", path: "/other"}).wantStatus(t, "create bucket", http.StatusOK)
+	e.do(t, s3TestRequest{method: "POST", path: "/other/a/1", query: "uploads"}).wantStatus(t, "upload in another bucket", http.StatusOK)
+	a1 := []string{ids["a/1#1"], ids["a/1#2"]}
+	slices.Sort(a1) // uploads of one key are listed by id
+	all := []string{"a/1@" + a1[0], "a/1@" + a1[1], "a/2@" + ids["a/2#1"], "b@" + ids["b#1"], "c/x/y@" + ids["c/x/y#1"], "d@" + ids["d#1"], "sp ace/é@" + ids["sp ace/é#1"]}
+
+	tests := []struct {
+		name      string
+		query     string
+		want      []string
+		truncated bool
+	}{
+		{"all", "", all, false},
+		{"prefix", "prefix=a%2F", all[:3], false},
+		{"delimiter", "delimiter=%2F", []string{"b@" + ids["b#1"], "d@" + ids["d#1"], "a/", "c/", "sp ace/"}, false},
+		{"prefix and delimiter", "delimiter=%2F&prefix=c%2F", []string{"c/x/"}, false},
+		{"key marker", "key-marker=a%2F1", all[2:], false},
+		{"key and upload id markers", "key-marker=a%2F1&upload-id-marker=" + a1[0], all[1:], false},
+		{"upload id marker without key marker", "upload-id-marker=" + a1[0], all, false},
+		{"max uploads", "max-uploads=2", all[:2], true},
+		{"max uploads with a prefix rolled up", "delimiter=%2F&max-uploads=1", []string{"a/"}, true},
+		{"max uploads zero", "max-uploads=0", nil, false},
+		{"no match", "prefix=zzz", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := e.listUploads(t, tt.query)
+			if !slices.Equal(got.items(), tt.want) || got.IsTruncated != tt.truncated {
+				t.Errorf("list %q = %q (truncated %v); want %q (truncated %v)", tt.query, got.items(), got.IsTruncated, tt.want, tt.truncated)
+			}
+		})
+	}
+
+	// Paging one item at a time, with and without a delimiter, visits every item once.
+	for _, delimiter := range []string{"", "/"} {
+		var items []string
+		query := "max-uploads=1&delimiter=" + url.QueryEscape(delimiter)
+		for page := 0; ; page++ {
+			if page > 20 {
+				t.Fatalf("delimiter %q: more than 20 pages", delimiter)
+			}
+			got := e.listUploads(t, query)
+			items = append(items, got.items()...)
+			if !got.IsTruncated {
+				break
+			}
+			if got.NextKeyMarker == "" {
+				t.Fatalf("delimiter %q: truncated page without NextKeyMarker: %+v", delimiter, got)
+			}
+			query = "max-uploads=1&delimiter=" + url.QueryEscape(delimiter) + "&key-marker=" + url.QueryEscape(got.NextKeyMarker) + "&upload-id-marker=" + got.NextUploadIdMarker
+		}
+		want := all
+		if delimiter != "" {
+			want = []string{"a/", "b@" + ids["b#1"], "c/", "d@" + ids["d#1"], "sp ace/"}
+		}
+		if !slices.Equal(items, want) {
+			t.Errorf("paged with delimiter %q = %q; want %q", delimiter, items, want)
+		}
+	}
+
+	got := e.listUploads(t, "max-uploads=5000&prefix=b")
+	if got.MaxUploads != s3MaxListKeys || len(got.Upload) != 1 || got.Upload[0].Owner.ID != "svc" || got.Prefix != "b" {
+		t.Errorf("capped list = %+v", got)
+	}
+	if _, err := time.Parse(s3XMLTimeFormat, got.Upload[0].Initiated); err != nil {
+		t.Errorf("Initiated %q: %v", got.Upload[0].Initiated, err)
+	}
+	if got := e.listUploads(t, "encoding-type=url&prefix=sp"); len(got.Upload) != 1 || got.Upload[0].Key != "sp%20ace/%C3%A9" {
+		t.Errorf("url-encoded list = %+v", got)
+	}
+	// Completed and aborted uploads are no longer listed.
+	e.do(t, s3TestRequest{method: "DELETE", path: "/bucket/b", query: "uploadId=" + ids["b#1"]}).wantStatus(t, "abort", http.StatusNoContent)
+	etag := e.uploadPart(t, "d", ids["d#1"], 1, []byte("d"))
+	e.do(t, s3TestRequest{method: "POST", path: "/bucket/d", query: "uploadId=" + ids["d#1"], body: s3TestCompleteXML(map[int]string{1: etag}, 1)}).wantStatus(t, "complete", http.StatusOK)
+	if got := e.listUploads(t, "prefix=b"); len(got.Upload) != 0 {
+		t.Errorf("aborted upload listed: %+v", got)
+	}
+	if got := e.listUploads(t, "prefix=d"); len(got.Upload) != 0 {
+		t.Errorf("completed upload listed: %+v", got)
+	}
+
+	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "max-uploads=-1&uploads"}).wantError(t, "negative max-uploads", http.StatusBadRequest, "InvalidArgument")
+	e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: "encoding-type=xml&uploads"}).wantError(t, "bad encoding type", http.StatusBadRequest, "InvalidArgument")
+	e.do(t, s3TestRequest{method: "GET", path: "/missing", query: "uploads"}).wantError(t, "missing bucket", http.StatusNotFound, "NoSuchBucket")
+}
+
+// TestS3NewUploadID checks that upload ids have the form loadUpload accepts and sort by creation.
+func TestS3NewUploadID(t *testing.T) {
+	base := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	prev := ""
+	for i := range 5 {
+		id := s3NewUploadID(base.Add(time.Duration(i) * time.Nanosecond))
+		if !s3IsUploadID(id) {
+			t.Fatalf("s3NewUploadID = %q; not an upload id", id)
+		}
+		if id <= prev {
+			t.Errorf("s3NewUploadID at +%dns = %q; want after %q", i, id, prev)
+		}
+		prev = id
+	}
+}
+
+// TestS3UnsetBucketConfigs checks the bucket subresources answered as S3 answers them for a
+// bucket where they were never configured.
+func TestS3UnsetBucketConfigs(t *testing.T) {
+	e := newS3TestEnv(t)
+	documents := []struct {
+		subresource string
+		want        string // the whole document after the XML header
+	}{
+		{"versioning", `<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></VersioningConfiguration>`},
+		{"logging", `<BucketLoggingStatus xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></BucketLoggingStatus>`},
+		{"requestPayment", `<RequestPaymentConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Payer>BucketOwner</Payer></RequestPaymentConfiguration>`},
+		{"acl", `<AccessControlPolicy xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>svc</ID><DisplayName>svc</DisplayName></Owner><AccessControlList><Grant>` +
+			`<Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser"><ID>svc</ID><DisplayName>svc</DisplayName></Grantee>` +
+			`<Permission>FULL_CONTROL</Permission></Grant></AccessControlList></AccessControlPolicy>`},
+	}
+	for _, tt := range documents {
+		resp := e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: tt.subresource})
+		resp.wantStatus(t, "GET ?"+tt.subresource, http.StatusOK)
+		if got := strings.TrimPrefix(string(resp.body), xml.Header); got != tt.want {
+			t.Errorf("GET ?%s = %s; want %s", tt.subresource, got, tt.want)
+		}
+	}
+	errs := []struct {
+		subresource, code string
+	}{
+		{"lifecycle", "NoSuchLifecycleConfiguration"},
+		{"policy", "NoSuchBucketPolicy"},
+		{"cors", "NoSuchCORSConfiguration"},
+		{"tagging", "NoSuchTagSet"},
+		{"object-lock", "ObjectLockConfigurationNotFoundError"},
+		{"encryption", "ServerSideEncryptionConfigurationNotFoundError"},
+		{"website", "NoSuchWebsiteConfiguration"},
+	}
+	for _, tt := range errs {
+		e.do(t, s3TestRequest{method: "GET", path: "/bucket", query: tt.subresource}).wantError(t, "GET ?"+tt.subresource, http.StatusNotFound, tt.code)
+	}
+	e.do(t, s3TestRequest{method: "GET", path: "/missing", query: "versioning"}).wantError(t, "versioning of a missing bucket", http.StatusNotFound, "NoSuchBucket")
+	e.do(t, s3TestRequest{method: "PUT", path: "/bucket", query: "versioning", body: []byte("<VersioningConfiguration/>")}).wantError(t, "PUT ?versioning", http.StatusNotImplemented, "NotImplemented")
+	e.put(t, "obj", []byte("x"))
+	e.do(t, s3TestRequest{method: "GET", path: "/bucket/obj", query: "tagging"}).wantError(t, "object tagging", http.StatusNotImplemented, "NotImplemented")
+}
+
+// TestS3SignatureV2 checks that both forms of a Signature Version 2 request are told to switch
+// to SigV4, and how.
+func TestS3SignatureV2(t *testing.T) {
+	e := newS3TestEnv(t)
+	e.put(t, "report.txt", []byte("v4 only"))
+	expires := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	tests := []struct {
+		name   string
+		query  string
+		header string // Authorization
+	}{
+		{"header", "", "AWS " + s3TestAccessKey + ":c2lnbmF0dXJl"},
+		{"presigned", "AWSAccessKeyId=" + s3TestAccessKey + "&Expires=" + expires + "&Signature=c2lnbmF0dXJl", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest("GET", e.http.URL+"/bucket/report.txt?"+tt.query, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.header != "" {
+				req.Header.Set("Authorization", tt.header)
+				req.Header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+			}
+			resp := e.send(t, req)
+			resp.wantError(t, tt.name, http.StatusBadRequest, "InvalidRequest")
+			for _, want := range []string{"Signature Version 4", "signature_version s3v4", "signature_v2 = False"} {
+				if !strings.Contains(string(resp.body), want) {
+					t.Errorf("%s: error lacks %q: %s", tt.name, want, resp.body)
+				}
+			}
+		})
+	}
+}
+
+// TestS3Janitor checks that the janitor removes multipart uploads and temporary files abandoned
+// for s3StaleAge and keeps fresh ones, sweeps when started, and that Close waits for it.
+func TestS3Janitor(t *testing.T) {
+	e := newS3TestEnv(t)
+	stale := time.Now().Add(-s3StaleAge - time.Minute)
+	backdate := func(t *testing.T, path string) {
+		t.Helper()
+		if err := os.Chtimes(path, stale, stale); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upload := func(t *testing.T, key string) string {
+		id := e.multipartUpload(t, key, nil)
+		e.uploadPart(t, key, id, 1, []byte("part of "+key))
+		return filepath.Join(e.root, s3UploadsDir, id)
+	}
+	exists := func(path string) bool {
+		_, err := os.Stat(path)
+		return err == nil
+	}
+	abandoned, fresh := upload(t, "abandoned"), upload(t, "fresh")
+	backdate(t, abandoned)
+	oldTmp, newTmp := filepath.Join(e.root, s3TmpDir, "data-old"), filepath.Join(e.root, s3TmpDir, "data-new")
+	for _, p := range []string{oldTmp, newTmp} {
+		if err := os.WriteFile(p, []byte("spooled"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backdate(t, oldTmp)
+	e.server.sweep(t.Context(), time.Now())
+	for path, want := range map[string]bool{abandoned: false, fresh: true, oldTmp: false, newTmp: true} {
+		if exists(path) != want {
+			t.Errorf("after a sweep, %s exists = %v; want %v", path, !want, want)
+		}
+	}
+	if got := e.listUploads(t, ""); len(got.Upload) != 1 || got.Upload[0].Key != "fresh" {
+		t.Errorf("uploads after a sweep = %q; want only fresh", got.items())
+	}
+	os.Remove(newTmp)
+
+	// A server's janitor sweeps when it starts; Close stops it and waits.
+	late := upload(t, "late")
+	backdate(t, late)
+	s, err := newS3Server(e.root, s3TestAccessKey, s3TestSecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.logger = e.server.logger
+	s.start()
+	eventually(t, 10*time.Second, "the started janitor to remove the abandoned upload", func() bool { return !exists(late) })
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-s.janitorDone:
+	default:
+		t.Fatal("Close returned before the janitor ended")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if !exists(fresh) {
+		t.Error("the started janitor removed the fresh upload")
+	}
+	if err := e.server.Close(); err != nil {
+		t.Errorf("Close of a server never started: %v", err)
+	}
+}
+
+// s3TestNeedTool skips the test unless the command-line S3 client name is on PATH.
+func s3TestNeedTool(t *testing.T, name, install string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("%s is not on PATH (%s installs it; .ci/run does)", name, install)
+	}
+}
+
+// s3TestTool runs a command-line S3 client with env as its whole environment besides PATH and
+// HOME, failing the test unless it succeeds within conformanceCLITimeout. It returns the
+// combined output.
+func s3TestTool(t *testing.T, env []string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), conformanceCLITimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// getURL fetches target (a presigned URL) without signing it.
+func (e *s3TestEnv) getURL(t *testing.T, target string) s3TestResponse {
+	t.Helper()
+	req, err := http.NewRequest("GET", strings.TrimSpace(target), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.send(t, req)
+}
+
+// wantSigV4Hint fails the test unless resp tells a SigV2 client to switch to SigV4.
+func (r s3TestResponse) wantSigV4Hint(t *testing.T, what string) {
+	t.Helper()
+	r.wantError(t, what, http.StatusBadRequest, "InvalidRequest")
+	if !strings.Contains(string(r.body), "signature_version s3v4") {
+		t.Errorf("%s: error lacks the switch to SigV4: %s", what, r.body)
+	}
+}
+
+// TestS3AWSCLIUploadsAndSigV2 drives the AWS CLI through list-multipart-uploads,
+// get-bucket-versioning and presign, whose default (SigV2) URL gets the SigV4 hint.
+func TestS3AWSCLIUploadsAndSigV2(t *testing.T) {
+	s3TestNeedTool(t, "aws", "pip install awscli")
+	e := newS3TestEnv(t)
+	e.put(t, "shared.txt", []byte("presigned content"))
+	id := e.multipartUpload(t, "pending/big.bin", nil)
+	dir := t.TempDir()
+	configs := map[string]string{
+		"default": "[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n",
+		"s3v4":    "[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n  signature_version = s3v4\n",
+	}
+	env := map[string][]string{}
+	for name, config := range configs {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env[name] = []string{"AWS_ACCESS_KEY_ID=" + s3TestAccessKey, "AWS_SECRET_ACCESS_KEY=" + s3TestSecretKey, "AWS_CONFIG_FILE=" + path,
+			"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "none"), "AWS_EC2_METADATA_DISABLED=true", "AWS_PAGER="}
+	}
+	aws := func(config string, args ...string) string {
+		return s3TestTool(t, env[config], "aws", append(args, "--endpoint-url", e.http.URL)...)
+	}
+	if out := aws("default", "s3api", "list-multipart-uploads", "--bucket", "bucket"); !strings.Contains(out, id) || !strings.Contains(out, "pending/big.bin") {
+		t.Errorf("list-multipart-uploads lacks the upload %s:\n%s", id, out)
+	}
+	if out := aws("default", "s3api", "list-multipart-uploads", "--bucket", "bucket", "--prefix", "other/"); strings.Contains(out, id) {
+		t.Errorf("list-multipart-uploads --prefix other/ lists the upload:\n%s", out)
+	}
+	if out := aws("default", "s3api", "get-bucket-versioning", "--bucket", "bucket"); strings.Contains(out, "Enabled") {
+		t.Errorf("get-bucket-versioning:\n%s", out)
+	}
+	aws("default", "s3api", "abort-multipart-upload", "--bucket", "bucket", "--key", "pending/big.bin", "--upload-id", id)
+	if got := e.listUploads(t, ""); len(got.Upload) != 0 {
+		t.Errorf("uploads after abort-multipart-upload: %q", got.items())
+	}
+
+	v2 := aws("default", "s3", "presign", "s3://bucket/shared.txt")
+	if !strings.Contains(v2, "AWSAccessKeyId=") {
+		t.Fatalf("aws s3 presign with the default configuration did not sign with SigV2: %s", v2)
+	}
+	e.getURL(t, v2).wantSigV4Hint(t, "SigV2 URL of aws s3 presign")
+	v4 := aws("s3v4", "s3", "presign", "s3://bucket/shared.txt")
+	if resp := e.getURL(t, v4); resp.status != http.StatusOK || string(resp.body) != "presigned content" {
+		t.Errorf("SigV4 URL of aws s3 presign: %d %s", resp.status, resp.body)
+	}
+}
+
+// TestS3S3cmd drives s3cmd through multipart listing and abort, info (which reads the bucket's
+// location, payer, lifecycle, policy, CORS and ACL) and signurl, whose SigV2 URL gets the hint.
+func TestS3S3cmd(t *testing.T) {
+	s3TestNeedTool(t, "s3cmd", "apt-get install s3cmd")
+	e := newS3TestEnv(t)
+	e.put(t, "shared.txt", []byte("presigned content"))
+	id := e.multipartUpload(t, "pending/big.bin", nil)
+	host := strings.TrimPrefix(e.http.URL, "http://")
+	config := filepath.Join(t.TempDir(), "s3cfg")
+	content := fmt.Sprintf("[default]\naccess_key = %s\nsecret_key = %s\nhost_base = %s\nhost_bucket = %s\nuse_https = False\nsignature_v2 = False\nbucket_location = us-east-1\n",
+		s3TestAccessKey, s3TestSecretKey, host, host)
+	if err := os.WriteFile(config, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s3cmd := func(args ...string) string {
+		return s3TestTool(t, nil, "s3cmd", append([]string{"-c", config}, args...)...)
+	}
+	if out := s3cmd("multipart", "s3://bucket"); !strings.Contains(out, id) || !strings.Contains(out, "pending/big.bin") {
+		t.Errorf("s3cmd multipart lacks the upload %s:\n%s", id, out)
+	}
+	out := s3cmd("info", "s3://bucket")
+	for _, want := range []string{"Expiration Rule: none", "Policy:    none", "CORS:      none", "svc: FULL_CONTROL"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("s3cmd info lacks %q:\n%s", want, out)
+		}
+	}
+	s3cmd("abortmp", "s3://bucket/pending/big.bin", id)
+	if got := e.listUploads(t, ""); len(got.Upload) != 0 {
+		t.Errorf("uploads after s3cmd abortmp: %q", got.items())
+	}
+	e.getURL(t, s3cmd("signurl", "s3://bucket/shared.txt", "+300")).wantSigV4Hint(t, "s3cmd signurl")
+}
+
+// TestS3Rclone drives rclone's multipart listing and cleanup (which abort uploads older than
+// max-age, 24 h unless given) and purge, none of which may log an error.
+func TestS3Rclone(t *testing.T) {
+	s3TestNeedTool(t, "rclone", "apt-get install rclone")
+	e := newS3TestEnv(t)
+	e.put(t, "dir/a.txt", []byte("a"))
+	e.put(t, "dir/b.txt", []byte("b"))
+	id := e.multipartUpload(t, "dir/pending.bin", nil)
+	config := filepath.Join(t.TempDir(), "rclone.conf")
+	if err := os.WriteFile(config, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"RCLONE_CONFIG_SVC_TYPE=s3", "RCLONE_CONFIG_SVC_PROVIDER=Other", "RCLONE_CONFIG_SVC_ENDPOINT=" + e.http.URL,
+		"RCLONE_CONFIG_SVC_ACCESS_KEY_ID=" + s3TestAccessKey, "RCLONE_CONFIG_SVC_SECRET_ACCESS_KEY=" + s3TestSecretKey,
+		"RCLONE_CONFIG_SVC_REGION=us-east-1", "RCLONE_CONFIG_SVC_FORCE_PATH_STYLE=true"}
+	rclone := func(args ...string) string {
+		out := s3TestTool(t, env, "rclone", append([]string{"--config", config, "--retries", "1", "--low-level-retries", "1"}, args...)...)
+		if strings.Contains(out, "ERROR") || strings.Contains(out, "NotImplemented") {
+			t.Errorf("rclone %s logged an error:\n%s", strings.Join(args, " "), out)
+		}
+		return out
+	}
+	if out := rclone("backend", "list-multipart-uploads", "svc:bucket"); !strings.Contains(out, id) || !strings.Contains(out, "dir/pending.bin") {
+		t.Errorf("rclone backend list-multipart-uploads lacks the upload %s:\n%s", id, out)
+	}
+	rclone("cleanup", "svc:bucket")
+	if got := e.listUploads(t, ""); len(got.Upload) != 1 {
+		t.Errorf("uploads after rclone cleanup (24 h): %q; want the fresh one kept", got.items())
+	}
+	rclone("backend", "cleanup", "-o", "max-age=0s", "svc:bucket")
+	if got := e.listUploads(t, ""); len(got.Upload) != 0 {
+		t.Errorf("uploads after rclone backend cleanup -o max-age=0s: %q", got.items())
+	}
+	rclone("purge", "-v", "svc:bucket/dir")
+	if got := e.listV2(t, "list-type=2"); len(got.items()) != 0 {
+		t.Errorf("objects after rclone purge: %q", got.items())
+	}
 }

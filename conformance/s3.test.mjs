@@ -14,10 +14,12 @@ import {
   DeleteBucketCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
+  GetBucketVersioningCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
   ListBucketsCommand,
+  ListMultipartUploadsCommand,
   ListObjectsV2Command,
   ListPartsCommand,
   PutObjectCommand,
@@ -186,6 +188,47 @@ test("multipart upload: create, upload parts, list parts, complete", async () =>
     s3.send(new ListPartsCommand({ Bucket, Key: "multipart/aborted", UploadId: aborted.UploadId })),
     { name: "NoSuchUpload" },
   );
+});
+
+test("ListMultipartUploads: prefix, delimiter, paging, and gone once aborted", async () => {
+  const keys = ["uploads/a/1", "uploads/a/2", "uploads/b"];
+  const ids = {};
+  for (const Key of keys) ids[Key] = (await s3.send(new CreateMultipartUploadCommand({ Bucket, Key }))).UploadId;
+
+  const all = await s3.send(new ListMultipartUploadsCommand({ Bucket, Prefix: "uploads/" }));
+  assert.deepEqual(
+    all.Uploads.map((u) => [u.Key, u.UploadId]),
+    keys.map((k) => [k, ids[k]]),
+  );
+  assert.ok(all.Uploads.every((u) => u.Initiated instanceof Date));
+  assert.equal(all.IsTruncated, false);
+
+  const rolled = await s3.send(new ListMultipartUploadsCommand({ Bucket, Prefix: "uploads/", Delimiter: "/" }));
+  assert.deepEqual(rolled.Uploads.map((u) => u.Key), ["uploads/b"]);
+  assert.deepEqual(rolled.CommonPrefixes.map((p) => p.Prefix), ["uploads/a/"]);
+
+  const paged = [];
+  let KeyMarker, UploadIdMarker;
+  for (let page = 0; page < 10; page++) {
+    const res = await s3.send(
+      new ListMultipartUploadsCommand({ Bucket, Prefix: "uploads/", MaxUploads: 1, KeyMarker, UploadIdMarker }),
+    );
+    assert.equal(res.MaxUploads, 1);
+    paged.push(...(res.Uploads ?? []).map((u) => u.UploadId));
+    if (!res.IsTruncated) break;
+    ({ NextKeyMarker: KeyMarker, NextUploadIdMarker: UploadIdMarker } = res);
+  }
+  assert.deepEqual(paged, keys.map((k) => ids[k]));
+
+  for (const Key of keys) await s3.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId: ids[Key] }));
+  const after = await s3.send(new ListMultipartUploadsCommand({ Bucket, Prefix: "uploads/" }));
+  assert.equal((after.Uploads ?? []).length, 0);
+});
+
+test("GetBucketVersioning: the bucket is unversioned", async () => {
+  const res = await s3.send(new GetBucketVersioningCommand({ Bucket }));
+  assert.equal(res.$metadata.httpStatusCode, 200);
+  assert.equal(res.Status, undefined);
 });
 
 test("presigned GET fetched with fetch()", async () => {
