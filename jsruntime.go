@@ -163,13 +163,13 @@ var (
 
 // vmOptions configure a fresh VM for a module.
 type vmOptions struct {
-	Ambient  map[string]any           // Go members of the "svc" module, beside the prelude's
-	Env      map[string]string        // process.env
-	Log      *slog.Logger             // console.* output
-	Globals  map[string]any           // extra globals (e.g. __svc_step, __svc_now)
-	Workflow bool                     // install the deterministic workflow prelude (needs __svc_now/__svc_random/__svc_uuid globals)
-	Setup    func(*goja.Runtime)      // called with the VM before the module runs
-	Modules  map[string]*goja.Program // require()-able modules beside "svc": each program evaluates to the module's exports, once per VM
+	Ambient  map[string]any                     // Go members of the "svc" module, beside the prelude's
+	Env      map[string]string                  // process.env
+	Log      *slog.Logger                       // console.* output
+	Globals  map[string]any                     // extra globals (e.g. __svc_step, __svc_now)
+	Workflow bool                               // install the deterministic workflow prelude (needs __svc_now/__svc_random/__svc_uuid globals)
+	Setup    func(*goja.Runtime)                // called with the VM before the module runs
+	Modules  map[string]*goja.Program           // require()-able modules beside "svc": each program evaluates to the module's exports, once per VM
 	Console  func(level slog.Level, msg string) // when set, also receives every console line (kept with the run)
 }
 
