@@ -98,12 +98,8 @@ export default async function envcheck() { "use workflow"; return await read(); 
 		t.Errorf("dev on a busy port = exit %d %q; want exit 1 naming the port and SVC_DEV_PORT_OFFSET", code, stderr)
 	}
 	// Agents and workflows see the system secrets, the provider and .env.
-	var rc startReceipt
-	httpJSON(t, "POST", d.url("/api/workflows/envcheck/start"), "", &rc)
-	var got struct{ Run runRecord }
-	httpJSON(t, "GET", d.url("/api/runs/"+rc.RunID+"?wait=20s"), nil, &got)
-	if string(got.Run.Output) != `{"greeting":"hi","db":true,"s3":true,"key":"sk-test"}` {
-		t.Errorf("process.env in a step = %s %+v", got.Run.Output, got.Run.Error)
+	if run := startAndWait(t, d, "envcheck"); string(run.Output) != `{"greeting":"hi","db":true,"s3":true,"key":"sk-test"}` {
+		t.Errorf("process.env in a step = %s %+v", run.Output, run.Error)
 	}
 	if code := d.interrupt(); code != 0 {
 		t.Errorf("SIGINT exit = %d; want 0\n%s", code, d.stderr.String())
@@ -418,7 +414,7 @@ export default async function slow() { "use workflow"; await sleep("1h"); return
 		l, _ := jsonOut("runs", "list", "--workflow", "slow")
 		return len(l["queued"].([]any)) == 0 && len(l["items"].([]any)) == 2
 	})
-	if got, code := jsonOut("runs", "get", "00000000-0000-0000-0000-000000000000"); code != 4 || got["code"] != codeNotFound {
+	if got, code := jsonOut("runs", "get", "00000000-0000-0000-0000-000000000000"); code != 4 || got["code"] != "run_not_found" {
 		t.Errorf("get unknown run = %d %v", code, got)
 	}
 }
@@ -561,12 +557,8 @@ func TestEnvS3KeysFromDotEnv(t *testing.T) {
 export default async function keys() { "use workflow"; return await read(); }`)
 	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+dbURL, "OPENAI_API_KEY=sk-test"))
 	s3Get(t, d.payload.Services.S3Endpoint+"/svc", "AKIADOTENV", "dotenv-secret-0123456789", http.StatusOK)
-	var rc startReceipt
-	httpJSON(t, "POST", d.url("/api/workflows/keys/start"), "", &rc)
-	var got struct{ Run runRecord }
-	httpJSON(t, "GET", d.url("/api/runs/"+rc.RunID+"?wait=20s"), nil, &got)
-	if string(got.Run.Output) != `"AKIADOTENV:dotenv-secret-0123456789"` {
-		t.Errorf("process.env keys in a step = %s %+v; want those of .env", got.Run.Output, got.Run.Error)
+	if run := startAndWait(t, d, "keys"); string(run.Output) != `"AKIADOTENV:dotenv-secret-0123456789"` {
+		t.Errorf("process.env keys in a step = %s %+v; want those of .env", run.Output, run.Error)
 	}
 	out, _, _ := cli(t, dir, baseEnv(), "env")
 	if !strings.Contains(out, "export S3_ACCESS_KEY_ID=AKIADOTENV\n") || !strings.Contains(out, "export S3_SECRET_ACCESS_KEY=dotenv-secret-0123456789\n") {
@@ -594,4 +586,15 @@ func s3Get(t *testing.T, url, access, secret string, want int) {
 	if resp.StatusCode != want {
 		t.Errorf("signed GET %s with %s = %d %s; want %d", url, access, resp.StatusCode, body, want)
 	}
+}
+
+// startAndWait starts workflow name with no input on d and returns the run
+// once it ended (or after a wait of 20 s).
+func startAndWait(t *testing.T, d *devProcess, name string) runRecord {
+	t.Helper()
+	var rc startReceipt
+	httpJSON(t, "POST", d.url("/api/workflows/"+name+"/start"), "", &rc)
+	var got struct{ Run runRecord }
+	httpJSON(t, "GET", d.url("/api/runs/"+rc.RunID+"?wait=20s"), nil, &got)
+	return got.Run
 }

@@ -151,8 +151,12 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if jh.State != "ok" {
 		status = http.StatusServiceUnavailable
 	}
+	installation := "" // a project that is not linked has none
+	if s.rt.proj.Link != nil {
+		installation = s.rt.proj.Link.LocalDevInstallationID
+	}
 	writeJSON(w, status, map[string]any{"ok": status == http.StatusOK, "project_dir": s.rt.proj.Dir,
-		"local_dev_installation_id": s.rt.proj.Link.LocalDevInstallationID, "gate": s.rt.gateState(), "journal": jh})
+		"local_dev_installation_id": installation, "gate": s.rt.gateState(), "journal": jh})
 }
 
 // handleDevEnv serves the session's local credentials to `svc env`, the one
