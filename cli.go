@@ -44,13 +44,23 @@ type cliError struct {
 	Message string
 	Hint    string
 	Err     error
+
+	// Exit, when not 0, is the exit code: a code the runtime gave that the
+	// exit-code table does not know keeps the exit code of its status.
+	Exit int
+	// Violations are the runtime's schema violations (schema_validation).
+	Violations []schemaViolation
 }
 
 func (e *cliError) Error() string { return e.Message }
 func (e *cliError) Unwrap() error { return e.Err }
 
-// exitCode is the process exit code of the error's code.
+// exitCode is the process exit code of the error: Exit when set, else
+// that of its code; 1 for a code outside the table.
 func (e *cliError) exitCode() int {
+	if e.Exit != 0 {
+		return e.Exit
+	}
 	if c, ok := exitCodes[e.Code]; ok {
 		return c
 	}
@@ -77,12 +87,8 @@ type cliIO struct {
 
 // newProcessIO returns the cliIO of the real process.
 func newProcessIO() cliIO {
-	terminal := false
-	if fi, err := os.Stdin.Stat(); err == nil {
-		terminal = fi.Mode()&os.ModeCharDevice != 0
-	}
 	dir, _ := os.Getwd()
-	return cliIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinTerminal: terminal, dir: dir}
+	return cliIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinTerminal: cliIsTerminal(os.Stdin), dir: dir}
 }
 
 // cmd is one invocation of a verb: its I/O plus the global flags.
@@ -115,10 +121,12 @@ type envelope struct {
 	Error *envelopeError `json:"error,omitempty"`
 }
 
-// envelopeError is the error of a failed command's envelope.
+// envelopeError is the error of a failed command's envelope: the code the
+// runtime gave, or the CLI's own, and the violations of a schema_validation.
 type envelopeError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code       string            `json:"code"`
+	Message    string            `json:"message"`
+	Violations []schemaViolation `json:"violations,omitempty"`
 }
 
 // writeEnvelope writes v as one JSON line.
@@ -130,6 +138,21 @@ func writeEnvelope(w io.Writer, v any) {
 	w.Write(append(b, '\n'))
 }
 
+// humanMessage is the message for a terminal: the runtime's message, which
+// names the first violation, becomes a heading over the list of all of
+// them, each printed once.
+func (e *cliError) humanMessage() string {
+	if len(e.Violations) == 0 {
+		return e.Message
+	}
+	first := e.Violations[0]
+	msg := strings.TrimSuffix(e.Message, fmt.Sprintf(": %s: %s", orRoot(first.Path), first.Message))
+	for _, v := range e.Violations {
+		msg += fmt.Sprintf("\n  %s: %s", orRoot(v.Path), v.Message)
+	}
+	return msg
+}
+
 // fail prints err in the command's mode and returns the exit code.
 func (c *cmd) fail(err error) int {
 	var ce *cliError
@@ -137,9 +160,9 @@ func (c *cmd) fail(err error) int {
 		ce = &cliError{Code: codeGeneric, Message: err.Error()}
 	}
 	if c.json {
-		writeEnvelope(c.stdout, envelope{Error: &envelopeError{Code: ce.Code, Message: ce.Message}})
+		writeEnvelope(c.stdout, envelope{Error: &envelopeError{Code: ce.Code, Message: ce.Message, Violations: ce.Violations}})
 	} else {
-		fmt.Fprintf(c.stderr, "error: %s\n", ce.Message)
+		fmt.Fprintf(c.stderr, "error: %s\n", ce.humanMessage())
 		if ce.Hint != "" {
 			fmt.Fprintf(c.stderr, "hint: %s\n", ce.Hint)
 		}
@@ -166,6 +189,8 @@ func verbs() []*verb {
 		{name: "workflows", summary: "list workflows, read schemas, start runs", subverbs: workflowVerbs()},
 		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
 		{name: "link", summary: "register a deployed container with a control plane", newFlags: newLinkFlags, run: runLink},
+		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
+		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}
 }
 
@@ -202,6 +227,9 @@ func run(ctx context.Context, args []string, io cliIO) int {
 		}
 	}
 	all := verbs()
+	if len(rest) > 0 && (rest[0] == "--version" || rest[0] == "-version") {
+		rest[0] = "version"
+	}
 	if len(rest) == 0 || rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h" {
 		if len(rest) == 0 {
 			printUsage(c.stderr, "svc", "", all, nil)

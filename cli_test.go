@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -370,5 +371,261 @@ func TestDependencyBudget(t *testing.T) {
 		if !ok {
 			t.Errorf("package %s reaches the binary; add it to the README's dependency list with a reason, then here", pkg)
 		}
+	}
+}
+
+// fakeHealth serves /api/health with the identity given and an empty
+// workflow list, standing in for another project's svc dev.
+func fakeHealth(t *testing.T, projectDir, installation string) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"ok": true, "project_dir": projectDir, "local_dev_installation_id": installation})
+	})
+	mux.HandleFunc("GET /api/workflows", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"schema_version": 1, "items": []any{}})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestLocalTargetIdentity checks that the CLI acts only on a runtime that
+// says it serves this directory and this local-dev installation, and
+// otherwise exits 3 dev_not_running naming what it found.
+func TestLocalTargetIdentity(t *testing.T) {
+	dir := projectDir(t)
+	proj, err := loadProject(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ldi := proj.Link.LocalDevInstallationID
+	link := filepath.Join(t.TempDir(), "via-symlink")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	tests := []struct {
+		name       string
+		cwd        string
+		served     string // project_dir of the runtime; "" = no runtime.json
+		servedLDI  string
+		wantExit   int
+		wantInText string
+	}{
+		{"no runtime.json", dir, "", "", 3, "no .svc/runtime.json"},
+		{"another project's runtime", dir, other, ldi, 3, other},
+		{"another installation", dir, dir, "ldi_other", 3, "ldi_other"},
+		{"this project", dir, dir, ldi, 0, ""},
+		{"this project through a symlink", link, dir, ldi, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(proj.stateDir(devRuntimeFileName))
+			if tt.served != "" {
+				srv := fakeHealth(t, tt.served, tt.servedLDI)
+				writeFile(t, dir, ".svc/"+devRuntimeFileName, `{"url":"`+srv.URL+`"}`)
+			}
+			stdout, _, code := runInProcess(t, tt.cwd, nil, "--json", "workflows", "list")
+			e := decodeEnvelope(t, stdout)
+			if code != tt.wantExit {
+				t.Fatalf("workflows list = exit %d %s; want exit %d", code, stdout, tt.wantExit)
+			}
+			if tt.wantExit != 0 && (e.Error.Code != codeDevNotRunning || !strings.Contains(e.Error.Message, tt.wantInText)) {
+				t.Fatalf("workflows list = %s; want dev_not_running naming %q", stdout, tt.wantInText)
+			}
+		})
+	}
+}
+
+// TestStatusErrorKeepsRuntimeCode checks that an error answer keeps the
+// runtime's code in the envelope while the exit code follows SPEC §7, and
+// that a terminal sees each schema violation once.
+func TestStatusErrorKeepsRuntimeCode(t *testing.T) {
+	two := `{"error":{"code":"schema_validation","message":"input does not match the inputSchema of \"greet\": /name: want a string","violations":[{"path":"/name","message":"want a string"},{"path":"","message":"unknown property \"x\""}]}}`
+	tests := []struct {
+		status   int
+		body     string
+		wantCode string
+		wantExit int
+	}{
+		{422, two, "schema_validation", 1},
+		{400, `{"error":{"code":"invalid_json","message":"bad"}}`, "invalid_json", 1},
+		{503, `{"error":{"code":"gate_closed","message":"closed"}}`, "gate_closed", 1},
+		{503, `{"error":{"code":"workflow_compile_failed","message":"x.ts:1"}}`, "workflow_compile_failed", 1},
+		{404, `{"error":{"code":"workflow_not_found","message":"no"}}`, codeWorkflowNotFound, 4},
+		{404, `{"error":{"code":"run_not_found","message":"no"}}`, "run_not_found", 4},
+		{404, `not json`, codeNotFound, 4},
+		{401, `{"error":{"code":"auth","message":"key"}}`, codeAuth, 2},
+		{500, ``, codeGeneric, 1},
+	}
+	tg := &target{baseURL: "http://127.0.0.1:1"}
+	for _, tt := range tests {
+		ce := tg.statusError("POST", "/api/x", tt.status, []byte(tt.body))
+		if ce.Code != tt.wantCode || ce.exitCode() != tt.wantExit {
+			t.Errorf("statusError(%d, %s) = code %q exit %d; want %q exit %d", tt.status, tt.body, ce.Code, ce.exitCode(), tt.wantCode, tt.wantExit)
+		}
+	}
+	ce := tg.statusError("POST", "/api/x", 422, []byte(two))
+	var stdout, stderr bytes.Buffer
+	(&cmd{cliIO: cliIO{stdout: &stdout, stderr: &stderr}}).fail(ce)
+	if n := strings.Count(stderr.String(), "want a string"); n != 1 || !strings.Contains(stderr.String(), `(root): unknown property "x"`) {
+		t.Errorf("human error = %q; want each violation once (\"want a string\" %d times)", stderr.String(), n)
+	}
+	stdout.Reset()
+	(&cmd{cliIO: cliIO{stdout: &stdout, stderr: &stderr}, json: true}).fail(ce)
+	var env struct{ Error envelopeError }
+	if err := json.Unmarshal(stdout.Bytes(), &env); err != nil || env.Error.Code != "schema_validation" || len(env.Error.Violations) != 2 {
+		t.Errorf("--json error = %s; want code schema_validation with 2 violations", stdout.String())
+	}
+}
+
+// TestPrintContractJSONEnvelope checks that `dev --print-contract --json`
+// is an envelope whose data is byte for byte GET /api/contract.
+func TestPrintContractJSONEnvelope(t *testing.T) {
+	stdout, _, code := runInProcess(t, t.TempDir(), nil, "dev", "--print-contract", "--json")
+	var env struct {
+		OK   bool            `json:"ok"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &env); code != 0 || err != nil || !env.OK {
+		t.Fatalf("dev --print-contract --json = exit %d %q (%v); want an ok envelope", code, stdout, err)
+	}
+	rec := httptest.NewRecorder()
+	srv, err := newServer(&devRuntime{log: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/api/contract", nil))
+	if want := strings.TrimSuffix(rec.Body.String(), "\n"); string(env.Data) != want {
+		t.Fatalf("envelope data = %s\nwant byte for byte %s", env.Data, want)
+	}
+}
+
+// TestDevStdinNotTerminal runs the real binary with stdin on /dev/null (a
+// character device, not a terminal) in a directory without a project: it
+// must exit 3 no_project without prompting or writing anything. The API
+// port is held, so that a binary that did prompt stops before starting
+// PostgreSQL.
+func TestDevStdinNotTerminal(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	c := exec.CommandContext(ctx, svcBinary(t), "dev", "--port", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	c.Dir, c.Env, c.Stdin = dir, baseEnv(), null
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	c.Run()
+	if code := c.ProcessState.ExitCode(); code != 3 || strings.Contains(stderr.String(), "Create a local-only project") || !strings.Contains(stderr.String(), "no .svc/project.json") {
+		t.Fatalf("svc dev < /dev/null = exit %d, stderr %q; want exit 3 no_project without a prompt", code, stderr.String())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("svc dev < /dev/null wrote %v", entries)
+	}
+}
+
+// TestCLIIsTerminal checks that neither the null device, a file nor a pipe
+// counts as a terminal.
+func TestCLIIsTerminal(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	for _, f := range []*os.File{null, file, pr} {
+		if cliIsTerminal(f) {
+			t.Errorf("cliIsTerminal(%s) = true; want false", f.Name())
+		}
+	}
+}
+
+// TestGitignoreHidesMigrations checks the reading of .gitignore patterns,
+// and, when git is installed, that git agrees on every case.
+func TestGitignoreHidesMigrations(t *testing.T) {
+	scaffold, err := scaffoldFS.ReadFile("scaffold/gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, gitignore string
+		want            bool
+	}{
+		{"scaffold", string(scaffold), false},
+		{"old scaffold", ".svc/\nnode_modules/\n.env\n", true},
+		{"rooted dir", "/.svc\n", true},
+		{"dir cannot be re-included", ".svc/\n!.svc/migrations/\n", true},
+		{"content then migrations back", "/.svc/*\n!/.svc/migrations/\n", false},
+		{"content without migrations back", ".svc/*\n", true},
+		{"all below", ".svc/**\n!.svc/migrations/\n", true},
+		{"migrations only", ".svc/migrations/\n", true},
+		{"migration files", ".svc/migrations/*.sql\n", true},
+		{"unrelated", "# .svc/\nnode_modules/\n.env\n", false},
+		{"none", "", false},
+	}
+	_, gitErr := exec.LookPath("git")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := gitignoreHidesMigrations([]byte(tt.gitignore)); got != tt.want {
+				t.Errorf("gitignoreHidesMigrations(%q) = %v; want %v", tt.gitignore, got, tt.want)
+			}
+			if gitErr != nil {
+				return
+			}
+			repo := t.TempDir()
+			writeFile(t, repo, ".gitignore", tt.gitignore)
+			writeFile(t, repo, ".svc/migrations/0001_init.sql", "select 1;")
+			if out, err := exec.Command("git", "-C", repo, "init", "-q").CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v %s", err, out)
+			}
+			err := exec.Command("git", "-C", repo, "check-ignore", "-q", ".svc/migrations/0001_init.sql").Run()
+			if ignored := err == nil; ignored != tt.want {
+				t.Errorf("git check-ignore .svc/migrations/0001_init.sql with %q = ignored %v; want %v", tt.gitignore, ignored, tt.want)
+			}
+			if tt.name == "scaffold" && exec.Command("git", "-C", repo, "check-ignore", "-q", ".svc/project.json").Run() != nil {
+				t.Errorf("the scaffold's .gitignore does not ignore .svc/project.json")
+			}
+		})
+	}
+}
+
+// TestDevWarnsOldGitignore checks that svc dev warns when the project's
+// .gitignore hides .svc/migrations/, and not with the scaffold's. The API
+// port is held, so the boot stops right after the warning.
+func TestDevWarnsOldGitignore(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	const warning = ".gitignore hides .svc/migrations/"
+	dir := projectDir(t)
+	if _, stderr, code := runInProcess(t, dir, nil, "dev", "--port", port); code != 1 || strings.Contains(stderr, warning) {
+		t.Errorf("dev with the scaffold's .gitignore = exit %d %q; want exit 1 (port busy) without the warning", code, stderr)
+	}
+	writeFile(t, dir, ".gitignore", ".svc/\nnode_modules/\n")
+	if _, stderr, code := runInProcess(t, dir, nil, "dev", "--port", port); code != 1 || !strings.Contains(stderr, warning) || !strings.Contains(stderr, "!.svc/migrations/") {
+		t.Errorf("dev with an old .gitignore = exit %d %q; want the warning with the fix", code, stderr)
 	}
 }

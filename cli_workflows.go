@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -72,10 +71,14 @@ func newRunsGetFlags() *flag.FlagSet {
 
 // target is the runtime a verb talks to.
 type target struct {
-	baseURL string
-	client  *http.Client
-	key     string // the project's dev key, sent as Bearer ("" = none)
+	baseURL  string
+	client   *http.Client
+	key      string // the project's dev key, sent as Bearer ("" = none)
+	devToken string // the session's token from .svc/runtime.json, sent to the dev-only routes
 }
+
+// targetHealthTimeout bounds the identity check of the local runtime.
+const targetHealthTimeout = 2 * time.Second
 
 // resolveTarget finds the runtime: --agent (a deployed box, which needs a
 // registered deployment), or the `svc dev` of the project in the current
@@ -85,6 +88,14 @@ func resolveTarget(ctx context.Context, c *cmd, fs *flag.FlagSet) (*target, erro
 		return nil, failf(codeNotFound, "run `svc link` to register a deployment, or drop --agent to use `svc dev`",
 			"no registered deployment for installation %q", agent)
 	}
+	return localTarget(ctx, c)
+}
+
+// localTarget is the `svc dev` of the project in the current directory. It
+// is found through .svc/runtime.json only, never at a default port, and
+// must say on /api/health that it serves this directory and this local-dev
+// installation: else another project's runtime would answer (issue 9).
+func localTarget(ctx context.Context, c *cmd) (*target, error) {
 	proj, err := loadProject(c.dir)
 	if err != nil {
 		return nil, err
@@ -92,29 +103,51 @@ func resolveTarget(ctx context.Context, c *cmd, fs *flag.FlagSet) (*target, erro
 	if proj.Link == nil {
 		return nil, failf(codeNoTarget, "run `svc init` or `svc link` here, or pass --agent <installationId>", "no project in %s and no --agent", proj.Dir)
 	}
-	base := ""
-	var rtInfo struct {
-		URL string `json:"url"`
+	startHint := "start it with `svc dev` in " + proj.Dir
+	var rf devRuntimeFile
+	b, err := os.ReadFile(proj.stateDir(devRuntimeFileName))
+	if err != nil {
+		return nil, failf(codeDevNotRunning, startHint, "svc dev is not running for %s (no .svc/%s)", proj.Dir, devRuntimeFileName)
 	}
-	if b, err := os.ReadFile(filepath.Join(proj.Dir, ".svc", "runtime.json")); err == nil && json.Unmarshal(b, &rtInfo) == nil {
-		base = rtInfo.URL
+	if err := json.Unmarshal(b, &rf); err != nil || rf.URL == "" {
+		return nil, failf(codeDevNotRunning, startHint, "svc dev is not running for %s (.svc/%s is unreadable)", proj.Dir, devRuntimeFileName)
 	}
-	if base == "" {
-		offset, _ := strconv.Atoi(c.getenv("SVC_DEV_PORT_OFFSET"))
-		base = fmt.Sprintf("http://127.0.0.1:%d", defaultAPIPort+offset)
-	}
-	t := &target{baseURL: base, client: &http.Client{}}
+	t := &target{baseURL: rf.URL, client: &http.Client{}, devToken: rf.Token}
 	// Under --listen every route requires the dev key; bound to loopback it
 	// is not needed, and the file does not exist.
 	if b, err := os.ReadFile(proj.stateDir(devAPIKeyFile)); err == nil {
 		t.key = strings.TrimSpace(string(b))
 	}
-	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	hctx, cancel := context.WithTimeout(ctx, targetHealthTimeout)
 	defer cancel()
-	if _, _, err := t.do(hctx, http.MethodGet, "/api/health", nil, nil); err != nil {
-		return nil, failf(codeDevNotRunning, "start it with `svc dev` in this project", "svc dev is not running for %s (%s unreachable)", proj.Dir, base)
+	_, body, err := t.do(hctx, http.MethodGet, "/api/health", nil, nil)
+	if err != nil {
+		return nil, failf(codeDevNotRunning, startHint, "svc dev is not running for %s (%s unreachable)", proj.Dir, rf.URL)
+	}
+	var h struct {
+		ProjectDir             string `json:"project_dir"`
+		LocalDevInstallationID string `json:"local_dev_installation_id"`
+	}
+	if json.Unmarshal(body, &h) != nil || h.ProjectDir == "" {
+		return nil, failf(codeDevNotRunning, startHint, "svc dev is not running for %s (%s does not answer as svc dev)", proj.Dir, rf.URL)
+	}
+	if !sameDir(h.ProjectDir, proj.Dir) || h.LocalDevInstallationID != proj.Link.LocalDevInstallationID {
+		return nil, failf(codeDevNotRunning, startHint, "svc dev is not running for %s (local-dev installation %s): %s serves %s (installation %s)",
+			proj.Dir, proj.Link.LocalDevInstallationID, rf.URL, h.ProjectDir, orNone([]string{h.LocalDevInstallationID}))
 	}
 	return t, nil
+}
+
+// sameDir reports whether a and b name the same directory once cleaned and
+// with symlinks resolved (a path that cannot be resolved is compared as is).
+func sameDir(a, b string) bool {
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	return resolve(a) == resolve(b)
 }
 
 // do sends a request and returns the status and body.
@@ -146,31 +179,46 @@ func (t *target) call(ctx context.Context, method, path string, body []byte, hea
 		return failf(codeDevNotRunning, "start it with `svc dev`", "svc dev stopped answering: %v", err)
 	}
 	if status >= 300 {
-		var eb struct {
-			Error apiError `json:"error"`
-		}
-		json.Unmarshal(b, &eb)
-		code := codeGeneric
-		switch {
-		case eb.Error.Code == "workflow_not_found":
-			code = codeWorkflowNotFound
-		case status == http.StatusNotFound:
-			code = codeNotFound
-		}
-		msg := eb.Error.Message
-		if msg == "" {
-			msg = fmt.Sprintf("%s %s: HTTP %d", method, path, status)
-		}
-		for _, v := range eb.Error.Violations {
-			msg += fmt.Sprintf("\n  %s: %s", orRoot(v.Path), v.Message)
-		}
-		hint := ""
-		if eb.Error.Code == "gate_closed" {
-			hint = "set OPENAI_API_KEY, ANTHROPIC_API_KEY or SVC_MODEL_BASE_URL for svc dev, or store a model provider in its console (" + t.baseURL + "/)"
-		}
-		return &cliError{Code: code, Message: msg, Hint: hint}
+		return t.statusError(method, path, status, b)
 	}
 	return json.Unmarshal(b, out)
+}
+
+// statusError turns an error answer into a *cliError that keeps the
+// runtime's error code (schema_validation with its violations, invalid_json,
+// gate_closed, workflow_compile_failed, …) while the exit code follows the
+// table of SPEC §7: a code the table lacks exits 4 on a 404, 2 on a 401,
+// else 1.
+func (t *target) statusError(method, path string, status int, body []byte) *cliError {
+	var eb struct {
+		Error apiError `json:"error"`
+	}
+	json.Unmarshal(body, &eb)
+	ce := &cliError{Code: eb.Error.Code, Message: eb.Error.Message, Violations: eb.Error.Violations}
+	if ce.Message == "" {
+		ce.Message = fmt.Sprintf("%s %s: HTTP %d", method, path, status)
+	}
+	if _, known := exitCodes[ce.Code]; !known {
+		switch status {
+		case http.StatusNotFound:
+			ce.Exit = exitCodes[codeNotFound]
+		case http.StatusUnauthorized:
+			ce.Exit = exitCodes[codeAuth]
+		}
+	}
+	if ce.Code == "" {
+		ce.Code = codeGeneric
+		switch status {
+		case http.StatusNotFound:
+			ce.Code = codeNotFound
+		case http.StatusUnauthorized:
+			ce.Code = codeAuth
+		}
+	}
+	if ce.Code == "gate_closed" {
+		ce.Hint = "set OPENAI_API_KEY, ANTHROPIC_API_KEY or SVC_MODEL_BASE_URL for svc dev, or store a model provider in its console (" + t.baseURL + "/)"
+	}
+	return ce
 }
 
 // orRoot shows the empty JSON pointer as "(root)".
@@ -457,7 +505,7 @@ func showRun(ctx context.Context, c *cmd, t *target, method, path string) error 
 		Run           runRecord `json:"run"`
 	}
 	if err := t.call(ctx, method, path, nil, nil, &out); err != nil {
-		if ce := (*cliError)(nil); errors.As(err, &ce) && ce.Code == codeNotFound {
+		if ce := (*cliError)(nil); errors.As(err, &ce) && ce.exitCode() == exitCodes[codeNotFound] {
 			ce.Hint = "list runs with `svc runs list`"
 		}
 		return err

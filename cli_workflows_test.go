@@ -16,13 +16,14 @@ import (
 type runsListFake struct {
 	mu      sync.Mutex
 	queries []url.Values
+	health  []byte // the identity of the project it serves
 }
 
 // ServeHTTP answers /api/health and /api/runs.
 func (f *runsListFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/api/health":
-		w.Write([]byte(`{}`))
+		w.Write(f.health)
 	case "/api/runs":
 		f.mu.Lock()
 		f.queries = append(f.queries, r.URL.Query())
@@ -52,10 +53,15 @@ func (f *runsListFake) last() (url.Values, int) {
 // and returns the project directory.
 func newRunsListFake(t *testing.T) (string, *runsListFake) {
 	t.Helper()
-	fake := &runsListFake{}
+	dir := projectDir(t)
+	proj, err := loadProject(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, _ := json.Marshal(map[string]string{"project_dir": dir, "local_dev_installation_id": proj.Link.LocalDevInstallationID})
+	fake := &runsListFake{health: health}
 	ts := httptest.NewServer(fake)
 	t.Cleanup(ts.Close)
-	dir := projectDir(t)
 	writeFile(t, dir, ".svc/runtime.json", fmt.Sprintf(`{"url":%q}`, ts.URL))
 	return dir, fake
 }

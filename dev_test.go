@@ -98,12 +98,8 @@ export default async function envcheck() { "use workflow"; return await read(); 
 		t.Errorf("dev on a busy port = exit %d %q; want exit 1 naming the port and SVC_DEV_PORT_OFFSET", code, stderr)
 	}
 	// Agents and workflows see the system secrets, the provider and .env.
-	var rc startReceipt
-	httpJSON(t, "POST", d.url("/api/workflows/envcheck/start"), "", &rc)
-	var got struct{ Run runRecord }
-	httpJSON(t, "GET", d.url("/api/runs/"+rc.RunID+"?wait=20s"), nil, &got)
-	if string(got.Run.Output) != `{"greeting":"hi","db":true,"s3":true,"key":"sk-test"}` {
-		t.Errorf("process.env in a step = %s %+v", got.Run.Output, got.Run.Error)
+	if run := startAndWait(t, d, "envcheck"); string(run.Output) != `{"greeting":"hi","db":true,"s3":true,"key":"sk-test"}` {
+		t.Errorf("process.env in a step = %s %+v", run.Output, run.Error)
 	}
 	if code := d.interrupt(); code != 0 {
 		t.Errorf("SIGINT exit = %d; want 0\n%s", code, d.stderr.String())
@@ -418,7 +414,7 @@ export default async function slow() { "use workflow"; await sleep("1h"); return
 		l, _ := jsonOut("runs", "list", "--workflow", "slow")
 		return len(l["queued"].([]any)) == 0 && len(l["items"].([]any)) == 2
 	})
-	if got, code := jsonOut("runs", "get", "00000000-0000-0000-0000-000000000000"); code != 4 || got["code"] != codeNotFound {
+	if got, code := jsonOut("runs", "get", "00000000-0000-0000-0000-000000000000"); code != 4 || got["code"] != "run_not_found" {
 		t.Errorf("get unknown run = %d %v", code, got)
 	}
 }
@@ -446,4 +442,159 @@ func TestDevCorruptJournalStopsBoot(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, filepath.Base(segs[0])) || !strings.Contains(stderr, "offset") {
 		t.Fatalf("boot on a corrupt journal = exit %d %q; want 1 naming the segment and offset", code, stderr)
 	}
+}
+
+// TestCLIReachesOnlyItsProject runs svc dev in project A on a port that is
+// the default port of project B's environment: B's CLI must not list, start
+// or read A's runs (issue 9), not even with A's runtime.json copied into B,
+// while A's CLI works. A's start errors keep the runtime's code.
+func TestCLIReachesOnlyItsProject(t *testing.T) {
+	a, b := projectDir(t), projectDir(t)
+	d := startDev(t, a, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk-test"))
+	bEnv := baseEnv(fmt.Sprintf("SVC_DEV_PORT_OFFSET=%d", d.port-defaultAPIPort))
+	verbs := [][]string{{"workflows", "list"}, {"workflows", "start", "greet", "--input", `{"name":"B"}`}, {"runs", "list"}}
+	check := func(what, wantInMessage string) {
+		t.Helper()
+		for _, args := range verbs {
+			out, _, code := cli(t, b, bEnv, append([]string{"--json"}, args...)...)
+			var env struct{ Error *envelopeError }
+			json.Unmarshal([]byte(out), &env)
+			if code != 3 || env.Error == nil || env.Error.Code != codeDevNotRunning || !strings.Contains(env.Error.Message, wantInMessage) {
+				t.Errorf("%s: svc %q in B = exit %d %s; want exit 3 dev_not_running naming %q", what, args, code, out, wantInMessage)
+			}
+		}
+	}
+	check("no runtime.json in B", "no .svc/runtime.json")
+	rf, err := os.ReadFile(filepath.Join(a, ".svc", devRuntimeFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, b, ".svc/"+devRuntimeFileName, string(rf))
+	check("A's runtime.json copied into B", a)
+	if runs, queued := listAllRuns(t, d.payload.EmulatorURL); len(runs)+len(queued) != 0 {
+		t.Errorf("B's CLI reached A: A has runs %v queued %v", runs, queued)
+	}
+	if out, stderr, code := cli(t, a, baseEnv(), "workflows", "list"); code != 0 || !strings.Contains(out, "greet") {
+		t.Errorf("workflows list in A = exit %d %q %q; want the list", code, out, stderr)
+	}
+	// A start the input schema refuses: the envelope keeps the code and
+	// the violations; a terminal reads each violation once.
+	out, _, code := cli(t, a, baseEnv(), "--json", "workflows", "start", "greet", "--input", `{"x":1}`)
+	var env struct{ Error *envelopeError }
+	if json.Unmarshal([]byte(out), &env); code != 1 || env.Error == nil || env.Error.Code != "schema_validation" || len(env.Error.Violations) < 2 {
+		t.Errorf("schema-invalid start --json = exit %d %s; want exit 1, schema_validation with the violations", code, out)
+	}
+	_, stderr, code := cli(t, a, baseEnv(), "workflows", "start", "greet", "--input", `{"x":1}`)
+	for _, v := range env.Error.Violations {
+		if n := strings.Count(stderr, v.Message); code != 1 || n != 1 {
+			t.Errorf("schema-invalid start = exit %d, %q printed %d times in %q; want exit 1, once", code, v.Message, n, stderr)
+		}
+	}
+}
+
+// TestEnvPrintsLocalCredentials checks `svc env` (shell exports and JSON)
+// against the session, that the route wants the token of runtime.json, and
+// that neither the payload nor the logs carry the object-storage secret.
+func TestEnvPrintsLocalCredentials(t *testing.T) {
+	dir := projectDir(t)
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk-test"))
+	out, stderr, code := cli(t, dir, baseEnv(), "--json", "env")
+	var env struct {
+		OK   bool
+		Data devEnvOutput
+	}
+	if err := json.Unmarshal([]byte(out), &env); code != 0 || err != nil || !env.OK {
+		t.Fatalf("svc env --json = exit %d %q %q", code, out, stderr)
+	}
+	got := env.Data.Env
+	want := map[string]string{"DATABASE_URL": d.payload.Services.PostgresURL, "S3_ENDPOINT": d.payload.Services.S3Endpoint, "S3_BUCKET": "svc", "S3_REGION": devS3Region}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("svc env %s = %q; want %q", k, got[k], v)
+		}
+	}
+	secret := got["S3_SECRET_ACCESS_KEY"]
+	if got["S3_ACCESS_KEY_ID"] == "" || len(secret) < 20 {
+		t.Fatalf("svc env keys = %q / %q; want the minted keys", got["S3_ACCESS_KEY_ID"], secret)
+	}
+	s3Get(t, d.payload.Services.S3Endpoint+"/svc", got["S3_ACCESS_KEY_ID"], secret, http.StatusOK)
+	human, _, code := cli(t, dir, baseEnv(), "env")
+	for _, k := range devToolEnvVars {
+		if code != 0 || !strings.Contains(human, "export "+k+"="+shellWord(got[k])+"\n") {
+			t.Errorf("svc env = exit %d %q; want export %s=%s", code, human, k, shellWord(got[k]))
+		}
+	}
+	for _, tok := range []string{"", "wrong"} {
+		req, _ := http.NewRequest("GET", d.url("/api/dev/env"), nil)
+		req.Header.Set(devTokenHeader, tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), secret) {
+			t.Errorf("GET /api/dev/env with token %q = %d %s; want 403 without the secret", tok, resp.StatusCode, body)
+		}
+	}
+	if code := d.interrupt(); code != 0 {
+		t.Errorf("SIGINT exit = %d", code)
+	}
+	raw, _ := json.Marshal(d.payload)
+	if strings.Contains(string(raw), secret) || strings.Contains(d.stderr.String(), secret) {
+		t.Errorf("the dev payload or the logs carry the object-storage secret")
+	}
+}
+
+// TestEnvS3KeysFromDotEnv checks that object storage adopts the keys .env
+// sets (workflows, svc env and the server agree) and that boot refuses a
+// key it cannot accept, naming .env and the variable.
+func TestEnvS3KeysFromDotEnv(t *testing.T) {
+	dir := projectDir(t)
+	dbURL := testPostgresURL(t)
+	writeFile(t, dir, ".env", "S3_ACCESS_KEY_ID=AKIADOTENV\nS3_SECRET_ACCESS_KEY=dotenv-secret-0123456789\n")
+	writeFile(t, dir, "workflows/keys.workflow.ts", `async function read() { "use step"; return process.env.S3_ACCESS_KEY_ID + ":" + process.env.S3_SECRET_ACCESS_KEY; }
+export default async function keys() { "use workflow"; return await read(); }`)
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+dbURL, "OPENAI_API_KEY=sk-test"))
+	s3Get(t, d.payload.Services.S3Endpoint+"/svc", "AKIADOTENV", "dotenv-secret-0123456789", http.StatusOK)
+	if run := startAndWait(t, d, "keys"); string(run.Output) != `"AKIADOTENV:dotenv-secret-0123456789"` {
+		t.Errorf("process.env keys in a step = %s %+v; want those of .env", run.Output, run.Error)
+	}
+	out, _, _ := cli(t, dir, baseEnv(), "env")
+	if !strings.Contains(out, "export S3_ACCESS_KEY_ID=AKIADOTENV\n") || !strings.Contains(out, "export S3_SECRET_ACCESS_KEY=dotenv-secret-0123456789\n") {
+		t.Errorf("svc env = %q; want the keys of .env", out)
+	}
+	d.interrupt()
+	writeFile(t, dir, ".env", "S3_ACCESS_KEY_ID=\n")
+	_, stderr, code := cli(t, dir, baseEnv("SVC_DATABASE_URL="+dbURL, "OPENAI_API_KEY=sk-test"), "dev", "--port", fmt.Sprint(freePortBase(t)))
+	if code != 1 || !strings.Contains(stderr, ".env") || !strings.Contains(stderr, "S3_ACCESS_KEY_ID") {
+		t.Errorf("dev with an empty S3_ACCESS_KEY_ID in .env = exit %d %q; want exit 1 naming .env and the variable", code, stderr)
+	}
+}
+
+// s3Get sends a GET signed with the keys to url and checks the status.
+func s3Get(t *testing.T, url, access, secret string, want int) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	s3TestSign(req, access, secret, time.Now(), s3TestHash(nil))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Errorf("signed GET %s with %s = %d %s; want %d", url, access, resp.StatusCode, body, want)
+	}
+}
+
+// startAndWait starts workflow name with no input on d and returns the run
+// once it ended (or after a wait of 20 s).
+func startAndWait(t *testing.T, d *devProcess, name string) runRecord {
+	t.Helper()
+	var rc startReceipt
+	httpJSON(t, "POST", d.url("/api/workflows/"+name+"/start"), "", &rc)
+	var got struct{ Run runRecord }
+	httpJSON(t, "GET", d.url("/api/runs/"+rc.RunID+"?wait=20s"), nil, &got)
+	return got.Run
 }

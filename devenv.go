@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,6 +132,12 @@ func runDev(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	if opts.printContract {
+		// With --json the envelope's data is the contract, byte for byte
+		// the body of GET /api/contract without its final newline.
+		if c.json {
+			writeEnvelope(c.stdout, envelope{OK: true, Data: json.RawMessage(bytes.TrimSuffix(contractPayload(), []byte("\n")))})
+			return nil
+		}
 		_, err := c.stdout.Write(contractPayload())
 		return err
 	}
@@ -142,6 +149,10 @@ func runDev(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		if err := ensureLocalProject(c, proj); err != nil {
 			return err
 		}
+	}
+	if gi, err := os.ReadFile(filepath.Join(proj.Dir, ".gitignore")); err == nil && gitignoreHidesMigrations(gi) {
+		newDevLogger(c).Warn(".gitignore hides .svc/migrations/: the migrations auto-migrate writes never reach git or a deployed box",
+			"hint", "replace the line that ignores .svc/ with `.svc/*` followed by `!.svc/migrations/`")
 	}
 	if c.getenv("GOGC") == "" {
 		// Every workflow execution builds a fresh VM: short-lived garbage in
@@ -213,6 +224,7 @@ type devRuntime struct {
 	services devServices
 	baseEnv  map[string]string // system secrets and .env, without the model provider
 	apiURL   string
+	devToken string // proof of reading .svc/runtime.json, asked by the dev-only routes
 
 	catalog  atomic.Pointer[catalog]
 	gate     atomic.Pointer[gateState]
@@ -342,11 +354,11 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	if err != nil {
 		return nil, err
 	}
-	s3Key, err := rt.secrets.getOrMint(ctx, "S3_ACCESS_KEY_ID", 10)
+	userEnv, err := readDotEnv(proj)
 	if err != nil {
 		return nil, err
 	}
-	s3Secret, err := rt.secrets.getOrMint(ctx, "S3_SECRET_ACCESS_KEY", 20)
+	s3Key, s3Secret, err := rt.s3Keys(ctx, userEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -372,16 +384,8 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		"DATABASE_URL": rt.pg.URL, "S3_ENDPOINT": rt.services.S3Endpoint, "S3_BUCKET": devBucketName,
 		"S3_ACCESS_KEY_ID": s3Key, "S3_SECRET_ACCESS_KEY": s3Secret, "S3_REGION": devS3Region,
 	}
-	if b, err := os.ReadFile(filepath.Join(proj.Dir, ".env")); err == nil {
-		userEnv, err := parseDotEnv(b)
-		if err != nil {
-			return nil, &cliError{Code: codeGeneric, Message: err.Error(), Hint: "fix .env at the project root"}
-		}
-		for k, v := range userEnv {
-			rt.baseEnv[k] = v
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read .env: %w", err)
+	for k, v := range userEnv {
+		rt.baseEnv[k] = v
 	}
 
 	rt.agents, err = newAgentHost(rt)
@@ -404,11 +408,13 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	if err != nil {
 		return nil, err
 	}
+	rt.devToken = randomID("", devTokenBytes)
 	rt.serve(apiLn, api, "API")
-	if err := writeFileAtomic(proj.stateDir("runtime.json"), []byte(fmt.Sprintf(`{"url":%q,"pid":%d}`+"\n", rt.apiURL, os.Getpid())), privateFileMode); err != nil {
+	rf, _ := json.Marshal(devRuntimeFile{URL: rt.apiURL, PID: os.Getpid(), Token: rt.devToken})
+	if err := writeFileAtomic(proj.stateDir(devRuntimeFileName), append(rf, '\n'), privateFileMode); err != nil {
 		return nil, err
 	}
-	rt.closers = append(rt.closers, func(context.Context) error { return os.Remove(proj.stateDir("runtime.json")) })
+	rt.closers = append(rt.closers, func(context.Context) error { return os.Remove(proj.stateDir(devRuntimeFileName)) })
 
 	// 6. Past the gate, agents and workflows start; edits are watched.
 	if !rt.gateState().Open {
@@ -422,6 +428,88 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	}()
 	rt.log.Debug("boot complete", "dur", time.Since(began))
 	return rt, nil
+}
+
+// devRuntimeFileName is the file under .svc where a running svc dev says
+// where it is; the CLI finds the runtime of its project there and nowhere else.
+const devRuntimeFileName = "runtime.json"
+
+// devTokenBytes is the size of the session token in .svc/runtime.json.
+const devTokenBytes = 32
+
+// devRuntimeFile is .svc/runtime.json (mode 0600), written once the API
+// serves and removed at shutdown.
+type devRuntimeFile struct {
+	URL string `json:"url"`
+	PID int    `json:"pid"`
+	// Token proves that a caller could read the project's .svc: the
+	// dev-only routes (GET /api/dev/env) ask for it. New each session.
+	Token string `json:"token"`
+}
+
+// devTokenHeader carries the session token of .svc/runtime.json to the
+// dev-only routes.
+const devTokenHeader = "X-Svc-Dev-Token"
+
+// devToolEnvVars are the variables `svc env` prints: what a tool (aws,
+// rclone, psql) needs to reach the session's database and object storage.
+var devToolEnvVars = []string{"DATABASE_URL", "S3_ENDPOINT", "S3_BUCKET", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"}
+
+// toolEnv returns devToolEnvVars as agents and workflows see them (.env
+// included, which the object storage adopts).
+func (rt *devRuntime) toolEnv() map[string]string {
+	env := make(map[string]string, len(devToolEnvVars))
+	for _, k := range devToolEnvVars {
+		env[k] = rt.baseEnv[k]
+	}
+	return env
+}
+
+// readDotEnv reads the project's optional .env (nil when absent).
+func readDotEnv(proj *project) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(proj.Dir, ".env"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read .env: %w", err)
+	}
+	userEnv, err := parseDotEnv(b)
+	if err != nil {
+		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Hint: "fix .env at the project root"}
+	}
+	return userEnv, nil
+}
+
+// devS3KeyVars are the variables holding the object-storage keys, access
+// key first, with the length in bytes of a minted one.
+var devS3KeyVars = []struct {
+	name   string
+	length int
+}{{"S3_ACCESS_KEY_ID", 10}, {"S3_SECRET_ACCESS_KEY", 20}}
+
+// s3Keys returns the object-storage keys: those minted once into the
+// secret store, each replaced by the value .env sets. The server adopts
+// the keys of .env so that what process.env carries is what it accepts;
+// a value it cannot accept fails the boot naming .env and the variable.
+func (rt *devRuntime) s3Keys(ctx context.Context, userEnv map[string]string) (key, secret string, err error) {
+	keys := make([]string, len(devS3KeyVars))
+	for i, v := range devS3KeyVars {
+		if keys[i], err = rt.secrets.getOrMint(ctx, v.name, v.length); err != nil {
+			return "", "", err
+		}
+		set, ok := userEnv[v.name]
+		if !ok {
+			continue
+		}
+		if set == "" || strings.ContainsAny(set, "/ \t\r\n") {
+			return "", "", failf(codeGeneric, "set it to a non-empty value without '/' or spaces, or remove it from .env to use the minted one (`svc env` prints it)",
+				".env sets %s to a value object storage cannot accept: empty, or holding '/' or white space", v.name)
+		}
+		keys[i] = set
+		rt.log.Info("object storage adopts the key of .env", "var", v.name)
+	}
+	return keys[0], keys[1], nil
 }
 
 // displayHost is the host written into URLs for a bind address.

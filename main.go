@@ -4,6 +4,7 @@
 // Usage:
 //
 //	svc [--json] [--verbose] [--yes] <verb> [flags] [args]
+//	svc --version
 //
 // Verbs:
 //
@@ -12,12 +13,19 @@
 //	workflows list|schema|start list workflows, read their schemas, start runs
 //	runs list|get|cancel       inspect and cancel workflow runs
 //	link                       register a deployed container with a control plane
+//	env                        print the local credentials of the running svc dev: eval "$(svc env)"
+//	version                    print the version, commit and Go version (also svc --version)
+//
+// The workflows, runs and env verbs reach the svc dev of the project in the
+// current directory only: the one .svc/runtime.json names, which must say on
+// /api/health that it serves this directory and local-dev installation;
+// otherwise they exit 3 (dev_not_running).
 //
 // Global flags (accepted anywhere on the command line):
 //
 //	--json     print one JSON envelope line on stdout: {"ok":true,"data":…} or {"ok":false,"error":…}
 //	--verbose  stream every log line, including PostgreSQL output
-//	--yes      never prompt (also implied by --json, CI=…, or stdin not being a terminal)
+//	--yes      never prompt (also implied by --json, CI=…, or stdin not being a terminal, e.g. < /dev/null)
 //
 // Environment:
 //

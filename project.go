@@ -258,3 +258,35 @@ func slugify(name string) string {
 	}
 	return "agent"
 }
+
+// gitignoreHidesMigrations reports whether a project's .gitignore keeps
+// .svc/migrations/ out of git, as the scaffold of earlier versions did with
+// `.svc/`. It reads the patterns naming .svc and its migrations, in order,
+// the way git does: a pattern that ignores the .svc directory cannot be
+// undone below it; one that ignores the migrations directory can, by
+// `!.svc/migrations/`; one that ignores the files in it, by a negation of
+// those files. Patterns that name other paths do not matter here.
+func gitignoreHidesMigrations(gitignore []byte) bool {
+	var svcDir, migrationsDir, migrationFiles bool
+	for _, line := range strings.Split(string(gitignore), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		hide := !strings.HasPrefix(line, "!")
+		pattern := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(line, "!"), "/"), "**/")
+		switch strings.TrimSuffix(pattern, "/") {
+		case ".svc":
+			svcDir = hide
+		case ".svc/*":
+			migrationsDir = hide
+		case ".svc/**":
+			migrationsDir, migrationFiles = hide, hide
+		case ".svc/migrations":
+			migrationsDir = hide
+		case ".svc/migrations/*", ".svc/migrations/**", ".svc/migrations/*.sql":
+			migrationFiles = hide
+		}
+	}
+	return svcDir || migrationsDir || migrationFiles
+}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"time"
 )
 
@@ -53,7 +56,8 @@ func newServer(rt *devRuntime) (*server, error) {
 func routeTable(s *server) []route {
 	return []route{
 		{"GET", "/api/contract", "the contract the CLI advertises (same payload as `svc dev --print-contract`)", s.handleContract},
-		{"GET", "/api/health", "liveness and identity of the running runtime", s.handleHealth},
+		{"GET", "/api/health", "liveness and identity of the running runtime: project_dir, local_dev_installation_id", s.handleHealth},
+		{"GET", "/api/dev/env", "the local credentials `svc env` prints; loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, s.handleDevEnv},
 		{"PUT", "/api/settings/model-provider", "store a model-provider credential (encrypted); opens a closed boot gate", s.handleStoreProvider},
 		{"GET", "/api/workflows", "list workflows (what `svc workflows list` prints)", s.handleListWorkflows},
 		{"GET", "/api/workflows/{name}/schema", "a workflow's input and output JSON Schemas", s.handleWorkflowSchema},
@@ -147,7 +151,31 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if jh.State != "ok" {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ok": status == http.StatusOK, "project_dir": s.rt.proj.Dir, "gate": s.rt.gateState(), "journal": jh})
+	installation := "" // a project that is not linked has none
+	if s.rt.proj.Link != nil {
+		installation = s.rt.proj.Link.LocalDevInstallationID
+	}
+	writeJSON(w, status, map[string]any{"ok": status == http.StatusOK, "project_dir": s.rt.proj.Dir,
+		"local_dev_installation_id": installation, "gate": s.rt.gateState(), "journal": jh})
+}
+
+// handleDevEnv serves the session's local credentials to `svc env`, the one
+// place that prints them. The guard has checked Host, Origin and, under
+// --listen, the dev key; on top, the caller must be on this machine and
+// show the token of .svc/runtime.json, proof that it can read the
+// project's private state, where the keys are kept anyway.
+func (s *server) handleDevEnv(w http.ResponseWriter, r *http.Request) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if addr, perr := netip.ParseAddr(host); err != nil || perr != nil || !addr.Unmap().IsLoopback() {
+		writeAPIError(w, http.StatusForbidden, apiError{Code: "not_loopback", Message: "the local credentials are served to this machine only"})
+		return
+	}
+	if s.rt.devToken == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get(devTokenHeader)), []byte(s.rt.devToken)) != 1 {
+		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token", Message: "send the token of .svc/" + devRuntimeFileName + " in " + devTokenHeader + " (svc env does)"})
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": s.rt.toolEnv()})
 }
 
 // handleStoreProvider stores a model-provider credential and opens the gate.

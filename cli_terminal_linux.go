@@ -1,0 +1,27 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// cliIsTerminal reports whether f is a terminal: whether the terminal
+// attributes can be read from it. A character device is not enough:
+// /dev/null is one, and `svc dev < /dev/null` must not prompt.
+func cliIsTerminal(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var errno syscall.Errno
+	var t syscall.Termios
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	}); err != nil {
+		return false
+	}
+	return errno == 0
+}
