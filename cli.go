@@ -155,6 +155,10 @@ func (e *cliError) humanMessage() string {
 
 // fail prints err in the command's mode and returns the exit code.
 func (c *cmd) fail(err error) int {
+	var re reportedExit
+	if errors.As(err, &re) {
+		return int(re)
+	}
 	var ce *cliError
 	if !errors.As(err, &ce) {
 		ce = &cliError{Code: codeGeneric, Message: err.Error()}
@@ -169,6 +173,12 @@ func (c *cmd) fail(err error) int {
 	}
 	return ce.exitCode()
 }
+
+// reportedExit is returned by a verb that has printed its result and must
+// still exit with this code (`runs get --wait` of a run that failed).
+type reportedExit int
+
+func (e reportedExit) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // verb is one command of the CLI. Its flags are defined by newFlags so the
 // same definitions serve parsing, --help and the advertised contract.

@@ -31,7 +31,8 @@ func runVerbs() []*verb {
 	return []*verb{
 		{name: "list", summary: "list runs, newest first, a page at a time", newFlags: newRunsListFlags, run: runRunsList},
 		{name: "get", summary: "print a run and its step timeline", usage: "<runId>", newFlags: newRunsGetFlags, run: runRunsGet},
-		{name: "cancel", summary: "cancel an active run", usage: "<runId>", newFlags: targetFlags("cancel"), run: runRunsCancel},
+		{name: "cancel", summary: "cancel an active run or queued entry", usage: "<runId>", newFlags: targetFlags("cancel"), run: runRunsCancel},
+		{name: "logs", summary: "print the console lines of a run's workflow and step code", usage: "<runId>", newFlags: targetFlags("logs"), run: runRunsLogs},
 	}
 }
 
@@ -480,13 +481,48 @@ func runRunsGet(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	path := "/api/runs/" + id
-	if wait := fs.Lookup("wait").Value.String(); wait != "" {
+	wait := fs.Lookup("wait").Value.String()
+	if wait != "" {
 		if _, err := time.ParseDuration(wait); err != nil {
 			return failf(codeGeneric, "pass a duration such as 30s", "invalid --wait %q", wait)
 		}
 		path += "?wait=" + wait
 	}
-	return showRun(ctx, c, t, http.MethodGet, path)
+	r, err := showRun(ctx, c, t, http.MethodGet, path)
+	if err == nil && wait != "" && (r.Status == runFailed || r.Status == runCancelled) {
+		return reportedExit(1) // the run is printed; waiting on it failed
+	}
+	return err
+}
+
+// runRunsLogs is `svc runs logs <runId>`: the console lines kept with the
+// run, oldest first, with the step and attempt that wrote them.
+func runRunsLogs(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	id, t, err := argAndTarget(ctx, c, fs, "run id")
+	if err != nil {
+		return err
+	}
+	r, err := fetchRun(ctx, t, http.MethodGet, "/api/runs/"+id)
+	if err != nil {
+		return err
+	}
+	logs := orEmpty(r.Logs)
+	c.emit(map[string]any{"schema_version": schemaVersion, "runId": r.RunID, "logs": logs, "logsDropped": r.LogsDropped}, func(w io.Writer) {
+		if len(logs) == 0 {
+			fmt.Fprintln(w, "No console lines kept for this run.")
+		}
+		for _, l := range logs {
+			where := "workflow"
+			if l.Step != "" {
+				where = fmt.Sprintf("%s#%d", l.Step, l.Attempt)
+			}
+			fmt.Fprintf(w, "%s %-5s %-16s %s\n", l.At.Local().Format("15:04:05.000"), l.Level, where, l.Message)
+		}
+		if r.LogsDropped > 0 {
+			fmt.Fprintf(w, "(%d later lines were dropped: a run keeps at most %d)\n", r.LogsDropped, runMaxLogs)
+		}
+	})
+	return nil
 }
 
 // runRunsCancel is `svc runs cancel <runId>`.
@@ -495,23 +531,33 @@ func runRunsCancel(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	return showRun(ctx, c, t, http.MethodPost, "/api/runs/"+id+"/cancel")
+	_, err = showRun(ctx, c, t, http.MethodPost, "/api/runs/"+id+"/cancel")
+	return err
 }
 
 // showRun requests a run and prints it with its timeline.
-func showRun(ctx context.Context, c *cmd, t *target, method, path string) error {
+// fetchRun reads one run (method GET, or POST for a cancel).
+func fetchRun(ctx context.Context, t *target, method, path string) (runRecord, error) {
 	var out struct {
-		SchemaVersion int       `json:"schema_version"`
-		Run           runRecord `json:"run"`
+		Run runRecord `json:"run"`
 	}
 	if err := t.call(ctx, method, path, nil, nil, &out); err != nil {
 		if ce := (*cliError)(nil); errors.As(err, &ce) && ce.exitCode() == exitCodes[codeNotFound] {
 			ce.Hint = "list runs with `svc runs list`"
 		}
-		return err
+		return runRecord{}, err
 	}
-	r := out.Run
-	c.emit(out, func(w io.Writer) {
+	return out.Run, nil
+}
+
+// showRun reads a run and prints it: the envelope, or the record and its
+// timeline (hook tokens, wake times, every attempt's error) for a person.
+func showRun(ctx context.Context, c *cmd, t *target, method, path string) (runRecord, error) {
+	r, err := fetchRun(ctx, t, method, path)
+	if err != nil {
+		return r, err
+	}
+	c.emit(map[string]any{"schema_version": schemaVersion, "run": r}, func(w io.Writer) {
 		fmt.Fprintf(w, "run       %s\ntrace     %s\nworkflow  %s\nstatus    %s\ntrigger   %s\ninput     %s\n", r.RunID, r.TraceID, r.WorkflowName, r.Status, r.Trigger, r.Input)
 		if len(r.Output) > 0 {
 			fmt.Fprintf(w, "output    %s\n", r.Output)
@@ -527,8 +573,24 @@ func showRun(ctx context.Context, c *cmd, t *target, method, path string) error 
 			if len(s.Attempts) > 1 {
 				line += fmt.Sprintf(" (%d attempts)", len(s.Attempts))
 			}
+			switch {
+			case s.Token != "":
+				line += "  token " + s.Token
+			case s.Until != nil && s.Status == runWaiting:
+				line += "  wakes " + s.Until.Local().Format(time.DateTime)
+			case s.ChildRunID != "":
+				line += "  child " + s.ChildRunID
+			}
 			fmt.Fprintln(w, strings.TrimRight(line, " "))
+			for _, a := range s.Attempts {
+				if a.Error != nil {
+					fmt.Fprintf(w, "      attempt %d: %s: %s\n", a.Attempt, a.Error.Name, a.Error.Message)
+				}
+			}
+		}
+		if n := len(r.Logs); n > 0 {
+			fmt.Fprintf(w, "logs      %d console lines: svc runs logs %s\n", n, r.RunID)
 		}
 	})
-	return nil
+	return r, nil
 }

@@ -336,6 +336,15 @@ func TestWorkflowAndRunVerbsEndToEnd(t *testing.T) {
 	writeFile(t, dir, "workflows/slow.workflow.ts", `import { sleep } from "svc";
 export const serial = true;
 export default async function slow() { "use workflow"; await sleep("1h"); return 1; }`)
+	writeFile(t, dir, "workflows/noisy.workflow.ts", `import { createHook } from "svc";
+async function shaky(n: number) { "use step"; console.log("attempt for", n); if (n > 0) throw new Error("shaky " + n); return n; }
+export default async function noisy(input: { n: number }) {
+  "use workflow";
+  const h = createHook();
+  console.warn("hook", h.token.length > 0);
+  if (input.n === 0) return await h;
+  return await shaky(input.n);
+}`)
 	startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk"))
 	env := baseEnv()
 	jsonOut := func(args ...string) (map[string]any, int) {
@@ -354,7 +363,7 @@ export default async function slow() { "use workflow"; await sleep("1h"); return
 		return e.Data, code
 	}
 	list, _ := jsonOut("workflows", "list")
-	if list["schema_version"].(float64) != 1 || len(list["items"].([]any)) != 3 {
+	if list["schema_version"].(float64) != 1 || len(list["items"].([]any)) != 4 {
 		t.Fatalf("list = %v", list)
 	}
 	first := list["items"].([]any)[0].(map[string]any)
@@ -416,6 +425,41 @@ export default async function slow() { "use workflow"; await sleep("1h"); return
 	})
 	if got, code := jsonOut("runs", "get", "00000000-0000-0000-0000-000000000000"); code != 4 || got["code"] != "run_not_found" {
 		t.Errorf("get unknown run = %d %v", code, got)
+	}
+	// Queue entries are first-class: the receipt names the entry, and
+	// runs get / cancel take its id.
+	queued, _ := jsonOut("workflows", "start", "slow")
+	qid, _ := queued["queueId"].(string)
+	if queued["status"] != "queued" || !isQueueID(qid) {
+		t.Fatalf("queued receipt = %v; want a queueId", queued)
+	}
+	if got, code := jsonOut("runs", "get", qid); code != 0 || got["run"].(map[string]any)["status"] != runQueued {
+		t.Errorf("runs get %s = %d %v", qid, code, got)
+	}
+	if got, code := jsonOut("runs", "cancel", qid); code != 0 || got["run"].(map[string]any)["status"] != runCancelled {
+		t.Errorf("runs cancel %s = %d %v", qid, code, got)
+	}
+	// A failed run: --wait exits 1; human get shows each attempt's error
+	// and the hook's token; logs are kept with the run.
+	failed, _ := jsonOut("workflows", "start", "noisy", "--input", `{"n":2}`)
+	fid := failed["runId"].(string)
+	if _, code := jsonOut("runs", "get", fid, "--wait", "30s"); code != 1 {
+		t.Errorf("runs get --wait of a failed run = exit %d; want 1", code)
+	}
+	out, _, code = cli(t, dir, env, "runs", "get", fid)
+	if code != 0 || !strings.Contains(out, "attempt 1: Error: shaky 2") || !strings.Contains(out, "attempt 3: Error: shaky 2") || !strings.Contains(out, "token hook_") {
+		t.Errorf("human runs get = %d %q; want the attempts' errors and the hook token", code, out)
+	}
+	out, _, code = cli(t, dir, env, "runs", "logs", fid)
+	if code != 0 || !strings.Contains(out, "warn  workflow") || !strings.Contains(out, "shaky#3") || strings.Count(out, "attempt for 2") != 3 {
+		t.Errorf("runs logs = %d %q; want the workflow line and the three attempts' lines", code, out)
+	}
+	if got, code := jsonOut("runs", "cancel", fid); code != 1 || !strings.Contains(fmt.Sprint(got["message"]), "already ended") {
+		t.Errorf("cancel of an ended run = %d %v; want exit 1 saying it ended", code, got)
+	}
+	done, _ := jsonOut("workflows", "start", "noisy", "--input", `{"n":0}`)
+	if _, code := jsonOut("runs", "get", done["runId"].(string), "--wait", "1s"); code != 0 {
+		t.Errorf("runs get --wait of a waiting run = exit %d; want 0 (it has not failed)", code)
 	}
 }
 

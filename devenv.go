@@ -373,6 +373,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	if err != nil {
 		return nil, fmt.Errorf("object storage: %w", err)
 	}
+	rt.s3.logger = rt.log.With("service", "object storage")
 	rt.s3.start()
 	rt.closers = append(rt.closers, func(context.Context) error { return rt.s3.Close() })
 	s3Guard, err := newHTTPGuard(rt.s3, httpGuardConfig{})
