@@ -1803,11 +1803,13 @@ func TestS3AWSCLIUploadsAndSigV2(t *testing.T) {
 		t.Errorf("uploads after abort-multipart-upload: %q", got.items())
 	}
 
-	v2 := aws("default", "s3", "presign", "s3://bucket/shared.txt")
-	if !strings.Contains(v2, "AWSAccessKeyId=") {
-		t.Fatalf("aws s3 presign with the default configuration did not sign with SigV2: %s", v2)
+	// AWS CLI v1 presigns with SigV2 by default, v2 with SigV4 (the V2
+	// forms are covered by TestS3SignatureV2 either way).
+	if v2 := aws("default", "s3", "presign", "s3://bucket/shared.txt"); strings.Contains(v2, "AWSAccessKeyId=") {
+		e.getURL(t, v2).wantSigV4Hint(t, "SigV2 URL of aws s3 presign")
+	} else {
+		t.Logf("this aws CLI presigns with SigV4 by default: %s", v2)
 	}
-	e.getURL(t, v2).wantSigV4Hint(t, "SigV2 URL of aws s3 presign")
 	v4 := aws("s3v4", "s3", "presign", "s3://bucket/shared.txt")
 	if resp := e.getURL(t, v4); resp.status != http.StatusOK || string(resp.body) != "presigned content" {
 		t.Errorf("SigV4 URL of aws s3 presign: %d %s", resp.status, resp.body)
