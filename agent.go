@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"regexp"
 	"sort"
 	"strings"
@@ -151,7 +150,7 @@ type agentVM struct {
 type agentHost struct {
 	log      *slog.Logger
 	env      func() map[string]string         // process.env of tool VMs
-	fetch    *http.Client                     // fetch() inside tools
+	platform *jsPlatform                      // globals and data of tool VMs
 	models   func(*modelProvider) modelClient // the outbound client of a provider
 	sessions *sessionStore                    // nil: no database, no durable sessions
 	record   func(agentTurn) (string, error)  // records a finished turn as a run
@@ -162,14 +161,14 @@ type agentHost struct {
 func (h *agentHost) newToolVM(ag *agentDef) (*agentVM, error) {
 	av := &agentVM{}
 	_, exports, err := newModuleVM(ag.Module, vmOptions{
-		Env:   h.env(),
-		Log:   h.log.With("agent", ag.Name),
-		Setup: func(vm *goja.Runtime) { av.vm, av.loop = vm, newJSLoop(vm) },
+		Env:     h.env(),
+		Log:     h.log.With("agent", ag.Name),
+		Setup:   func(vm *goja.Runtime) { av.vm, av.loop = vm, newJSLoop(vm) },
+		Install: func(ambient *goja.Object) { h.platform.install(av.loop, ambient) },
 	})
 	if err != nil {
 		return nil, err
 	}
-	installTimersAndFetch(av.loop, h.fetch)
 	def, _ := exports.Get("default").(*goja.Object)
 	if def == nil {
 		return nil, fmt.Errorf("agent %q: no default export", ag.Name)

@@ -112,7 +112,7 @@ func agentTestCompile(t *testing.T, src string) *catalog {
 func agentTestHost(script modelClient) *agentHost {
 	return &agentHost{
 		log: discardLogger(), env: func() map[string]string { return map[string]string{} },
-		fetch: http.DefaultClient, models: func(*modelProvider) modelClient { return script },
+		models: func(*modelProvider) modelClient { return script },
 	}
 }
 

@@ -219,7 +219,8 @@ type devRuntime struct {
 	db       *pgxpool.Pool
 	secrets  *secretStore
 	engine   *engine
-	agents   *agentHost // chat wires: model clients, sessions, credentials (wires.go)
+	agents   *agentHost  // chat wires: model clients, sessions, credentials (wires.go)
+	platform *jsPlatform // globals and data of step and tool VMs (js_platform.go)
 	s3       *s3Server
 	services devServices
 	baseEnv  map[string]string // system secrets and .env, without the model provider
@@ -328,6 +329,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, fmt.Errorf("connect PostgreSQL: %w", err)
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { rt.db.Close(); return nil })
+	rt.platform = newJSPlatform()
 
 	// The durable journal (the key-value store the workflow engine replays
 	// from); ended runs move to the run history in PostgreSQL.
@@ -336,7 +338,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_RUN_RETENTION to a duration such as 720h or 30d, or 0 to keep ended runs forever"}
 	}
 	rt.engine, err = openEngine(engineOptions{
-		Dir: proj.stateDir("journal"), Catalog: rt.openCatalog, Env: rt.vmEnv, Log: rt.log,
+		Dir: proj.stateDir("journal"), Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
 		OnRunDone: func(*runRecord) { rt.markFirstRun() },
 		History:   newPGRunHistory(rt.db), Retention: retention,
 	})

@@ -201,6 +201,7 @@ type engineOptions struct {
 	Dir          string          // journal directory
 	Catalog      func() *catalog // the current compiled project (nil while the gate is closed)
 	Env          func() map[string]string
+	Platform     *jsPlatform // globals and data of step VMs; nil: fetch only
 	Log          *slog.Logger
 	RetryBase    time.Duration // first retry backoff; doubles per attempt
 	MaxAttempts  int           // per step, including the first
@@ -266,7 +267,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 	}
 	e := newEngineShell(opts)
 	e.stop = make(chan struct{})
-	e.steps = newStepRunner(opts.Env, opts.Log)
+	e.steps = newStepRunner(opts.Env, opts.Platform, opts.Log)
 	j, poisoned, err := e.replayJournal(e.journalFailed)
 	if err != nil {
 		return nil, err

@@ -184,6 +184,7 @@ func (e *engine) newWorkflowVM(def *workflowDef) (*workflowVM, error) {
 	_, exports, err := newModuleVM(def.Module, vmOptions{
 		Workflow: true,
 		Setup:    func(vm *goja.Runtime) { w.vm, w.loop = vm, newJSLoop(vm) },
+		Install:  func(ambient *goja.Object) { e.opts.Platform.installWorkflow(w.vm, ambient) },
 		Console: func(level slog.Level, msg string) {
 			// Workflow code is replayed: a line is kept only the first
 			// time, when the code runs past the calls already journaled.

@@ -169,6 +169,7 @@ type vmOptions struct {
 	Globals  map[string]any                     // extra globals (e.g. __svc_step, __svc_now)
 	Workflow bool                               // install the deterministic workflow prelude (needs __svc_now/__svc_random/__svc_uuid globals)
 	Setup    func(*goja.Runtime)                // called with the VM before the module runs
+	Install  func(ambient *goja.Object)         // called once the ambient module exists, before the globals and the module (jsPlatform.install)
 	Modules  map[string]*goja.Program           // require()-able modules beside "svc": each program evaluates to the module's exports, once per VM
 	Console  func(level slog.Level, msg string) // when set, also receives every console line (kept with the run)
 }
@@ -188,6 +189,9 @@ func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) 
 	ambient := base.ToObject(vm)
 	for k, v := range o.Ambient {
 		ambient.Set(k, v)
+	}
+	if o.Install != nil {
+		o.Install(ambient)
 	}
 	loaded := map[*goja.Program]goja.Value{}
 	vm.Set("require", func(name string) (goja.Value, error) {

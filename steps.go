@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -37,23 +36,25 @@ type stepVM struct {
 
 // stepRunner runs step functions outside the deterministic workflow VM.
 type stepRunner struct {
-	env    func() map[string]string
-	log    *slog.Logger
-	client *http.Client
+	env      func() map[string]string
+	log      *slog.Logger
+	platform *jsPlatform
 }
 
-// newStepRunner returns a runner whose VMs see env as process.env.
-func newStepRunner(env func() map[string]string, log *slog.Logger) *stepRunner {
-	return &stepRunner{env: env, log: log, client: &http.Client{Timeout: 5 * time.Minute}}
+// newStepRunner returns a runner whose VMs see env as process.env and get
+// platform's globals and data.
+func newStepRunner(env func() map[string]string, platform *jsPlatform, log *slog.Logger) *stepRunner {
+	return &stepRunner{env: env, log: log, platform: platform}
 }
 
 // newVM evaluates m in a fresh step VM, collecting its step implementations.
 func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 	sv := &stepVM{steps: map[string]goja.Value{}}
 	_, _, err := newModuleVM(m, vmOptions{
-		Env:   s.env(),
-		Setup: func(vm *goja.Runtime) { sv.vm, sv.loop = vm, newJSLoop(vm) },
-		Log:   s.log.With("module", m.File),
+		Env:     s.env(),
+		Setup:   func(vm *goja.Runtime) { sv.vm, sv.loop = vm, newJSLoop(vm) },
+		Install: func(ambient *goja.Object) { s.platform.install(sv.loop, ambient) },
+		Log:     s.log.With("module", m.File),
 		Console: func(level slog.Level, msg string) {
 			if sv.keep != nil {
 				sv.keep(level, msg)
@@ -67,7 +68,6 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 	if err != nil {
 		return nil, err
 	}
-	installTimersAndFetch(sv.loop, s.client)
 	return sv, nil
 }
 

@@ -139,7 +139,7 @@ func newAgentHost(rt *devRuntime) (*agentHost, error) {
 	h := &agentHost{
 		log:      rt.log,
 		env:      rt.vmEnv,
-		fetch:    hc,
+		platform: rt.platform,
 		models:   func(p *modelProvider) modelClient { return newModelClient(p, hc) },
 		sessions: newSessionStore(rt.db),
 		record:   rt.engine.recordTurn,

