@@ -12,9 +12,6 @@ import (
 	"strings"
 )
 
-// schemaVersion is the version carried by every CLI JSON payload (SPEC §9).
-const schemaVersion = 1
-
 // Error codes of the JSON envelope (DESIGN §8). exitCodes maps each to its exit code.
 const (
 	codeGeneric          = "generic"

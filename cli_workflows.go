@@ -222,14 +222,6 @@ func (t *target) statusError(method, path string, status int, body []byte) *cliE
 	return ce
 }
 
-// orRoot shows the empty JSON pointer as "(root)".
-func orRoot(p string) string {
-	if p == "" {
-		return "(root)"
-	}
-	return p
-}
-
 // oneArg returns the single positional argument named what.
 func oneArg(fs *flag.FlagSet, what string) (string, error) {
 	if fs.NArg() != 1 {

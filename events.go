@@ -8,6 +8,10 @@ import (
 	"github.com/google/uuid"
 )
 
+// schemaVersion is the version carried by every JSON payload of SPEC §9
+// (CLI payloads, start receipts, run records).
+const schemaVersion = 1
+
 // Journal event types. Each is applied by engine.apply, live and on replay.
 const (
 	evQueue   = "queue"   // a serial start waiting for the active run

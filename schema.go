@@ -1555,3 +1555,11 @@ func schemaDecodeOrderedValue(dec *json.Decoder, depth int) (any, error) {
 	}
 	return tok, nil
 }
+
+// orRoot shows the empty JSON pointer as "(root)".
+func orRoot(p string) string {
+	if p == "" {
+		return "(root)"
+	}
+	return p
+}
