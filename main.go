@@ -36,6 +36,34 @@
 //	                     model provider resolution (see the README's boot gate section)
 //
 // Exit codes: 0 ok, 1 generic, 2 auth, 3 no project / no target / dev not running, 4 not found.
+//
+// # Code map
+//
+// One flat package; a file's prefix is its identifiers' prefix. Lower
+// layers (engine, journal, user code) never name the commands, the dev boot
+// or HTTP (TestLayering).
+//
+//	commands     main.go (wiring only), cli.go (verb table, envelope, exit codes), cli_workflows.go
+//	             (workflows and runs verbs), cli_env.go, cli_terminal_*.go, version.go, link.go
+//	dev boot     devenv.go (svc dev: services, migrations, engine, gate, edits), project.go, postgres.go
+//	             (the local cluster), childenv.go, watch.go, gate.go
+//	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
+//	             api_workflows.go (workflows and runs), wires.go (OpenAI, Anthropic, AG-UI), console.go,
+//	             contract.go
+//	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
+//	             failures), engine_history.go (archive, prune, compaction), engine_queue.go (serial
+//	             queues), engine_versions.go (run pinning), events.go (journal records), execution.go
+//	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
+//	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
+//	             json_limits.go (what can be journaled)
+//	user code    jsruntime.go (esbuild bundles, goja VMs), eventloop.go, js_*.go (the platform user
+//	             code sees: js_platform.go is the entry), catalog.go (the project's agents and
+//	             workflows), typegen.go (.svc/*.d.ts), schema.go and schema_ts.go (JSON Schema),
+//	             automigrate.go and migrate.go (src/schema.ts to migrations)
+//	agents       agent.go (the agent loop and tools), session.go (durable sessions), model.go,
+//	             providers.go (model provider clients)
+//	services     s3.go and s3_multipart.go (the built-in object storage), secrets.go (encrypted
+//	             system secrets), files.go (atomic writes and private modes)
 package main
 
 import (
