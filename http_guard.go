@@ -306,6 +306,14 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// handler, under the deadline the pace armed).
 	r = r.WithContext(r.Context())
 	g.paceBody(w, r)
+	if g.access {
+		// No other site may frame the console (clickjacking) or have a
+		// response sniffed into another type.
+		h := w.Header()
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+	}
 	if g.access && !g.admit(w, r) {
 		return
 	}

@@ -158,6 +158,9 @@ func TestHTTPGuardHost(t *testing.T) {
 		if rec.Code != tt.want {
 			t.Errorf("%s: Host %q = %d %s; want %d", tt.name, tt.host, rec.Code, rec.Body, tt.want)
 		}
+		if rec.Header().Get("X-Frame-Options") != "DENY" || rec.Header().Get("Content-Security-Policy") != "frame-ancestors 'none'" || rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: headers %v; want framing denied and nosniff on every answer", tt.name, rec.Header())
+		}
 		if tt.want == 403 && (wiresJSONAt(guardTestJSON(rec), "error.code") != "host_not_allowed" || !strings.Contains(rec.Body.String(), "SVC_ALLOWED_HOSTS")) {
 			t.Errorf("%s: body %s; want host_not_allowed naming SVC_ALLOWED_HOSTS", tt.name, rec.Body)
 		}
