@@ -172,8 +172,8 @@ func asCompileError(file string, err error) *compileError {
 
 // catalogEvalTimeout bounds the evaluation of one file while the catalog
 // compiles: top-level code that never ends fails its own file instead of
-// holding up every compile.
-const catalogEvalTimeout = 10 * time.Second
+// holding up every compile. A variable so tests can shorten it.
+var catalogEvalTimeout = 10 * time.Second
 
 // catalogEval runs the module m once for inspection, interrupted after
 // catalogEvalTimeout; stop disarms the deadline once the caller has read
