@@ -14,7 +14,7 @@ const npmProjectDir = "testdata/npmproject"
 
 // npmTestProject scaffolds a project with files, npmProjectDir's package
 // files and its node_modules (symlinked).
-func npmTestProject(t *testing.T, files map[string]string) string {
+func npmTestProject(t testing.TB, files map[string]string) string {
 	t.Helper()
 	modules, err := filepath.Abs(filepath.Join(npmProjectDir, "node_modules"))
 	if err != nil {
@@ -294,4 +294,30 @@ func TestTypegenSchemaTypes(t *testing.T) {
 	if out, err := typecheck(t, dir); err != nil {
 		t.Fatalf("tsc over the schema sample: %v\n%s", err, out)
 	}
+}
+
+// BenchmarkBundleOpenAIZod measures bundleModule (esbuild and goja's compile)
+// of an entry that imports openai and zod from node_modules.
+func BenchmarkBundleOpenAIZod(b *testing.B) {
+	dir := npmTestProject(b, map[string]string{"workflows/both.workflow.ts": `
+import OpenAI from "openai";
+import { z } from "zod";
+const Input = z.object({ prompt: z.string() });
+async function ask(input: unknown) {
+  "use step";
+  const { prompt } = Input.parse(input);
+  const r = await new OpenAI().chat.completions.create({ model: "m", messages: [{ role: "user", content: prompt }] });
+  return r.choices[0].message.content;
+}
+export default async function both(input: unknown) { "use workflow"; return await ask(input); }
+`})
+	var size int
+	for b.Loop() {
+		m, err := bundleModule(dir, "workflows/both.workflow.ts")
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(m.Source)
+	}
+	b.ReportMetric(float64(size)/(1<<20), "MiB-out")
 }
