@@ -26,7 +26,6 @@ package main
 import (
 	"cmp"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -48,15 +47,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The stand-in for "drizzle-orm" and "drizzle-orm/pg-core", and the
-// function that describes the tables among a module's exports, compiled
-// once. The exports are read in JS, not with Object.Get from Go, because
-// they are getters: JS called through a function value reports an
-// interrupt (the evaluation timeout) as an error instead of a panic.
+// amCollectProgram is the function that describes the tables among a
+// module's exports, compiled once. The exports are read in JS, not with
+// Object.Get from Go, because they are getters: JS called through a function
+// value reports an interrupt (the evaluation timeout) as an error instead of
+// a panic.
 var (
-	//go:embed js/drizzle_pg_core.js
-	amShimSource     string
-	amShimProgram    = goja.MustCompile("svc:drizzle_pg_core.js", amShimSource, false)
 	amCollectProgram = goja.MustCompile("svc:automigrate_collect.js", `(function (exports) {
   const out = [];
   for (const k of Object.keys(exports)) {
@@ -264,11 +260,11 @@ func autoMigrate(ctx context.Context, dir, databaseURL string, log io.Writer) (a
 	return res, nil
 }
 
-// amLoadSchema bundles and evaluates src/schema.ts with the stand-in for
-// drizzle-orm and returns its exported tables, sorted by name, with default
+// amLoadSchema bundles src/schema.ts (drizzle-orm resolves to the built-in
+// stand-in: bundleDrizzlePlugin), evaluates it and returns its exported tables, sorted by name, with default
 // names filled in. Every failure is a *compileError.
 func amLoadSchema(ctx context.Context, dir string, log io.Writer) ([]amTable, error) {
-	m, err := bundleModule(dir, amSchemaFile, "drizzle-orm", "drizzle-orm/pg-core")
+	m, err := bundleModule(dir, amSchemaFile)
 	if err != nil {
 		return nil, asCompileError(amSchemaFile, err)
 	}
@@ -277,8 +273,7 @@ func amLoadSchema(ctx context.Context, dir string, log io.Writer) ([]amTable, er
 	stopInterrupt := func() bool { return false }
 	defer func() { stopInterrupt() }()
 	vm, exports, err := newModuleVM(m, vmOptions{
-		Log:     slog.New(slog.NewTextHandler(log, nil)),
-		Modules: map[string]*goja.Program{"drizzle-orm": amShimProgram, "drizzle-orm/pg-core": amShimProgram},
+		Log: slog.New(slog.NewTextHandler(log, nil)),
 		Setup: func(vm *goja.Runtime) {
 			stopInterrupt = context.AfterFunc(ctx, func() { vm.Interrupt("evaluation stopped: " + context.Cause(ctx).Error()) })
 		},

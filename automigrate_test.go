@@ -386,7 +386,7 @@ func TestAutoMigrateErrors(t *testing.T) {
 		wantMsg  string
 	}{
 		{"syntax error", "import { pgTable, serial } from \"drizzle-orm/pg-core\";\n\nexport const users = pgTable(\"users\", {\n  id: serial(\"id\").primaryKey(,\n});\n", 4, ""},
-		{"unsupported builder", "import { pgTable, pgEnum } from \"drizzle-orm/pg-core\";\n\nexport const mood = pgEnum(\"mood\", [\"sad\", \"ok\"]);\n", 3, "pgEnum"},
+		{"unsupported builder", "import { pgTable, pgEnum } from \"drizzle-orm/pg-core\";\n\nexport const mood = pgEnum(\"mood\", [\"sad\", \"ok\"]);\n", 1, "pgEnum"},
 		{"bad option", "import { pgTable, varchar } from \"drizzle-orm/pg-core\";\nexport const users = pgTable(\"users\", {\n  name: varchar(\"name\", { length: -1 }),\n});\n", 3, "varchar length"},
 		{"unexported target", "import { pgTable, serial, integer } from \"drizzle-orm/pg-core\";\nconst users = pgTable(\"users\", { id: serial(\"id\").primaryKey() });\nexport const posts = pgTable(\"posts\", { authorId: integer(\"author_id\").references(() => users.id) });\n", 0, "does not export"},
 		{"reference to a non-column", "import { pgTable, integer } from \"drizzle-orm/pg-core\";\nexport const posts = pgTable(\"posts\", { authorId: integer(\"author_id\").references(() => 42) });\n", 0, "a reference must name a column"},

@@ -134,7 +134,8 @@ func loadConfigOverrides(dir string, log *slog.Logger) (map[string]workflowOverr
 	if err != nil {
 		return nil, asCompileError(file, err)
 	}
-	vm, exports, err := newModuleVM(m, vmOptions{Log: log})
+	vm, exports, stop, err := catalogEval(m, log)
+	defer stop()
 	if err != nil {
 		return nil, asCompileError(file, err)
 	}
@@ -169,9 +170,27 @@ func asCompileError(file string, err error) *compileError {
 	return &compileError{File: file, Message: err.Error()}
 }
 
+// catalogEvalTimeout bounds the evaluation of one file while the catalog
+// compiles: top-level code that never ends fails its own file instead of
+// holding up every compile. A variable so tests can shorten it.
+var catalogEvalTimeout = 10 * time.Second
+
+// catalogEval runs the module m once for inspection, interrupted after
+// catalogEvalTimeout; stop disarms the deadline once the caller has read
+// what it needs.
+func catalogEval(m *jsModule, log *slog.Logger) (vm *goja.Runtime, exports *goja.Object, stop func(), err error) {
+	var timer *time.Timer
+	vm, exports, err = newModuleVM(m, vmOptions{Log: log, Setup: func(vm *goja.Runtime) {
+		timer = time.AfterFunc(catalogEvalTimeout, func() {
+			vm.Interrupt(fmt.Sprintf("evaluating the file took longer than %v; does its top-level code loop?", catalogEvalTimeout))
+		})
+	}})
+	return vm, exports, func() { timer.Stop() }, err
+}
+
 // compileCatalog discovers, bundles and evaluates every workflow and agent
-// of the project in parallel. A file that fails is recorded in Failed and
-// does not stop the others.
+// of the project in parallel. A file that fails, panics the VM or runs too
+// long is recorded in Failed and does not stop the others.
 func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
 	src, cerr := discoverSources(dir, log)
 	if cerr != nil {
@@ -187,10 +206,18 @@ func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			m, err := bundleModule(dir, file)
-			if err == nil {
-				err = build(m)
-			}
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						err = &compileError{File: file, Message: fmt.Sprintf("evaluating the file failed: %v", p)}
+					}
+				}()
+				var m *jsModule
+				if m, err = bundleModule(dir, file); err == nil {
+					err = build(m)
+				}
+			}()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -224,7 +251,8 @@ func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
 // inspectWorkflow evaluates the workflow module once to find its single
 // "use workflow" export and its sibling inputSchema, outputSchema and serial.
 func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.Logger) error {
-	vm, exports, err := newModuleVM(wf.Module, vmOptions{Log: log})
+	vm, exports, stop, err := catalogEval(wf.Module, log)
+	defer stop()
 	if err != nil {
 		return err
 	}
@@ -277,7 +305,8 @@ func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.
 // inspectAgent evaluates the agent module once, checks that its default
 // export was made by defineAgent and reads its definition.
 func inspectAgent(ag *agentDef, log *slog.Logger) error {
-	vm, exports, err := newModuleVM(ag.Module, vmOptions{Log: log})
+	vm, exports, stop, err := catalogEval(ag.Module, log)
+	defer stop()
 	if err != nil {
 		return err
 	}

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/dop251/goja"
-	"github.com/evanw/esbuild/pkg/api"
 )
 
 // compileError is a TypeScript file that failed to bundle or evaluate,
@@ -43,44 +41,6 @@ type jsModule struct {
 // stepDeclPattern finds function declarations in esbuild's output; whether
 // each is a step is decided by its body's first statement (see markSteps).
 var stepDeclPattern = regexp.MustCompile(`(?m)\b(async\s+)?function\s+([A-Za-z_$][\w$]*)\s*\(`)
-
-// bundleModule bundles and compiles the TypeScript entry rel under dir.
-// Imports of "svc" and of the external module names stay require() calls,
-// answered at run time by vmOptions.Modules.
-func bundleModule(dir, rel string, external ...string) (*jsModule, error) {
-	res := api.Build(api.BuildOptions{
-		EntryPoints:   []string{filepath.Join(dir, rel)},
-		AbsWorkingDir: dir,
-		// Not written; it makes the source map's paths relative to rel's
-		// directory, which is how goja resolves them against the program name.
-		Outfile:   filepath.Join(dir, rel+".js"),
-		Bundle:    true,
-		Write:     false,
-		Format:    api.FormatCommonJS,
-		Platform:  api.PlatformNeutral,
-		Target:    api.ES2017, // goja runs ES2017 natively; later syntax is lowered
-		External:  append([]string{"svc"}, external...),
-		Sourcemap: api.SourceMapInline,
-		LogLevel:  api.LogLevelSilent,
-	})
-	if len(res.Errors) > 0 {
-		m := res.Errors[0]
-		ce := &compileError{File: rel, Message: m.Text}
-		if m.Location != nil {
-			ce.File, ce.Line, ce.Column = m.Location.File, m.Location.Line, m.Location.Column+1
-		}
-		return nil, ce
-	}
-	if len(res.OutputFiles) != 1 {
-		return nil, &compileError{File: rel, Message: "bundler produced no output"}
-	}
-	src := markSteps(string(res.OutputFiles[0].Contents))
-	prog, err := goja.Compile(rel, src, false)
-	if err != nil {
-		return nil, &compileError{File: rel, Message: err.Error()}
-	}
-	return &jsModule{File: rel, Program: prog, Source: src, Hash: moduleHash(src)}, nil
-}
 
 // markSteps rewrites every function whose body starts with the "use step"
 // directive so that calls go through the ambient step dispatcher:
@@ -170,7 +130,6 @@ type vmOptions struct {
 	Workflow bool                               // install the deterministic workflow prelude (needs __svc_now/__svc_random/__svc_uuid globals)
 	Setup    func(*goja.Runtime)                // called with the VM before the module runs
 	Install  func(ambient *goja.Object)         // called once the ambient module exists, before the globals and the module (jsPlatform.install)
-	Modules  map[string]*goja.Program           // require()-able modules beside "svc": each program evaluates to the module's exports, once per VM
 	Console  func(level slog.Level, msg string) // when set, also receives every console line (kept with the run)
 }
 
@@ -178,6 +137,7 @@ type vmOptions struct {
 // and the globals, runs the module and returns the VM and module.exports.
 func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) {
 	vm := goja.New()
+	installAsyncIterator(vm)
 	if o.Setup != nil {
 		o.Setup(vm)
 	}
@@ -193,23 +153,11 @@ func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) 
 	if o.Install != nil {
 		o.Install(ambient)
 	}
-	loaded := map[*goja.Program]goja.Value{}
 	vm.Set("require", func(name string) (goja.Value, error) {
 		if name == "svc" {
 			return ambient, nil
 		}
-		if p, ok := o.Modules[name]; ok {
-			if v, ok := loaded[p]; ok {
-				return v, nil
-			}
-			v, err := vm.RunProgram(p)
-			if err != nil {
-				return nil, fmt.Errorf("load module %q: %w", name, err)
-			}
-			loaded[p] = v
-			return v, nil
-		}
-		return nil, fmt.Errorf("cannot require %q: only the ambient \"svc\" module and relative imports are available", name)
+		return nil, fmt.Errorf("cannot require %q: only the ambient \"svc\" module is loaded at run time; npm packages and relative imports are bundled when the file compiles, and there are no Node built-ins", name)
 	})
 	env := vm.NewObject()
 	for k, v := range o.Env {
@@ -239,6 +187,16 @@ func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) 
 		return nil, nil, jsError(m.File, err)
 	}
 	return vm, module.Get("exports").ToObject(vm), nil
+}
+
+// installAsyncIterator defines Symbol.asyncIterator, which goja lacks.
+// esbuild's helpers for lowered for await and async generators look it up
+// (with a fallback of their own), but code that defines
+// [Symbol.asyncIterator]() itself, as the openai package's streams do, would
+// key the method "undefined", and for await over it would find no iterator.
+func installAsyncIterator(vm *goja.Runtime) {
+	sym := vm.Get("Symbol").ToObject(vm)
+	sym.DefineDataProperty("asyncIterator", goja.NewSymbol("Symbol.asyncIterator"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE)
 }
 
 // installConsole defines console.log/info/warn/error/debug writing to log,

@@ -103,7 +103,7 @@ declare module "svc" {
 }
 `
 
-// generateTypes returns the four declaration files for a catalog, by name.
+// generateTypes returns the declaration files for a catalog, by name.
 func generateTypes(cat *catalog) (map[string]string, error) {
 	var agents strings.Builder
 	agents.WriteString(typegenHeader + "declare namespace SvcAgents {\n  type Name =")
@@ -142,6 +142,7 @@ func generateTypes(cat *catalog) (map[string]string, error) {
 		"workflows.d.ts": wf.String(),
 		"connect.d.ts":   connectDTS,
 		"config.d.ts":    configDTS,
+		"drizzle.d.ts":   typegenDrizzleDTS,
 	}, nil
 }
 

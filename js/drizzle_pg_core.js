@@ -1,10 +1,13 @@
-// The in-process stand-in for "drizzle-orm" and "drizzle-orm/pg-core" that
-// svc auto-migrate evaluates src/schema.ts with (no Node, no drizzle-kit). It
-// implements the common subset of the table builders and only records what
-// they describe: every table made by pgTable carries a hidden __svc_table()
-// that returns a plain description (names, SQL types, defaults as SQL text,
-// keys, foreign keys, indexes) for the Go side to read. A name outside the
-// subset throws when the schema uses it, naming what is supported.
+// The built-in stand-in for "drizzle-orm" and "drizzle-orm/pg-core": both
+// import paths resolve to it when a file is bundled (bundle.go), so svc
+// auto-migrate evaluates src/schema.ts with it (no Node, no drizzle-kit) and
+// user code that imports the schema sees the same tables. It implements the
+// common subset of the table builders and only records what they describe:
+// every table made by pgTable carries a hidden __svc_table() that returns a
+// plain description (names, SQL types, defaults as SQL text, keys, foreign
+// keys, indexes) for the Go side to read. This file is an expression whose
+// value holds the exports; importing a name outside them fails to compile,
+// naming what is supported.
 (function () {
   "use strict";
 
@@ -329,7 +332,7 @@
         if (d.primaryKey) throw new TypeError(name + ": a table has one primary key; remove primaryKey() from its columns");
         d.primaryKey = { name: x.name, columns: columnNames(name, "primaryKey()", x.columns) };
       } else {
-        throw new TypeError(name + ": unsupported table extra; svc auto-migrate knows index(), uniqueIndex(), unique(), primaryKey() and foreignKey()");
+        throw new TypeError(name + ": unsupported table extra; svc's drizzle-orm stand-in knows index(), uniqueIndex(), unique(), primaryKey() and foreignKey()");
       }
     }
     return d;
@@ -368,11 +371,5 @@
     relations: () => ({}),
   });
 
-  // Names outside the subset fail where the schema uses them.
-  return new Proxy(api, {
-    get(t, k) {
-      if (typeof k !== "string" || k in t || k === "__esModule" || k === "default" || k === "then") return t[k];
-      throw new TypeError('"' + k + '" is not supported by svc auto-migrate; it knows ' + Object.keys(t).join(", "));
-    },
-  });
+  return api;
 })()
