@@ -56,7 +56,7 @@
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
 //	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
 //	             json_limits.go (what can be journaled)
-//	user code    jsruntime.go (esbuild bundles, goja VMs), eventloop.go, js_*.go (the platform user
+//	user code    jsruntime.go (goja VMs), bundle.go (esbuild: packages, built-ins), eventloop.go, js_*.go (the platform user
 //	             code sees: js_platform.go is the entry), catalog.go (the project's agents and
 //	             workflows), typegen.go (.svc/*.d.ts), schema.go and schema_ts.go (JSON Schema),
 //	             automigrate.go and migrate.go (src/schema.ts to migrations)
