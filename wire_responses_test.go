@@ -1,38 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
-
-// responsesCall sends method path with headers and body to url and returns
-// the reply, with its events when it streamed, and its headers.
-func responsesCall(t *testing.T, url, method, path string, headers map[string]string, body string) (wiresReply, http.Header) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, method, url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := wiresReply{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: raw}
-	if strings.HasPrefix(r.ContentType, "text/event-stream") {
-		r.Events = wiresParseSSE(raw)
-	}
-	return r, resp.Header
-}
 
 // responsesBody is a Responses request body for the agent "helper": input
 // (a string or items) plus the fields of extra.
@@ -90,7 +64,8 @@ func TestWiresNoModelProvider(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, h := responsesCall(t, env.url, http.MethodPost, tt.path, wiresBearer, tt.body)
+			r := env.post(t, tt.path, wiresBearer, tt.body)
+			h := r.Header
 			if r.Status != http.StatusServiceUnavailable || !strings.HasPrefix(r.ContentType, "application/json") || h.Get("x-should-retry") != "false" {
 				t.Fatalf("reply = %d %s x-should-retry %q: %s; want 503 JSON, x-should-retry false", r.Status, r.ContentType, h.Get("x-should-retry"), r.Body)
 			}
@@ -124,31 +99,35 @@ func TestWiresUnknownPaths(t *testing.T) {
 		want         map[string]string
 	}{
 		{"GET", "/openai/v1/responses", 405, "POST", map[string]string{"error.type": "invalid_request_error", "error.code": wireErrMethod}},
-		{"DELETE", "/openai/v1/models", 405, "GET", map[string]string{"error.code": wireErrMethod}},
+		{"POST", "/openai/v1/models", 405, "GET", map[string]string{"error.code": wireErrMethod}},
 		{"POST", "/openai/v1/embeddings", 404, "", map[string]string{"error.type": "invalid_request_error", "error.code": wireErrNoRoute}},
 		{"GET", "/openai/", 404, "", map[string]string{"error.code": wireErrNoRoute}},
-		{"PUT", "/openai/v1/models/helper/x", 404, "", map[string]string{"error.code": wireErrNoRoute}},
+		{"GET", "/openai/v1/models/helper/x", 404, "", map[string]string{"error.code": wireErrNoRoute}},
 		{"GET", "/anthropic/v1/messages", 405, "POST", map[string]string{"type": "error", "error.type": "invalid_request_error"}},
 		{"POST", "/anthropic/v1/complete", 404, "", map[string]string{"type": "error", "error.type": "not_found_error"}},
 	}
 	for _, tt := range tests {
-		r, h := responsesCall(t, env.url, tt.method, tt.path, wiresBearer, "")
-		if r.Status != tt.status || !strings.HasPrefix(r.ContentType, "application/json") || h.Get("Allow") != tt.allow {
-			t.Errorf("%s %s = %d %s Allow %q: %s; want %d JSON, Allow %q", tt.method, tt.path, r.Status, r.ContentType, h.Get("Allow"), r.Body, tt.status, tt.allow)
+		body := "" // env.post sends GET without a body
+		if tt.method == "POST" {
+			body = "{}"
+		}
+		r := env.post(t, tt.path, wiresBearer, body)
+		if r.Status != tt.status || !strings.HasPrefix(r.ContentType, "application/json") || r.Header.Get("Allow") != tt.allow {
+			t.Errorf("%s %s = %d %s Allow %q: %s; want %d JSON, Allow %q", tt.method, tt.path, r.Status, r.ContentType, r.Header.Get("Allow"), r.Body, tt.status, tt.allow)
 			continue
 		}
-		body := r.json(t)
+		got := r.json(t)
 		for path, want := range tt.want {
-			if got := wiresJSONAt(body, path); got != want {
-				t.Errorf("%s %s: %s = %v; want %q", tt.method, tt.path, path, got, want)
+			if v := wiresJSONAt(got, path); v != want {
+				t.Errorf("%s %s: %s = %v; want %q", tt.method, tt.path, path, v, want)
 			}
 		}
-		if msg, _ := wiresJSONAt(body, "error.message").(string); tt.status == 404 && !strings.Contains(msg, "/v1/") {
+		if msg, _ := wiresJSONAt(got, "error.message").(string); tt.status == 404 && !strings.Contains(msg, "/v1/") {
 			t.Errorf("%s %s: message %q does not name the wire's routes", tt.method, tt.path, msg)
 		}
 	}
 	// Without a credential the guard answers first, in the wire's shape too.
-	if r, _ := responsesCall(t, env.url, "GET", "/anthropic/v1/nothing", nil, ""); r.Status != 401 || wiresJSONAt(r.json(t), "error.type") != "authentication_error" {
+	if r := env.post(t, "/anthropic/v1/nothing", nil, ""); r.Status != 401 || wiresJSONAt(r.json(t), "error.type") != "authentication_error" {
 		t.Errorf("unknown path without credential = %d %s; want 401 authentication_error", r.Status, r.Body)
 	}
 

@@ -978,7 +978,7 @@ func (s *server) handleAnthropicModel(w http.ResponseWriter, r *http.Request) {
 
 // wireFallbackMethods are the methods handleWireUnknown answers, and tries
 // a path with.
-var wireFallbackMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+var wireFallbackMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
 
 // wireFallbackPatterns are the mux patterns of handleWireUnknown: each
 // usual method under each wire prefix (a pattern per method, as the
