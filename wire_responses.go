@@ -366,14 +366,11 @@ func (a *responsesAnswer) response(status string, res *agentResult) map[string]a
 }
 
 // add appends a finished item, streamed as output_item.added then
-// output_item.done (added carries it in progress when inProgress is set).
-func (a *responsesAnswer) add(item map[string]any, inProgress map[string]any) {
+// output_item.done.
+func (a *responsesAnswer) add(item map[string]any) {
 	index := len(a.output)
 	a.output = append(a.output, item)
-	if inProgress == nil {
-		inProgress = item
-	}
-	a.send("response.output_item.added", map[string]any{"output_index": index, "item": inProgress})
+	a.send("response.output_item.added", map[string]any{"output_index": index, "item": item})
 	a.send("response.output_item.done", map[string]any{"output_index": index, "item": item})
 }
 
@@ -408,7 +405,7 @@ func (a *responsesAnswer) event(ev agentEvent) {
 		if id := a.c.approvalIDs[ev.Call.ID]; id != "" {
 			item["approval_request_id"] = id
 		}
-		a.add(item, nil)
+		a.add(item)
 	}
 }
 
@@ -441,7 +438,7 @@ func (a *responsesAnswer) finish(res *agentResult) {
 	for _, p := range res.Pending {
 		args := wireArguments(p.toolCall)
 		if p.Kind == pendingApproval {
-			a.add(map[string]any{"id": a.c.id.item("mcpr", p.ID), "type": "mcp_approval_request", "server_label": responsesServerLabel, "name": p.Name, "arguments": args}, nil)
+			a.add(map[string]any{"id": a.c.id.item("mcpr", p.ID), "type": "mcp_approval_request", "server_label": responsesServerLabel, "name": p.Name, "arguments": args})
 			continue
 		}
 		item := map[string]any{"id": a.c.id.item("fc", strconv.Itoa(len(a.output))), "type": "function_call", "status": "completed", "call_id": p.ID, "name": p.Name, "arguments": args}
