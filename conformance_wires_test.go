@@ -27,13 +27,15 @@ export default defineAgent({
 // conformanceWireSuites are the node suites, one per wire.
 var conformanceWireSuites = []string{
 	"conformance/openai.test.mjs",
+	"conformance/responses.test.mjs",
 	"conformance/anthropic.test.mjs",
 	"conformance/agui.test.mjs",
 }
 
 // TestWiresConformance boots `svc dev` in front of the fake model provider,
 // once speaking OpenAI and once Anthropic upstream, and runs the official
-// openai, @anthropic-ai/sdk and @ag-ui/client clients against every wire.
+// openai, @anthropic-ai/sdk and @ag-ui/client clients, and the AI SDK's
+// default openai provider (Responses), against every wire.
 // With the OpenAI upstream it also restarts svc dev between two phases: the
 // first leaves tool approvals pending in durable sessions, the second
 // (after the restart) answers them.
@@ -99,6 +101,7 @@ func conformanceUpstreamErrors(t *testing.T, d *devProcess, fake *fakeProvider) 
 	}{
 		{"openai wire, upstream 429", "/openai/v1/chat/completions", wiresOpenAIBody("helper", "hi", true), 429, 429, `"code":"rate_limit_exceeded"`},
 		{"anthropic wire, upstream 500", "/anthropic/v1/messages", wiresAnthropicBody("helper", "hi", false), 500, 502, `"type":"api_error"`},
+		{"responses wire, upstream 500, streamed", "/openai/v1/responses", `{"model":"helper","input":"hi","stream":true}`, 500, 502, `"code":"upstream_error"`},
 	}
 	for _, tt := range tests {
 		fake.failNext(tt.upstream, 3) // every attempt of the outbound client

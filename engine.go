@@ -102,7 +102,7 @@ type runRecord struct {
 	ParentRunID    string          `json:"parentRunId,omitempty"`
 	ParentSeq      int             `json:"parentSeq,omitempty"`
 	Agent          string          `json:"agent,omitempty"`          // agent turns: the agent
-	Wire           string          `json:"wire,omitempty"`           // agent turns: openai, anthropic or agui
+	Wire           string          `json:"wire,omitempty"`           // agent turns: openai, openai-responses, anthropic or agui
 	SessionID      string          `json:"sessionId,omitempty"`      // agent turns: durable session key
 	ConversationID string          `json:"conversationId,omitempty"` // agent turns: grouping key
 	CreatedAt      time.Time       `json:"createdAt"`
@@ -740,7 +740,7 @@ func (e *engine) spentHook(token string) error {
 // finished run with trigger "agent" and its tool calls as the timeline.
 type agentTurn struct {
 	Agent          string
-	Wire           string // "openai", "anthropic" or "agui"
+	Wire           string // "openai", "openai-responses", "anthropic" or "agui"
 	SessionID      string // durable session key, "" when stateless
 	ConversationID string // grouping-only key
 	Input          json.RawMessage

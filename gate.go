@@ -13,6 +13,15 @@ const (
 	gateNoProvider     = "no-model-provider"
 )
 
+// gateNoProviderMessage is the chat wires' no_model_provider error: the gate
+// is open (a run completed earlier) but no provider is configured; it says
+// how to add one. consoleURL is the runtime's base URL.
+func gateNoProviderMessage(consoleURL string) string {
+	return "no model provider is configured, so agents cannot answer: start svc dev with OPENAI_API_KEY or ANTHROPIC_API_KEY " +
+		"(or SVC_MODEL_BASE_URL for an OpenAI-compatible server such as Ollama) in its environment, " +
+		"or store a credential in the console's settings at " + consoleURL + "/ (no restart needed)"
+}
+
 // gateState is the boot gate as reported in the dev payload.
 type gateState struct {
 	Open   bool   `json:"open"`

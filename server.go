@@ -40,6 +40,10 @@ func newServer(rt *devRuntime) (*server, error) {
 	for _, r := range routeTable(s) {
 		s.mux.HandleFunc(r.method+" "+r.path, r.handler)
 	}
+	// Anything else under a wire's prefix answers in that wire's error shape.
+	for _, p := range wireFallbackPatterns() {
+		s.mux.HandleFunc(p, s.handleWireUnknown)
+	}
 	cfg := httpGuardConfig{Access: true, BindHost: rt.opts.host, AllowedHosts: rt.opts.allowedHosts, AllowedOrigins: rt.opts.allowedOrigins}
 	if rt.agents != nil {
 		cfg.APIKeys = rt.agents.apiKeys
@@ -67,9 +71,12 @@ func routeTable(s *server) []route {
 		{"POST", "/api/runs/{runId}/cancel", "cancel an active run", s.handleCancelRun},
 		{"POST", "/api/hooks/{token}", "resume a workflow waiting on createHook() with the JSON body", s.handleResumeHook},
 		{"POST", "/openai/v1/chat/completions", "chat-completions wire (OpenAI shape); model = agent name; stream: true = SSE chunks ending data: [DONE]", s.handleOpenAIChat},
+		{"POST", "/openai/v1/responses", "OpenAI Responses API; model = agent name; stream: true = Responses SSE events; previous_response_id continues a kept response", s.handleOpenAIResponses},
 		{"GET", "/openai/v1/models", "the agents as models (OpenAI list shape)", s.handleOpenAIModels},
 		{"GET", "/openai/v1/models/{model}", "one agent as a model (OpenAI shape)", s.handleOpenAIModel},
 		{"POST", "/anthropic/v1/messages", "messages wire (Anthropic shape); model = agent name; stream: true = Anthropic SSE events", s.handleAnthropicMessages},
+		{"GET", "/anthropic/v1/models", "the agents as models (Anthropic list shape)", s.handleAnthropicModels},
+		{"GET", "/anthropic/v1/models/{model}", "one agent as a model (Anthropic shape)", s.handleAnthropicModel},
 		{"POST", "/agui/{agent}", "agent-UI wire: AG-UI RunAgentInput body, SSE of AG-UI events; threadId = durable session", s.handleAGUI},
 		{"POST", "/chat", "the agent-UI wire with the agent named in forwardedProps.agent (the console's chat)", s.handleChat},
 		{"GET", "/", "the local console", s.handleConsole},

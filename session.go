@@ -34,6 +34,7 @@ const sessionMaxKeyLength = 512
 var (
 	errSessionBusy        = errors.New("a turn of this session is already running; wait for it to finish")
 	errSessionUnavailable = errors.New("durable sessions need the runtime's database, which is not available")
+	errSessionNotFound    = errors.New("the stored session to continue was not found")
 )
 
 // sessionStore keeps durable sessions in PostgreSQL and lets one turn of a
@@ -163,7 +164,8 @@ type turnOutput struct {
 }
 
 // runTurn runs one turn of ag for wr on wire, authenticated by credential:
-// it loads the durable session when wr names one, runs the loop, saves the
+// it loads the durable session when wr names one (wr.SessionFrom, when set,
+// is the stored session it continues under the new key), runs the loop, saves the
 // session (also after a failure, so tools that already ran are not lost or
 // run twice) and records the turn as a run. emit receives the turn's events
 // as they happen.
@@ -189,9 +191,19 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 			return nil, errSessionBusy
 		}
 		defer release()
-		sess, lerr := h.sessions.load(ctx, ref)
+		from := ref
+		if wr.SessionFrom != "" {
+			from = newSessionRef(ag.Name, credential, wr.SessionFrom)
+		}
+		sess, lerr := h.sessions.load(ctx, from)
 		if lerr != nil {
 			return nil, lerr
+		}
+		if wr.SessionFrom != "" {
+			if !sess.stored {
+				return nil, fmt.Errorf("%w: %q (stored per agent and credential; a response made with store: false is not kept)", errSessionNotFound, wr.SessionFrom)
+			}
+			sess.Ref = ref // the continuation is kept under its own key; the one it continues stays as it was
 		}
 		if sess.stored {
 			input = sessionAfterLastAssistant(input)
@@ -221,10 +233,7 @@ func (h *agentHost) recordTurn(agent, wire string, wr *wireRequest, input []chat
 	if h.record == nil {
 		return
 	}
-	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, StartedAt: started}
-	if wr.SessionKey == "" {
-		t.ConversationID = wr.ConversationKey
-	}
+	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, ConversationID: wr.ConversationKey, StartedAt: started}
 	t.Input, _ = json.Marshal(map[string]any{"messages": sessionNonNil(input)})
 	if res != nil {
 		t.ToolCalls = res.Calls

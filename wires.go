@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -43,6 +44,10 @@ const (
 	wireErrInvalid  = "invalid_request"
 	wireErrTooLarge = "request_too_large"
 	wireErrGate     = "gate_closed"
+	wireErrNoModel  = "no_model_provider"
+	wireErrPrevious = "previous_response_not_found"
+	wireErrNoRoute  = "unknown_url"
+	wireErrMethod   = "method_not_allowed"
 	wireErrCompile  = "agent_compile_failed"
 	wireErrBusy     = "session_busy"
 	wireErrUpstream = "upstream_error"
@@ -70,8 +75,12 @@ func wireErrorFor(err error) *wireError {
 		return &wireError{Status: status, Kind: wireErrUpstream, Message: ue.Error()}
 	case errors.Is(err, errSessionBusy):
 		return &wireError{Status: http.StatusConflict, Kind: wireErrBusy, Message: err.Error()}
-	case errors.Is(err, errNoModelProvider), errors.Is(err, errSessionUnavailable):
+	case errors.Is(err, errNoModelProvider):
+		return &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrNoModel, Message: err.Error()}
+	case errors.Is(err, errSessionUnavailable):
 		return &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrGate, Message: err.Error()}
+	case errors.Is(err, errSessionNotFound):
+		return &wireError{Status: http.StatusNotFound, Kind: wireErrPrevious, Param: "previous_response_id", Message: err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &wireError{Status: http.StatusGatewayTimeout, Kind: wireErrUpstream, Message: "the turn was cancelled: " + err.Error()}
 	}
@@ -89,6 +98,7 @@ type wireRequest struct {
 	MaxTokens       int
 	Temperature     *float64
 	SessionKey      string                    // durable session ("" = none)
+	SessionFrom     string                    // the stored session a new one continues (Responses: the previous response)
 	ConversationKey string                    // grouping only
 	Approvals       map[string]approvalAnswer // AG-UI resume entries, by tool call id
 	ThreadID, RunID string                    // AG-UI
@@ -222,15 +232,33 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 		c.writeError(w, e)
 		return
 	}
+	p := s.rt.provider.Load()
+	if p == nil {
+		e := &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrNoModel, Message: gateNoProviderMessage(s.rt.apiURL)}
+		wireNoRetry(w, e)
+		c.writeError(w, e)
+		return
+	}
 	wireFillToolNames(wr.Messages)
 	answer := c.open(w, wr)
-	res, err := h.runTurn(r.Context(), ag, s.rt.provider.Load(), c.name(), cred, wr, answer.event)
+	res, err := h.runTurn(r.Context(), ag, p, c.name(), cred, wr, answer.event)
 	if err != nil {
 		s.log.Warn("agent turn failed", "agent", ag.Name, "wire", c.name(), "err", err)
-		answer.fail(wireErrorFor(err))
+		e := wireErrorFor(err)
+		wireNoRetry(w, e)
+		answer.fail(e)
 		return
 	}
 	answer.finish(res)
+}
+
+// wireNoRetry tells SDKs not to retry an error that only the developer can
+// fix (x-should-retry: false, honoured by the openai and anthropic
+// clients): no model provider is configured.
+func wireNoRetry(w http.ResponseWriter, e *wireError) {
+	if e.Kind == wireErrNoModel {
+		w.Header().Set("x-should-retry", "false")
+	}
 }
 
 // chatAgent finds a compiled agent behind an open gate.
@@ -354,7 +382,8 @@ func wireJSONObject(raw json.RawMessage) json.RawMessage {
 }
 
 // wireText joins the text of a content given as a string or as an array
-// of parts with a "text" field (OpenAI, Anthropic and AG-UI all use both).
+// of parts with a "text" field (OpenAI, Anthropic and AG-UI all use both;
+// the Responses API's parts are input_text and output_text).
 func wireText(raw json.RawMessage) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return ""
@@ -370,7 +399,7 @@ func wireText(raw json.RawMessage) string {
 	json.Unmarshal(raw, &parts)
 	var b strings.Builder
 	for _, p := range parts {
-		if p.Type == "text" || p.Type == "input_text" {
+		if p.Type == "text" || p.Type == "input_text" || p.Type == "output_text" {
 			b.WriteString(p.Text)
 		}
 	}
@@ -640,13 +669,20 @@ func openAIModel(name string, created int64) map[string]any {
 	return map[string]any{"id": name, "object": "model", "created": created, "owned_by": "svc"}
 }
 
+// wireModelNames are the agents the wires list as models: none while the
+// gate is closed or the project compiles.
+func (s *server) wireModelNames() []string {
+	if cat := s.rt.catalog.Load(); cat != nil && s.rt.gateState().Open {
+		return cat.agentNames()
+	}
+	return nil
+}
+
 // handleOpenAIModels serves GET /openai/v1/models: the agents as models.
 func (s *server) handleOpenAIModels(w http.ResponseWriter, r *http.Request) {
 	data := []map[string]any{}
-	if cat := s.rt.catalog.Load(); cat != nil && s.rt.gateState().Open {
-		for _, name := range cat.agentNames() {
-			data = append(data, openAIModel(name, time.Now().Unix()))
-		}
+	for _, name := range s.wireModelNames() {
+		data = append(data, openAIModel(name, time.Now().Unix()))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
@@ -760,24 +796,28 @@ func (anthropicWire) decode(r *http.Request, body []byte) (*wireRequest, *wireEr
 	return wr, sessionFromHeaders(r, wr)
 }
 
-// anthropicError builds {"type":"error","error":{type,message}} for e.
+// anthropicError builds {"type":"error","error":{type,message}} for e. The
+// no_model_provider error keeps Anthropic's type vocabulary (api_error) and
+// adds its code.
 func anthropicError(e *wireError) map[string]any {
-	typ := "api_error"
+	body := map[string]string{"type": "api_error", "message": e.Message}
 	switch {
 	case e.Kind == wireErrAuth:
-		typ = "authentication_error"
-	case e.Kind == wireErrNotFound:
-		typ = "not_found_error"
+		body["type"] = "authentication_error"
+	case e.Status == http.StatusNotFound:
+		body["type"] = "not_found_error"
 	case e.Kind == wireErrTooLarge:
-		typ = "request_too_large"
+		body["type"] = "request_too_large"
 	case e.Status == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
+		body["type"] = "rate_limit_error"
+	case e.Kind == wireErrNoModel:
+		body["code"] = e.Kind
 	case e.Status == http.StatusServiceUnavailable:
-		typ = "overloaded_error"
+		body["type"] = "overloaded_error"
 	case e.Status < 500:
-		typ = "invalid_request_error"
+		body["type"] = "invalid_request_error"
 	}
-	return map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": e.Message}}
+	return map[string]any{"type": "error", "error": body}
 }
 
 // writeError answers {"type":"error","error":{...}} with e's status.
@@ -905,6 +945,81 @@ func (s *anthropicStream) fail(e *wireError) {
 // handleAnthropicMessages serves POST /anthropic/v1/messages.
 func (s *server) handleAnthropicMessages(w http.ResponseWriter, r *http.Request) {
 	s.serveChat(w, r, anthropicWire{})
+}
+
+// anthropicModel is an agent in the Anthropic models shape.
+func anthropicModel(name string, created time.Time) map[string]any {
+	return map[string]any{"type": "model", "id": name, "display_name": name, "created_at": created.UTC().Format(time.RFC3339)}
+}
+
+// handleAnthropicModels serves GET /anthropic/v1/models: the agents as
+// models, in one page.
+func (s *server) handleAnthropicModels(w http.ResponseWriter, r *http.Request) {
+	data := []map[string]any{}
+	for _, name := range s.wireModelNames() {
+		data = append(data, anthropicModel(name, time.Now()))
+	}
+	body := map[string]any{"data": data, "has_more": false, "first_id": nil, "last_id": nil}
+	if len(data) > 0 {
+		body["first_id"], body["last_id"] = data[0]["id"], data[len(data)-1]["id"]
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// handleAnthropicModel serves GET /anthropic/v1/models/{model}.
+func (s *server) handleAnthropicModel(w http.ResponseWriter, r *http.Request) {
+	ag, e := s.chatAgent(r.PathValue("model"))
+	if e != nil {
+		anthropicWire{}.writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, anthropicModel(ag.Name, time.Now()))
+}
+
+// wireFallbackMethods are the methods handleWireUnknown answers, and tries
+// a path with.
+var wireFallbackMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// wireFallbackPatterns are the mux patterns of handleWireUnknown: each
+// usual method under each wire prefix (a pattern per method, as the
+// console's "GET /" would conflict with a method-less one).
+func wireFallbackPatterns() []string {
+	var out []string
+	for _, prefix := range []string{"/openai/", "/anthropic/"} {
+		for _, m := range wireFallbackMethods {
+			out = append(out, m+" "+prefix)
+		}
+	}
+	return out
+}
+
+// handleWireUnknown answers what no route under /openai/ or /anthropic/
+// serves, in that wire's error shape: 405 with Allow when the path is
+// served with other methods, else 404 naming the wire's routes.
+func (s *server) handleWireUnknown(w http.ResponseWriter, r *http.Request) {
+	c := httpGuardWire(r.URL.Path)
+	fallbacks := wireFallbackPatterns()
+	var allow []string
+	for _, m := range wireFallbackMethods {
+		if _, pattern := s.mux.Handler(&http.Request{Method: m, URL: r.URL, Host: r.Host}); !slices.Contains(fallbacks, pattern) {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		c.writeError(w, &wireError{Status: http.StatusMethodNotAllowed, Kind: wireErrMethod,
+			Message: fmt.Sprintf("%s %s is not supported: this path answers %s", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		return
+	}
+	prefix := strings.SplitAfterN(r.URL.Path, "/", 3)[1] // "openai/" or "anthropic/"
+	var served []string
+	for _, rt := range routeTable(nil) {
+		if strings.HasPrefix(rt.path, "/"+prefix) {
+			served = append(served, rt.method+" "+rt.path)
+		}
+	}
+	c.writeError(w, &wireError{Status: http.StatusNotFound, Kind: wireErrNoRoute,
+		Message: fmt.Sprintf("unknown path %s %s; this wire serves %s", r.Method, r.URL.Path, strings.Join(served, ", "))})
 }
 
 // ---- AG-UI ----

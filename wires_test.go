@@ -83,6 +83,7 @@ func wiresMigratedDB(t *testing.T) string {
 type wiresReply struct {
 	Status      int
 	ContentType string
+	Header      http.Header
 	Body        []byte
 	Events      []wiresSSE
 }
@@ -123,7 +124,7 @@ func (e *wiresEnv) post(t *testing.T, path string, headers map[string]string, bo
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := wiresReply{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: raw}
+	r := wiresReply{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Header: resp.Header, Body: raw}
 	if strings.HasPrefix(r.ContentType, "text/event-stream") {
 		r.Events = wiresParseSSE(raw)
 	}

@@ -1,0 +1,424 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// responsesBody is a Responses request body for the agent "helper": input
+// (a string or items) plus the fields of extra.
+func responsesBody(input any, extra map[string]any) string {
+	b := map[string]any{"model": "helper", "input": input}
+	for k, v := range extra {
+		b[k] = v
+	}
+	out, _ := json.Marshal(b)
+	return string(out)
+}
+
+// responsesCreate posts a whole Responses request and returns the
+// response object, failing unless it is 200.
+func responsesCreate(t *testing.T, env *wiresEnv, headers map[string]string, body string) map[string]any {
+	t.Helper()
+	r := env.post(t, "/openai/v1/responses", headers, body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("responses = %d %s; want 200", r.Status, r.Body)
+	}
+	return r.json(t)
+}
+
+// responsesOutputTypes lists the types of a response's output items.
+func responsesOutputTypes(resp map[string]any) string {
+	var types []string
+	items, _ := resp["output"].([]any)
+	for _, it := range items {
+		types = append(types, wiresJSONAt(it, "type").(string))
+	}
+	return strings.Join(types, ",")
+}
+
+// TestWiresNoModelProvider checks every chat wire, whole and streamed,
+// while the gate is open by a completed run and no provider is configured:
+// 503 in the wire's shape with code no_model_provider, a message saying
+// how to add one, and x-should-retry: false.
+func TestWiresNoModelProvider(t *testing.T) {
+	env := newWiresEnv(t, "")
+	env.rt.gate.Store(&gateState{Open: true, Reason: gateFirstRun})
+	env.rt.provider.Store(nil)
+	tests := []struct {
+		name, path, body string
+		want             map[string]string // JSON path → value
+	}{
+		{"chat completions", "/openai/v1/chat/completions", wiresOpenAIBody("helper", "hi", false),
+			map[string]string{"error.code": wireErrNoModel, "error.type": "server_error"}},
+		{"chat completions streamed", "/openai/v1/chat/completions", wiresOpenAIBody("helper", "hi", true), map[string]string{"error.code": wireErrNoModel}},
+		{"responses", "/openai/v1/responses", responsesBody("hi", nil), map[string]string{"error.code": wireErrNoModel}},
+		{"responses streamed", "/openai/v1/responses", responsesBody("hi", map[string]any{"stream": true}), map[string]string{"error.code": wireErrNoModel}},
+		{"anthropic", "/anthropic/v1/messages", wiresAnthropicBody("helper", "hi", true),
+			map[string]string{"type": "error", "error.type": "api_error", "error.code": wireErrNoModel}},
+		{"agui", "/agui/helper", wiresAGUIBody("t", "hi"), map[string]string{"type": "RUN_ERROR", "code": wireErrNoModel}},
+		{"console chat", "/chat", wiresAGUIBody("t", "hi"), map[string]string{"type": "RUN_ERROR", "code": wireErrNoModel}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := env.post(t, tt.path, wiresBearer, tt.body)
+			h := r.Header
+			if r.Status != http.StatusServiceUnavailable || !strings.HasPrefix(r.ContentType, "application/json") || h.Get("x-should-retry") != "false" {
+				t.Fatalf("reply = %d %s x-should-retry %q: %s; want 503 JSON, x-should-retry false", r.Status, r.ContentType, h.Get("x-should-retry"), r.Body)
+			}
+			body := r.json(t)
+			for path, want := range tt.want {
+				if got := wiresJSONAt(body, path); got != want {
+					t.Errorf("%s = %v; want %q", path, got, want)
+				}
+			}
+			msg := string(r.Body)
+			if !strings.Contains(msg, "OPENAI_API_KEY") || !strings.Contains(msg, env.rt.apiURL+"/") {
+				t.Errorf("message %s does not say how to add a provider", msg)
+			}
+		})
+	}
+	// The closed gate keeps its own code.
+	env.rt.gate.Store(&gateState{Open: false, Reason: gateNoProvider})
+	if r := env.post(t, "/openai/v1/responses", wiresBearer, responsesBody("hi", nil)); r.Status != 503 || wiresJSONAt(r.json(t), "error.code") != wireErrGate {
+		t.Errorf("closed gate = %d %s; want 503 gate_closed", r.Status, r.Body)
+	}
+}
+
+// TestWiresUnknownPaths checks the JSON catch-all under /openai/ and
+// /anthropic/ and the Anthropic models routes.
+func TestWiresUnknownPaths(t *testing.T) {
+	env := newWiresEnv(t, "")
+	tests := []struct {
+		method, path string
+		status       int
+		allow        string
+		want         map[string]string
+	}{
+		{"GET", "/openai/v1/responses", 405, "POST", map[string]string{"error.type": "invalid_request_error", "error.code": wireErrMethod}},
+		{"POST", "/openai/v1/models", 405, "GET", map[string]string{"error.code": wireErrMethod}},
+		{"POST", "/openai/v1/embeddings", 404, "", map[string]string{"error.type": "invalid_request_error", "error.code": wireErrNoRoute}},
+		{"GET", "/openai/", 404, "", map[string]string{"error.code": wireErrNoRoute}},
+		{"GET", "/openai/v1/models/helper/x", 404, "", map[string]string{"error.code": wireErrNoRoute}},
+		{"GET", "/anthropic/v1/messages", 405, "POST", map[string]string{"type": "error", "error.type": "invalid_request_error"}},
+		{"POST", "/anthropic/v1/complete", 404, "", map[string]string{"type": "error", "error.type": "not_found_error"}},
+	}
+	for _, tt := range tests {
+		body := "" // env.post sends GET without a body
+		if tt.method == "POST" {
+			body = "{}"
+		}
+		r := env.post(t, tt.path, wiresBearer, body)
+		if r.Status != tt.status || !strings.HasPrefix(r.ContentType, "application/json") || r.Header.Get("Allow") != tt.allow {
+			t.Errorf("%s %s = %d %s Allow %q: %s; want %d JSON, Allow %q", tt.method, tt.path, r.Status, r.ContentType, r.Header.Get("Allow"), r.Body, tt.status, tt.allow)
+			continue
+		}
+		got := r.json(t)
+		for path, want := range tt.want {
+			if v := wiresJSONAt(got, path); v != want {
+				t.Errorf("%s %s: %s = %v; want %q", tt.method, tt.path, path, v, want)
+			}
+		}
+		if msg, _ := wiresJSONAt(got, "error.message").(string); tt.status == 404 && !strings.Contains(msg, "/v1/") {
+			t.Errorf("%s %s: message %q does not name the wire's routes", tt.method, tt.path, msg)
+		}
+	}
+	// Without a credential the guard answers first, in the wire's shape too.
+	if r := env.post(t, "/anthropic/v1/nothing", nil, ""); r.Status != 401 || wiresJSONAt(r.json(t), "error.type") != "authentication_error" {
+		t.Errorf("unknown path without credential = %d %s; want 401 authentication_error", r.Status, r.Body)
+	}
+
+	models := env.post(t, "/anthropic/v1/models", wiresAPIKey, "").json(t)
+	for path, want := range map[string]any{"data.0.type": "model", "data.0.id": "helper", "data.0.display_name": "helper",
+		"has_more": false, "first_id": "helper", "last_id": "helper"} {
+		if got := wiresJSONAt(models, path); got != want {
+			t.Errorf("anthropic models: %s = %v; want %v", path, got, want)
+		}
+	}
+	if c, _ := wiresJSONAt(models, "data.0.created_at").(string); c == "" {
+		t.Errorf("anthropic models: no created_at in %v", models)
+	} else if _, err := time.Parse(time.RFC3339, c); err != nil {
+		t.Errorf("anthropic models: created_at %q: %v", c, err)
+	}
+	if one := env.post(t, "/anthropic/v1/models/helper", wiresAPIKey, "").json(t); one["id"] != "helper" || one["type"] != "model" {
+		t.Errorf("anthropic model = %v", one)
+	}
+	if r := env.post(t, "/anthropic/v1/models/nobody", wiresAPIKey, ""); r.Status != 404 || wiresJSONAt(r.json(t), "error.type") != "not_found_error" {
+		t.Errorf("anthropic unknown model = %d %s", r.Status, r.Body)
+	}
+}
+
+// TestResponsesWhole checks whole responses: text, a server tool as an
+// mcp_call item, a client tool as a function_call item, and errors.
+func TestResponsesWhole(t *testing.T) {
+	env := newWiresEnv(t, "")
+	r := responsesCreate(t, env, wiresBearer, responsesBody("hello there", map[string]any{"instructions": "Be brief.", "metadata": map[string]string{"k": "v"}}))
+	for path, want := range map[string]any{"object": "response", "status": "completed", "model": "helper", "store": false, "instructions": "Be brief.",
+		"metadata.k": "v", "output.0.type": "message", "output.0.role": "assistant", "output.0.status": "completed",
+		"output.0.content.0.type": "output_text", "output.0.content.0.text": "echo: hello there",
+		"usage.input_tokens": 3.0, "usage.output_tokens": 2.0, "usage.total_tokens": 5.0, "error": nil} {
+		if got := wiresJSONAt(r, path); got != want {
+			t.Errorf("%s = %v; want %v", path, got, want)
+		}
+	}
+	if id, _ := r["id"].(string); !strings.HasPrefix(id, "resp_") {
+		t.Errorf("id = %v", r["id"])
+	}
+	if sys := env.script.requests()[0].System; !strings.HasSuffix(sys, "Be brief.") {
+		t.Errorf("system = %q; want the instructions after the agent's", sys)
+	}
+
+	r = responsesCreate(t, env, wiresBearer, responsesBody(`call add {"a":2,"b":3}`, nil))
+	if got := responsesOutputTypes(r); got != "mcp_call,message" {
+		t.Fatalf("server tool output = %s; want mcp_call,message (%v)", got, r)
+	}
+	for path, want := range map[string]any{"output.0.name": "add", "output.0.server_label": "svc", "output.0.status": "completed", "output.0.arguments": `{"a":2,"b":3}`} {
+		if got := wiresJSONAt(r, path); got != want {
+			t.Errorf("%s = %v; want %v", path, got, want)
+		}
+	}
+	if out, _ := wiresJSONAt(r, "output.0.output").(string); !strings.HasPrefix(out, `{"sum":5`) {
+		t.Errorf("mcp_call output = %q", out)
+	}
+	if txt, _ := wiresJSONAt(r, "output.1.content.0.text").(string); !strings.HasPrefix(txt, `tool add said: {"sum":5`) {
+		t.Errorf("text = %q", txt)
+	}
+	r = responsesCreate(t, env, wiresBearer, responsesBody("call boom {}", nil))
+	if wiresJSONAt(r, "output.0.status") != "failed" || !strings.Contains(wiresJSONAt(r, "output.0.error").(string), "kaboom") {
+		t.Errorf("failed tool = %v", r["output"])
+	}
+
+	pick := []map[string]any{{"type": "function", "name": "pick", "description": "Pick", "parameters": map[string]any{"type": "object"}}}
+	r = responsesCreate(t, env, wiresBearer, responsesBody([]map[string]any{{"role": "user", "content": []map[string]string{{"type": "input_text", "text": `call pick {"c":1}`}}}},
+		map[string]any{"tools": pick}))
+	callID, _ := wiresJSONAt(r, "output.0.call_id").(string)
+	if responsesOutputTypes(r) != "function_call" || wiresJSONAt(r, "output.0.name") != "pick" || wiresJSONAt(r, "output.0.arguments") != `{"c":1}` || callID == "" ||
+		wiresJSONAt(r, "tools.0.name") != "pick" {
+		t.Fatalf("client tool = %v", r)
+	}
+	// Stateless: the client replays the items with its tool's output.
+	replay := []any{map[string]any{"role": "user", "content": `call pick {"c":1}`}, r["output"].([]any)[0],
+		map[string]any{"type": "function_call_output", "call_id": callID, "output": "red"}}
+	r = responsesCreate(t, env, wiresBearer, responsesBody(replay, map[string]any{"tools": pick}))
+	if got := wiresJSONAt(r, "output.0.content.0.text"); got != "tool pick said: red" {
+		t.Errorf("replayed tool output = %v", r)
+	}
+
+	type check struct{ path, want string }
+	for _, tt := range []struct {
+		name, body string
+		status     int
+		want       []check
+	}{
+		{"unknown agent", `{"model":"nobody","input":"hi"}`, 404, []check{{"error.code", "model_not_found"}, {"error.param", "model"}}},
+		{"no model", `{"input":"hi"}`, 400, []check{{"error.param", "model"}}},
+		{"no input", `{"model":"helper"}`, 400, []check{{"error.param", "input"}}},
+		{"hosted tool", responsesBody("hi", map[string]any{"tools": []map[string]string{{"type": "web_search"}}}), 400, []check{{"error.param", "tools[0]"}}},
+		{"unknown item", responsesBody([]map[string]string{{"type": "computer_call_output"}}, nil), 400, []check{{"error.param", "input[0].type"}}},
+		{"foreign reference", responsesBody([]map[string]string{{"type": "item_reference", "id": "msg_abc"}}, nil), 400, []check{{"error.param", "input[0].id"}}},
+		{"malformed previous id", responsesBody("hi", map[string]any{"previous_response_id": "resp_x"}), 404,
+			[]check{{"error.code", wireErrPrevious}, {"error.param", "previous_response_id"}}},
+		{"conversation", responsesBody("hi", map[string]any{"conversation": "conv_1"}), 400, []check{{"error.param", "conversation"}}},
+		{"upstream 429", responsesBody("fail", nil), 429, []check{{"error.code", "rate_limit_exceeded"}}},
+		{"upstream 429 streamed", responsesBody("fail", map[string]any{"stream": true}), 429, []check{{"error.code", "rate_limit_exceeded"}}},
+	} {
+		r := env.post(t, "/openai/v1/responses", wiresBearer, tt.body)
+		if r.Status != tt.status {
+			t.Errorf("%s: %d %s; want %d", tt.name, r.Status, r.Body, tt.status)
+			continue
+		}
+		body := r.json(t)
+		for _, c := range tt.want {
+			if got := wiresJSONAt(body, c.path); got != c.want {
+				t.Errorf("%s: %s = %v; want %q", tt.name, c.path, got, c.want)
+			}
+		}
+	}
+	// Without a database nothing is kept: previous_response_id cannot be served.
+	if r := env.post(t, "/openai/v1/responses", wiresBearer, responsesBody("hi", map[string]any{"previous_response_id": r["id"]})); r.Status != 503 {
+		t.Errorf("previous_response_id without a database = %d %s; want 503", r.Status, r.Body)
+	}
+}
+
+// responsesEvents decodes a stream's events, checking that each event's
+// name is its type and sequence numbers count from 0; it returns the types
+// and the events' data.
+func responsesEvents(t *testing.T, r wiresReply) ([]string, []map[string]any) {
+	t.Helper()
+	var types []string
+	var data []map[string]any
+	for i, ev := range r.Events {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(ev.Data), &v); err != nil {
+			t.Fatalf("event %q: %v", ev.Data, err)
+		}
+		if v["type"] != ev.Name || v["sequence_number"] != float64(i) {
+			t.Errorf("event %d %s carries type %v, sequence_number %v", i, ev.Name, v["type"], v["sequence_number"])
+		}
+		types = append(types, ev.Name)
+		data = append(data, v)
+	}
+	return types, data
+}
+
+// TestResponsesStream checks the streamed events of text, server tool and
+// client tool turns, and that the final response equals the whole one.
+func TestResponsesStream(t *testing.T) {
+	env := newWiresEnv(t, "")
+	tests := []struct {
+		name, body, want string
+	}{
+		{"text", responsesBody("hello there", map[string]any{"stream": true}),
+			"response.created,response.in_progress,response.output_item.added,response.content_part.added,response.output_text.delta,response.output_text.delta," +
+				"response.output_text.done,response.content_part.done,response.output_item.done,response.completed"},
+		{"server tool", responsesBody(`call add {"a":1,"b":1}`, map[string]any{"stream": true}),
+			"response.created,response.in_progress,response.output_item.added,response.output_item.done,response.output_item.added,response.content_part.added," +
+				"response.output_text.delta,response.output_text.delta,response.output_text.done,response.content_part.done,response.output_item.done,response.completed"},
+		{"client tool", responsesBody(`call pick {"c":2}`, map[string]any{"stream": true, "tools": []map[string]any{{"type": "function", "name": "pick"}}}),
+			"response.created,response.in_progress,response.output_item.added,response.function_call_arguments.delta,response.function_call_arguments.done," +
+				"response.output_item.done,response.completed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			types, data := responsesEvents(t, env.post(t, "/openai/v1/responses", wiresBearer, tt.body))
+			if got := strings.Join(types, ","); got != tt.want {
+				t.Fatalf("events = %s; want %s", got, tt.want)
+			}
+			created, done := data[0]["response"].(map[string]any), data[len(data)-1]["response"].(map[string]any)
+			if created["status"] != "in_progress" || done["status"] != "completed" || created["id"] != done["id"] || done["usage"] == nil {
+				t.Errorf("created %v, completed %v", created, done)
+			}
+			var text strings.Builder
+			for _, d := range data {
+				if d["type"] == "response.output_text.delta" {
+					text.WriteString(d["delta"].(string))
+				}
+				if d["type"] == "response.output_text.done" && d["text"] != text.String() {
+					t.Errorf("text.done = %v; deltas %q", d["text"], text.String())
+				}
+				if d["type"] == "response.function_call_arguments.done" && (d["arguments"] != `{"c":2}` || d["name"] != "pick") {
+					t.Errorf("arguments.done = %v", d)
+				}
+			}
+			items := done["output"].([]any)
+			last := data[len(data)-2]["item"]
+			if wiresJSONAt(last, "id") != wiresJSONAt(items[len(items)-1], "id") || wiresJSONAt(last, "status") != "completed" {
+				t.Errorf("last item done %v; response output %v", last, items)
+			}
+		})
+	}
+}
+
+// TestResponsesSessions checks kept responses: previous_response_id and
+// item references continue (and branch) them, per credential; store: false
+// keeps nothing; x-svc-session is one session; approvals are
+// mcp_approval_request items answered by mcp_approval_response; turns are
+// runs of the wire openai-responses, grouped by chain.
+func TestResponsesSessions(t *testing.T) {
+	env := newWiresEnv(t, wiresMigratedDB(t))
+	history := func() string {
+		reqs := env.script.requests()
+		var parts []string
+		for _, m := range reqs[len(reqs)-1].Messages {
+			parts = append(parts, m.Role+":"+m.Content)
+		}
+		return strings.Join(parts, "|")
+	}
+	cred := func(c string) map[string]string { return map[string]string{"Authorization": "Bearer " + c} }
+
+	first := responsesCreate(t, env, cred("a"), responsesBody("hello", nil))
+	id1, _ := first["id"].(string)
+	if first["store"] != true {
+		t.Errorf("store = %v; want true by default", first["store"])
+	}
+	second := responsesCreate(t, env, cred("a"), responsesBody("again", map[string]any{"previous_response_id": id1}))
+	if got := history(); got != "user:hello|assistant:echo: hello|user:again" || second["previous_response_id"] != id1 {
+		t.Errorf("continued turn sent %q (previous %v); want the kept history plus the new input", got, second["previous_response_id"])
+	}
+	// A branch from the first response does not see the second.
+	env.post(t, "/openai/v1/responses", cred("a"), responsesBody("other", map[string]any{"previous_response_id": id1, "stream": true}))
+	if got := history(); got != "user:hello|assistant:echo: hello|user:other" {
+		t.Errorf("branch sent %q", got)
+	}
+	// Item references (SDKs replaying with store) continue the referenced response.
+	ref := wiresJSONAt(second, "output.0.id")
+	responsesCreate(t, env, cred("a"), responsesBody([]any{map[string]any{"role": "user", "content": "hello"}, map[string]any{"type": "item_reference", "id": ref},
+		map[string]any{"role": "user", "content": "third"}}, nil))
+	if got := history(); got != "user:hello|assistant:echo: hello|user:again|assistant:echo: again|user:third" {
+		t.Errorf("referencing turn sent %q", got)
+	}
+	// Another credential, an unknown id, or a response not kept: 404.
+	unkept := responsesCreate(t, env, cred("a"), responsesBody("x", map[string]any{"store": false}))
+	for name, tt := range map[string]struct{ cred, prev string }{"other credential": {"b", id1}, "unknown": {"a", newResponsesID("").String()}, "store false": {"a", unkept["id"].(string)}} {
+		r := env.post(t, "/openai/v1/responses", cred(tt.cred), responsesBody("hi", map[string]any{"previous_response_id": tt.prev}))
+		if r.Status != 404 || wiresJSONAt(r.json(t), "error.code") != wireErrPrevious {
+			t.Errorf("%s: %d %s; want 404 previous_response_not_found", name, r.Status, r.Body)
+		}
+	}
+
+	// A client tool answered through previous_response_id.
+	pick := []map[string]any{{"type": "function", "name": "pick"}}
+	ask := responsesCreate(t, env, cred("a"), responsesBody(`call pick {}`, map[string]any{"tools": pick}))
+	answer := responsesCreate(t, env, cred("a"), responsesBody([]map[string]any{{"type": "function_call_output", "call_id": wiresJSONAt(ask, "output.0.call_id"), "output": "blue"}},
+		map[string]any{"previous_response_id": ask["id"], "tools": pick}))
+	if got := wiresJSONAt(answer, "output.0.content.0.text"); got != "tool pick said: blue" {
+		t.Errorf("client tool answer = %v", answer)
+	}
+
+	// Approvals: approved through previous_response_id, refused through
+	// item references as the AI SDK sends them, streamed.
+	for _, approve := range []bool{true, false} {
+		req := responsesCreate(t, env, cred("a"), responsesBody(`call refund {"orderId":"o1"}`, nil))
+		approvalID, _ := wiresJSONAt(req, "output.0.id").(string)
+		if responsesOutputTypes(req) != "mcp_approval_request" || wiresJSONAt(req, "output.0.name") != "refund" || wiresJSONAt(req, "output.0.server_label") != "svc" ||
+			wiresJSONAt(req, "output.0.arguments") != `{"orderId":"o1"}` {
+			t.Fatalf("approval request = %v", req)
+		}
+		response := map[string]any{"type": "mcp_approval_response", "approval_request_id": approvalID, "approve": approve, "reason": "not today"}
+		var got map[string]any
+		if approve {
+			got = responsesCreate(t, env, cred("a"), responsesBody([]any{response}, map[string]any{"previous_response_id": req["id"]}))
+		} else {
+			_, data := responsesEvents(t, env.post(t, "/openai/v1/responses", cred("a"),
+				responsesBody([]any{map[string]any{"type": "item_reference", "id": approvalID}, response}, map[string]any{"stream": true})))
+			got = data[len(data)-1]["response"].(map[string]any)
+		}
+		if responsesOutputTypes(got) != "mcp_call,message" || wiresJSONAt(got, "output.0.approval_request_id") != approvalID {
+			t.Fatalf("approve %v: answer = %v; want the call, naming its approval, then the text", approve, got)
+		}
+		text, _ := wiresJSONAt(got, "output.1.content.0.text").(string)
+		if approve && (wiresJSONAt(got, "output.0.output") != `{"refunded":"o1"}` || text != `tool refund said: {"refunded":"o1"}`) {
+			t.Errorf("approved: %v", got)
+		}
+		if !approve && (wiresJSONAt(got, "output.0.status") != "failed" || !strings.Contains(text, "refused") || !strings.Contains(text, "not today")) {
+			t.Errorf("refused: %v", got)
+		}
+	}
+
+	// x-svc-session: one session whatever the response ids.
+	session := map[string]string{"Authorization": "Bearer a", wireHeaderSession: "s1"}
+	responsesCreate(t, env, session, responsesBody("one", nil))
+	responsesCreate(t, env, session, responsesBody("two", map[string]any{"previous_response_id": id1}))
+	if got := history(); got != "user:one|assistant:echo: one|user:two" {
+		t.Errorf("x-svc-session turn sent %q", got)
+	}
+
+	runs, _ := env.rt.engine.list()
+	conv := "responses_" + strings.Split(id1, "_")[1]
+	grouped, named := 0, false
+	for _, run := range runs {
+		if run.Wire != wireOpenAIResponses || run.Trigger != triggerAgent {
+			t.Errorf("run %+v; want wire %s", run, wireOpenAIResponses)
+		}
+		if run.ConversationID == conv {
+			grouped++
+		}
+		named = named || run.SessionID == id1
+	}
+	if grouped != 4 || !named { // the first response, the second, the branch, the referencing turn
+		t.Errorf("runs of the first chain = %d (a run with session %s: %v); want its 4 turns grouped under %s", grouped, id1, named, conv)
+	}
+}
