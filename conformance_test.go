@@ -17,7 +17,7 @@ import (
 
 // Bounds of the conformance suites, which run real clients in child processes.
 const (
-	// conformanceInstallTimeout bounds `npm ci` in conformance/.
+	// conformanceInstallTimeout bounds one `npm ci` (conformance/, testdata/npmproject).
 	conformanceInstallTimeout = 5 * time.Minute
 	// conformanceRunTimeout bounds one `node --test` script.
 	conformanceRunTimeout = 3 * time.Minute
@@ -25,38 +25,48 @@ const (
 	conformanceCLITimeout = time.Minute
 )
 
-// conformanceInstall installs conformance/node_modules at most once per test binary.
-var conformanceInstall struct {
+// npmInstalls holds, per directory, the outcome of installing its
+// node_modules: at most one `npm ci` per directory and test binary.
+var npmInstalls sync.Map // dir → *npmInstall
+
+// npmInstall is one directory's install: done once, its error kept.
+type npmInstall struct {
 	once sync.Once
 	err  error
 }
 
-// conformanceEnsureModules runs `npm ci` in conformance/ when node_modules is missing or older
-// than package-lock.json, once per test binary.
-func conformanceEnsureModules(t *testing.T) {
+// npmEnsureModules runs `npm ci` in dir (relative to the repository root)
+// when its node_modules is missing or older than its package-lock.json,
+// once per test binary, so `go test ./...` works on a fresh clone.
+func npmEnsureModules(t testing.TB, dir string) {
 	t.Helper()
-	conformanceInstall.once.Do(func() {
-		lock, err := os.Stat(filepath.Join("conformance", "package-lock.json"))
+	v, _ := npmInstalls.LoadOrStore(dir, &npmInstall{})
+	in := v.(*npmInstall)
+	in.once.Do(func() {
+		lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
 		if err != nil {
-			conformanceInstall.err = err
+			in.err = err
 			return
 		}
-		installed, err := os.Stat(filepath.Join("conformance", "node_modules", ".package-lock.json"))
+		installed, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
 		if err == nil && !installed.ModTime().Before(lock.ModTime()) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), conformanceInstallTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = "conformance"
+		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			conformanceInstall.err = errors.New("npm ci in conformance/: " + err.Error() + "\n" + string(out))
+			in.err = errors.New("npm ci in " + dir + ": " + err.Error() + "\n" + string(out))
 		}
 	})
-	if conformanceInstall.err != nil {
-		t.Fatalf("conformance: install node modules: %v", conformanceInstall.err)
+	if in.err != nil {
+		t.Fatalf("install node modules: %v", in.err)
 	}
 }
+
+// conformanceEnsureModules installs conformance/node_modules (npmEnsureModules).
+func conformanceEnsureModules(t testing.TB) { npmEnsureModules(t, "conformance") }
 
 // runConformance runs `node --test script` (script relative to the repository root) with env
 // added to the environment, after making sure conformance/node_modules is installed. The test

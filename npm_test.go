@@ -9,7 +9,7 @@ import (
 )
 
 // npmProjectDir is the committed test project whose node_modules `npm ci`
-// installs (.ci/run does): exact versions of zod and openai.
+// installs on first use (npmEnsureModules): exact versions of zod and openai.
 const npmProjectDir = "testdata/npmproject"
 
 // npmTestProject scaffolds a project with files, npmProjectDir's package
@@ -20,9 +20,7 @@ func npmTestProject(t testing.TB, files map[string]string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(modules, ".package-lock.json")); err != nil {
-		t.Fatalf("%s/node_modules is not installed: run `npm ci` in %s (CI's .ci/run does): %v", npmProjectDir, npmProjectDir, err)
-	}
+	npmEnsureModules(t, npmProjectDir)
 	dir := projectDir(t)
 	for _, f := range []string{"package.json", "package-lock.json"} {
 		b, err := os.ReadFile(filepath.Join(npmProjectDir, f))
