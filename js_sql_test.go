@@ -436,3 +436,33 @@ export default async function ledger(input: { note: string; direct?: boolean }) 
 		t.Errorf("sql in the workflow function = %s %+v; want failed with the step guidance", r.Status, r.Error)
 	}
 }
+
+// TestSQLAgentTool runs an agent tool that queries through sql, called by
+// the scripted model.
+func TestSQLAgentTool(t *testing.T) {
+	e := newSQLTestEnv(t)
+	e.exec(t, `create table orders (id text primary key, total numeric)`)
+	e.exec(t, `insert into orders values ('o1', 12.50)`)
+	cat := agentTestCompile(t, `import { defineAgent, tool, sql } from "svc";
+export default defineAgent({
+  model: "default-model",
+  tools: {
+    lookup: tool({
+      description: "Look an order up",
+      parameters: { type: "object", properties: { id: { type: "string" } }, required: ["id"] },
+      execute: async ({ id }: { id: string }) => (await sql<{ total: string }>`+"`"+`select total from orders where id = ${id}`+"`"+`)[0],
+    }),
+  },
+});
+`)
+	ag := cat.Agents["helper"]
+	if ag == nil {
+		t.Fatalf("agent not compiled: %v", cat.Failed)
+	}
+	h := agentTestHost(&agentScript{})
+	h.platform = e.runner.platform
+	res, _ := agentTestTurn(t, h, ag, &wireRequest{Agent: "helper", Messages: []chatMessage{{Role: "user", Content: `call lookup {"id":"o1"}`}}})
+	if got := agentToolResults(res); len(got) != 1 || got[0].Content != `{"total":"12.50"}` || got[0].IsError {
+		t.Errorf("tool results = %+v; want the order's exact total", got)
+	}
+}
