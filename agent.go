@@ -210,6 +210,8 @@ func (h *agentHost) executeTool(ctx context.Context, ag *agentDef, t *agentTool,
 		case ag.Spec.vms <- av:
 		default:
 		}
+	} else {
+		h.platform.abandon(av.loop)
 	}
 	return out, err
 }

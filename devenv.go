@@ -330,6 +330,10 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { rt.db.Close(); return nil })
 	rt.platform = newJSPlatform()
+	if rt.platform.sql, err = newSQLHost(rt.pg.URL); err != nil {
+		return nil, err
+	}
+	rt.closers = append(rt.closers, func(context.Context) error { rt.platform.sql.close(); return nil })
 
 	// The durable journal (the key-value store the workflow engine replays
 	// from); ended runs move to the run history in PostgreSQL.

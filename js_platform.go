@@ -14,6 +14,7 @@ import (
 // project data), which is what tests of the engine alone use.
 type jsPlatform struct {
 	fetch *http.Client // fetch() of steps and tools
+	sql   *sqlHost     // sql of steps and tools (js_sql.go); nil: no database, sql throws saying so
 }
 
 // defaultFetchTimeout bounds one fetch() of user code, headers and body.
@@ -32,9 +33,21 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 		p = newJSPlatform()
 	}
 	installTimersAndFetch(l, p.fetch)
+	p.installSQL(l, ambient)
 }
 
 // installWorkflow gives a workflow VM the deterministic part of the
 // platform, and in place of I/O members of the ambient module, functions
 // that throw saying to use a step (workflow code is replayed: DESIGN §3).
-func (p *jsPlatform) installWorkflow(vm *goja.Runtime, ambient *goja.Object) {}
+func (p *jsPlatform) installWorkflow(vm *goja.Runtime, ambient *goja.Object) {
+	ambient.Set("sql", sqlUnavailable(vm, sqlInWorkflow))
+}
+
+// abandon tells the platform that the VM of l will not run again although
+// it has work outstanding (an attempt that timed out or was cancelled):
+// its open transactions roll back and its queries are cancelled.
+func (p *jsPlatform) abandon(l *jsLoop) {
+	if p != nil && p.sql != nil {
+		p.sql.abandon(l)
+	}
+}

@@ -134,6 +134,7 @@ func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name 
 	}
 	if timedOut.Load() || errors.Is(err, context.DeadlineExceeded) {
 		// The VM may have been interrupted mid-code: it is not reused.
+		s.platform.abandon(sv.loop)
 		return nil, fmt.Errorf("step %s timed out after %v (set workflows.%s.stepTimeout in svc.config.ts to change it)", name, def.StepTimeout, def.Name)
 	}
 	if errors.Is(err, errLoopIdle) {
@@ -149,6 +150,8 @@ func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name 
 		case def.stepVMs <- sv:
 		default:
 		}
+	} else {
+		s.platform.abandon(sv.loop)
 	}
 	return out, err
 }
