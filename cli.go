@@ -196,6 +196,10 @@ func verbs() []*verb {
 		{name: "workflows", summary: "list workflows, read schemas, start runs", subverbs: workflowVerbs()},
 		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
 		{name: "link", summary: "register a deployed container with a control plane", newFlags: newLinkFlags, run: runLink},
+		{name: "login", summary: "sign in to a control plane (device code, or --token for CI)", newFlags: newLoginFlags, run: runLogin},
+		{name: "logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},
+		{name: "whoami", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
+		{name: "control-plane", summary: "serve a control plane: organizations, agents, deployments, sign-in, identity (DATABASE_URL)", newFlags: newCPFlags, run: cpRun},
 		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
 		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}

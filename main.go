@@ -13,6 +13,8 @@
 //	workflows list|schema|start list workflows, read their schemas, start runs
 //	runs list|get|cancel       inspect and cancel workflow runs
 //	link                       register a deployed container with a control plane
+//	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
+//	control-plane              serve a control plane (database from DATABASE_URL)
 //	env                        print the local credentials of the running svc dev: eval "$(svc env)"
 //	version                    print the version, commit and Go version (also svc --version)
 //
