@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,5 +382,85 @@ func TestCPMasterKey(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "control-plane.key"), 0o644)
 	if _, err := cpMasterKey("", "", dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("a world-readable key file = %v; want a refusal", err)
+	}
+}
+
+// TestCPDevicePage approves a device sign-in the browser way: the one-time
+// code on the page sets the console cookie, whose approval must come from
+// the control plane's own origin; the poll then yields a credential once.
+// Routes other than sign-in and the JWKS refuse a request without a
+// credential with the JSON error shape.
+func TestCPDevicePage(t *testing.T) {
+	ctx := context.Background()
+	key, _ := secretNewAEAD(make([]byte, 32))
+	store, err := openCPStore(ctx, testPostgresURL(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.close()
+	code, err := store.bootstrap(ctx, "acme")
+	if err != nil || code == "" {
+		t.Fatalf("bootstrap = %q, %v", code, err)
+	}
+	if again, _ := store.bootstrap(ctx, "acme"); again != "" {
+		t.Fatalf("a second bootstrap minted another code")
+	}
+	keys, _ := store.identityKeys(ctx)
+	issuer, _ := newIdentIssuer("http://cp.test", keys)
+	s, err := newCPServer(store, issuer, "http://cp.test", discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, target, body string, hdr ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "http://cp.test"+target, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		return w
+	}
+	for _, p := range []string{"/api/whoami", "/api/orgs/acme/agents"} {
+		if w := do("GET", p, ""); w.Code != 401 || !strings.Contains(w.Body.String(), `"code":"auth"`) {
+			t.Errorf("GET %s without a credential = %d %s; want 401 auth", p, w.Code, w.Body)
+		}
+	}
+	if w := do("GET", identJWKS, ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"kty":"OKP"`) {
+		t.Errorf("GET %s = %d %s", identJWKS, w.Code, w.Body)
+	}
+	var start cpDeviceStart
+	json.Unmarshal(do("POST", "/api/login/device", "").Body.Bytes(), &start)
+	if page := do("GET", "/device?code="+start.UserCode, ""); page.Code != 200 || !strings.Contains(page.Body.String(), start.UserCode) {
+		t.Fatalf("device page = %d", page.Code)
+	}
+	form := "application/x-www-form-urlencoded"
+	signIn := do("POST", "/device/sign-in", "sign_in_code="+code+"&user_code="+start.UserCode, "Content-Type", form, "Origin", "http://cp.test")
+	cookies := signIn.Result().Cookies()
+	if signIn.Code != http.StatusSeeOther || len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("sign-in on the page = %d %v", signIn.Code, cookies)
+	}
+	cookie := cpCookie + "=" + cookies[0].Value
+	approve := "user_code=" + strings.ToLower(start.UserCode)
+	if w := do("POST", "/device/approve", approve, "Content-Type", form, "Cookie", cookie, "Origin", "https://evil.example"); w.Code != 403 {
+		t.Fatalf("approval from another origin = %d; want 403", w.Code)
+	}
+	poll := `{"device_code":"` + start.DeviceCode + `"}`
+	if w := do("POST", "/api/login/device/token", poll); w.Code != 400 || !strings.Contains(w.Body.String(), "authorization_pending") {
+		t.Fatalf("poll before approval = %d %s", w.Code, w.Body)
+	}
+	if w := do("POST", "/device/approve", approve, "Content-Type", form, "Cookie", cookie, "Origin", "http://cp.test"); w.Code != 200 || !strings.Contains(w.Body.String(), "Approved") {
+		t.Fatalf("approval on the page = %d %s", w.Code, w.Body)
+	}
+	store.db.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = NULL`) // no slow_down
+	var got cpSignedIn
+	if w := do("POST", "/api/login/device/token", poll); w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &got) != nil || got.Credential == "" {
+		t.Fatalf("poll after approval = %d %s", w.Code, w.Body)
+	}
+	if w := do("GET", "/api/whoami", "", "Authorization", "Bearer "+got.Credential); w.Code != 200 || !strings.Contains(w.Body.String(), `"slug":"acme"`) {
+		t.Fatalf("whoami with the device credential = %d %s", w.Code, w.Body)
+	}
+	store.db.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = NULL`)
+	if w := do("POST", "/api/login/device/token", poll); !strings.Contains(w.Body.String(), "expired_token") {
+		t.Fatalf("second poll after approval = %d %s; want expired_token (a credential is handed out once)", w.Code, w.Body)
 	}
 }
