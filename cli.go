@@ -196,6 +196,10 @@ func verbs() []*verb {
 		{name: "workflows", summary: "list workflows, read schemas, start runs", subverbs: workflowVerbs()},
 		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
 		{name: "link", summary: "register a deployed container with a control plane", newFlags: newLinkFlags, run: runLink},
+		{name: "login", summary: "sign in to a control plane (device code, or --token for CI)", newFlags: newLoginFlags, run: runLogin},
+		{name: "logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},
+		{name: "whoami", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
+		{name: "control-plane", summary: "serve a control plane: organizations, agents, deployments, sign-in, identity (DATABASE_URL)", newFlags: newCPFlags, run: cpRun},
 		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
 		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}
@@ -329,6 +333,8 @@ environment:
   SVC_ALLOWED_HOSTS    more Host names the API answers (comma-separated; loopback names always)
   SVC_ALLOWED_ORIGINS  more browser origins that may call the API (comma-separated)
   SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
+  SVC_CONTROL_PLANE_URL the control plane svc login and the verbs that need one use; XDG_CONFIG_HOME holds svc/credentials.json
+  DATABASE_URL, SVC_MASTER_KEY  svc control-plane's database and the 32-byte key (hex or base64) sealing its secrets
 `
 
 // printUsage writes the help of a verb: its synopsis, sub-verbs or flags,

@@ -13,6 +13,8 @@
 //	workflows list|schema|start list workflows, read their schemas, start runs
 //	runs list|get|cancel       inspect and cancel workflow runs
 //	link                       register a deployed container with a control plane
+//	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
+//	control-plane              serve a control plane (database from DATABASE_URL)
 //	env                        print the local credentials of the running svc dev: eval "$(svc env)"
 //	version                    print the version, commit and Go version (also svc --version)
 //
@@ -31,6 +33,8 @@
 //
 //	SVC_DEV_PORT_OFFSET  added to every dev port (API 4242, PostgreSQL 4243, object storage 4244)
 //	SVC_DATABASE_URL     use this PostgreSQL instead of starting one
+//	SVC_CONTROL_PLANE_URL the control plane of svc login, whoami and the verbs that need one (credentials: $XDG_CONFIG_HOME/svc/credentials.json)
+//	DATABASE_URL         svc control-plane's PostgreSQL; SVC_MASTER_KEY its 32-byte secrets key (hex or base64; else a 0600 key file)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
 //	                     model provider resolution (see the README's boot gate section)

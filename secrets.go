@@ -27,34 +27,73 @@ type secretStore struct {
 
 // openSecretStore loads (or mints) the key at keyPath and returns the store.
 func openSecretStore(db *pgxpool.Pool, keyPath string) (*secretStore, error) {
-	key, err := os.ReadFile(keyPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		key = make([]byte, 32)
-		rand.Read(key)
-		err = writeFileAtomic(keyPath, key, privateFileMode)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("secret key %s: %w", keyPath, err)
-	}
-	if len(key) != 32 {
-		return nil, fmt.Errorf("secret key %s: want 32 bytes, have %d", keyPath, len(key))
-	}
-	block, err := aes.NewCipher(key)
+	key, err := secretLoadKey(keyPath)
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
+	aead, err := secretNewAEAD(key)
 	if err != nil {
 		return nil, err
 	}
 	return &secretStore{db: db, aead: aead}, nil
 }
 
+// secretLoadKey reads the 32-byte key file at path, minting it (random,
+// privateFileMode) when it does not exist.
+func secretLoadKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key = make([]byte, 32)
+		rand.Read(key)
+		err = writeFileAtomic(path, key, privateFileMode)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("secret key %s: %w", path, err)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("secret key %s: want 32 bytes, have %d", path, len(key))
+	}
+	return key, nil
+}
+
+// secretNewAEAD returns AES-256-GCM under the 32-byte key.
+func secretNewAEAD(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
+	return cipher.NewGCM(block)
+}
+
+// secretSeal encrypts value under aead, bound to aad (the name it is
+// stored under, so a sealed value cannot be moved to another name): a
+// random nonce followed by the ciphertext.
+func secretSeal(aead cipher.AEAD, value, aad []byte) []byte {
+	nonce := make([]byte, aead.NonceSize())
+	rand.Read(nonce)
+	return aead.Seal(nonce, nonce, value, aad)
+}
+
+// errSecretUndecryptable reports a sealed value the key cannot open: the
+// key changed, the value was moved, or it was tampered with.
+var errSecretUndecryptable = errors.New("cannot decrypt")
+
+// secretOpen decrypts what secretSeal returned for the same aad.
+func secretOpen(aead cipher.AEAD, sealed, aad []byte) ([]byte, error) {
+	n := aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errSecretUndecryptable
+	}
+	value, err := aead.Open(nil, sealed[:n], sealed[n:], aad)
+	if err != nil {
+		return nil, errSecretUndecryptable
+	}
+	return value, nil
+}
+
 // put stores value under name, replacing any earlier value.
 func (s *secretStore) put(ctx context.Context, name string, value []byte) error {
-	nonce := make([]byte, s.aead.NonceSize())
-	rand.Read(nonce)
-	sealed := s.aead.Seal(nonce, nonce, value, []byte(name))
+	sealed := secretSeal(s.aead, value, []byte(name))
 	_, err := s.db.Exec(ctx, `insert into svc.secrets(name, value, updated_at) values($1, $2, now())
 		on conflict (name) do update set value = excluded.value, updated_at = now()`, name, sealed)
 	if err != nil {
@@ -73,11 +112,7 @@ func (s *secretStore) get(ctx context.Context, name string) (value []byte, ok bo
 	if err != nil {
 		return nil, false, fmt.Errorf("read secret %q: %w", name, err)
 	}
-	n := s.aead.NonceSize()
-	if len(sealed) < n {
-		return nil, false, fmt.Errorf("read secret %q: truncated", name)
-	}
-	value, err = s.aead.Open(nil, sealed[:n], sealed[n:], []byte(name))
+	value, err = secretOpen(s.aead, sealed, []byte(name))
 	if err != nil {
 		return nil, false, fmt.Errorf("read secret %q: cannot decrypt (was .svc/master.key replaced?)", name)
 	}

@@ -1,0 +1,555 @@
+package main
+
+// `svc control-plane` (DESIGN §7): organizations, users, agents,
+// installations, deployments, API keys, device-code sign-in, identity
+// tokens and their JWKS, as a JSON API on PostgreSQL. Errors are
+// {"error":{"code","message"}}. Every route but the sign-in ones, the
+// device page and the JWKS needs a user credential: "Authorization: Bearer
+// <credential>", or the console cookie on the device page.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Names of the control plane.
+const (
+	// cpDefaultAddr is where svc control-plane listens by default.
+	cpDefaultAddr = "127.0.0.1:4300"
+	// cpCookie is the console's session cookie: a "console" credential.
+	cpCookie = "svc_cp_session"
+)
+
+// cpCaller is the signed-in user of a request and the credential used.
+type cpCaller struct {
+	user   cpUser
+	credID string
+}
+
+// cpCallerKey is the context key of the request's *cpCaller.
+type cpCallerKey struct{}
+
+// cpRoute is one route of the control plane; public routes need no
+// credential.
+type cpRoute struct {
+	method, path string
+	public       bool
+	handler      http.HandlerFunc
+}
+
+// cpServer is the control plane's HTTP surface: its mux, the credential
+// check in front of it (one middleware) and the body pacing of the guard.
+type cpServer struct {
+	store  *cpStore
+	issuer *identIssuer
+	url    string // public base URL: the tokens' iss and the device page's address
+	log    *slog.Logger
+	now    func() time.Time
+
+	mux    *http.ServeMux
+	public map[string]bool // patterns of the public routes
+	guard  *httpGuard
+}
+
+// newCPServer builds the server over store, issuing tokens as the control
+// plane at baseURL; all are required.
+func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.Logger) (*cpServer, error) {
+	if store == nil || issuer == nil || baseURL == "" || log == nil {
+		return nil, errors.New("new control plane server: want a store, an issuer, a URL and a logger")
+	}
+	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}}
+	for _, r := range s.routes() {
+		pattern := r.method + " " + r.path
+		s.mux.HandleFunc(pattern, r.handler)
+		s.public[pattern] = r.public
+	}
+	var err error
+	s.guard, err = newHTTPGuard(http.HandlerFunc(s.authenticate), httpGuardConfig{})
+	return s, err
+}
+
+// routes is the one route table of the control plane.
+func (s *cpServer) routes() []cpRoute {
+	return []cpRoute{
+		{"GET", identJWKS, true, s.handleJWKS},
+		{"POST", "/api/login/device", true, s.handleDeviceStart},
+		{"POST", "/api/login/device/token", true, s.handleDevicePoll},
+		{"POST", "/api/login/code", true, s.handleSignInCode},
+		{"GET", "/device", true, s.handleDevicePage},
+		{"POST", "/device/sign-in", true, s.handleDevicePageSignIn},
+		{"POST", "/device/approve", false, s.handleDevicePageApprove},
+		{"POST", "/api/login/device/approve", false, s.handleDeviceApprove},
+		{"POST", "/api/logout", false, s.handleLogout},
+		{"GET", "/api/whoami", false, s.handleWhoami},
+		{"GET", "/api/orgs/{org}/agents", false, s.handleListAgents},
+		{"POST", "/api/orgs/{org}/agents", false, s.handleCreateAgent},
+		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", false, s.handleLocalDevInstallation},
+		{"PUT", "/api/orgs/{org}/agents/{agent}/deployment", false, s.handleRecordDeployment},
+		{"POST", "/api/installations/{id}/resolve", false, s.handleResolve},
+		{"GET", "/api/orgs/{org}/api-keys", false, s.handleListAPIKeys},
+		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},
+	}
+}
+
+// ServeHTTP serves a request: body pacing, then authenticate, then the mux.
+func (s *cpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard.ServeHTTP(w, r) }
+
+// authenticate is the one credential check: a public route passes; any
+// other needs a live credential (bearer, or the console cookie, whose
+// state-changing requests must come from the control plane's own origin),
+// and runs with its *cpCaller in the context.
+func (s *cpServer) authenticate(w http.ResponseWriter, r *http.Request) {
+	_, pattern := s.mux.Handler(r)
+	if pattern == "" || s.public[pattern] {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	tok := identBearer(r)
+	if tok == "" {
+		if c, err := r.Cookie(cpCookie); err == nil {
+			tok = c.Value
+			if httpGuardStateChanging(r.Method) && r.Header.Get("Origin") != s.origin() {
+				cpError(w, http.StatusForbidden, "forbidden", "a console request must come from "+s.origin())
+				return
+			}
+		}
+	}
+	if tok == "" {
+		cpError(w, http.StatusUnauthorized, codeAuth, "sign in first: svc login --control-plane "+s.url)
+		return
+	}
+	u, cred, err := s.store.userByCredential(r.Context(), tok)
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusUnauthorized, codeAuth, "the credential is unknown or revoked: svc login again")
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), cpCallerKey{}, &cpCaller{user: u, credID: cred})))
+}
+
+// origin is scheme://host[:port] of the control plane's URL.
+func (s *cpServer) origin() string {
+	u, err := url.Parse(s.url)
+	if err != nil {
+		return s.url
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// caller is the signed-in user of an authenticated route.
+func caller(r *http.Request) *cpCaller { return r.Context().Value(cpCallerKey{}).(*cpCaller) }
+
+// cpError answers {"error":{"code","message"}} with status.
+func cpError(w http.ResponseWriter, status int, code, message string) {
+	writeAPIError(w, status, apiError{Code: code, Message: message})
+}
+
+// internal logs err with the request and answers 500 without its detail.
+func (s *cpServer) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("control plane request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	cpError(w, http.StatusInternalServerError, "internal", "internal error; the control plane log has the detail")
+}
+
+// cpDecode reads r's JSON body (at most maxRequestBody) into v, refusing
+// unknown fields; on failure it answers 400 and returns false.
+func cpDecode(w http.ResponseWriter, r *http.Request, v any) bool {
+	b, err := readBody(r)
+	if err == nil {
+		d := json.NewDecoder(strings.NewReader(string(b)))
+		d.DisallowUnknownFields()
+		err = d.Decode(v)
+	}
+	if err != nil {
+		cpError(w, http.StatusBadRequest, "invalid", "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// org resolves the {org} path value for the caller; on failure it answers
+// and returns false.
+func (s *cpServer) org(w http.ResponseWriter, r *http.Request) (cpOrg, bool) {
+	o, err := s.store.userOrg(r.Context(), caller(r).user.ID, r.PathValue("org"))
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no organization %q of yours", r.PathValue("org")))
+		return o, false
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return o, false
+	}
+	return o, true
+}
+
+// orgAgent resolves the {org} and {agent} path values; on failure it
+// answers and returns false.
+func (s *cpServer) orgAgent(w http.ResponseWriter, r *http.Request) (cpOrg, cpAgent, bool) {
+	o, ok := s.org(w, r)
+	if !ok {
+		return o, cpAgent{}, false
+	}
+	a, err := s.store.agent(r.Context(), o.ID, r.PathValue("agent"))
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no agent %q in organization %s", r.PathValue("agent"), o.Slug))
+		return o, a, false
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return o, a, false
+	}
+	return o, a, true
+}
+
+// handleJWKS serves the identity-token public keys.
+func (s *cpServer) handleJWKS(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSON(w, http.StatusOK, s.issuer.keySet())
+}
+
+// cpWhoami is the payload of GET /api/whoami.
+type cpWhoami struct {
+	User          cpUser  `json:"user"`
+	Organizations []cpOrg `json:"organizations"`
+}
+
+// handleWhoami answers the caller and their organizations.
+func (s *cpServer) handleWhoami(w http.ResponseWriter, r *http.Request) {
+	c := caller(r)
+	orgs, err := s.store.userOrgs(r.Context(), c.user.ID)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cpWhoami{User: c.user, Organizations: orgs})
+}
+
+// handleLogout revokes the credential the request carried.
+func (s *cpServer) handleLogout(w http.ResponseWriter, r *http.Request) {
+	if err := s.store.revokeCredential(r.Context(), caller(r).credID); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
+}
+
+// handleListAgents lists the organization's agents.
+func (s *cpServer) handleListAgents(w http.ResponseWriter, r *http.Request) {
+	o, ok := s.org(w, r)
+	if !ok {
+		return
+	}
+	agents, err := s.store.listAgents(r.Context(), o.ID)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": agents})
+}
+
+// handleCreateAgent creates an agent {slug, name}; 409 when the slug is taken.
+func (s *cpServer) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
+	o, ok := s.org(w, r)
+	if !ok {
+		return
+	}
+	var in struct{ Slug, Name string }
+	if !cpDecode(w, r, &in) {
+		return
+	}
+	if !cpSlugPattern.MatchString(in.Slug) {
+		cpError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("slug %q: want lowercase letters, digits and dashes, at most 63, starting with a letter or digit", in.Slug))
+		return
+	}
+	if in.Name = strings.TrimSpace(in.Name); in.Name == "" || len(in.Name) > 200 {
+		in.Name = in.Slug
+	}
+	a, err := s.store.createAgent(r.Context(), o.ID, in.Slug, in.Name)
+	if errors.Is(err, errCPConflict) {
+		cpError(w, http.StatusConflict, "conflict", fmt.Sprintf("organization %s already has an agent %q", o.Slug, in.Slug))
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, a)
+}
+
+// handleLocalDevInstallation answers the caller's local-dev installation
+// of the agent (SPEC §2), creating it the first time.
+func (s *cpServer) handleLocalDevInstallation(w http.ResponseWriter, r *http.Request) {
+	o, a, ok := s.orgAgent(w, r)
+	if !ok {
+		return
+	}
+	in, err := s.store.installationOf(r.Context(), o, a.ID, "local_dev", caller(r).user.ID)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+// cpDeploymentRecord is the payload of PUT …/deployment: the deployment
+// and the installation its box is taught.
+type cpDeploymentRecord struct {
+	Agent        cpAgent        `json:"agent"`
+	Deployment   cpDeployment   `json:"deployment"`
+	Installation cpInstallation `json:"installation"`
+}
+
+// handleRecordDeployment records the agent's deployment {url, image_tag,
+// secret} (for svc link, once the box proved the secret and was taught);
+// re-recording updates it. The secret is sealed and never answered.
+func (s *cpServer) handleRecordDeployment(w http.ResponseWriter, r *http.Request) {
+	o, a, ok := s.orgAgent(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		URL      string `json:"url"`
+		ImageTag string `json:"image_tag"`
+		Secret   string `json:"secret"`
+	}
+	if !cpDecode(w, r, &in) {
+		return
+	}
+	u, err := url.Parse(in.URL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		cpError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("url %q: want an absolute http or https URL", in.URL))
+		return
+	case in.ImageTag == "" || len(in.ImageTag) > 256:
+		cpError(w, http.StatusBadRequest, "invalid", "image_tag: want a semver or digest, at most 256 bytes")
+		return
+	case len(in.Secret) < signMinSecret || len(in.Secret) > 1024:
+		cpError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("secret: want %d to 1024 bytes", signMinSecret))
+		return
+	}
+	d, inst, err := s.store.recordDeployment(r.Context(), o, a.ID, strings.TrimSuffix(in.URL, "/"), in.ImageTag, []byte(in.Secret))
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cpDeploymentRecord{Agent: a, Deployment: d, Installation: inst})
+}
+
+// cpTarget is the payload of POST /api/installations/{id}/resolve: where
+// the installation's agent is deployed and an identity token for its box.
+type cpTarget struct {
+	Installation  cpInstallation `json:"installation"`
+	Deployment    cpDeployment   `json:"deployment"`
+	IdentityToken string         `json:"identity_token"`
+	ExpiresAt     time.Time      `json:"expires_at"`
+}
+
+// handleResolve resolves an installation (local-dev or deployment) to its
+// agent's deployment and mints the caller an identity token for the box:
+// aud is the deployment's installation, the one the box was taught. 404
+// no_deployment when the agent has none registered.
+func (s *cpServer) handleResolve(w http.ResponseWriter, r *http.Request) {
+	c := caller(r)
+	in, err := s.store.installation(r.Context(), c.user.ID, r.PathValue("id"))
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no installation %q in your organizations", r.PathValue("id")))
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	d, err := s.store.deploymentOf(r.Context(), in.AgentID)
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusNotFound, "no_deployment", fmt.Sprintf("installation %s has no registered deployment: run svc link", in.ID))
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	box, err := s.store.installationOf(r.Context(), cpOrg{ID: in.OrganizationID, Slug: in.OrganizationSlug}, in.AgentID, "deployment", "")
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	tok, claims := s.issuer.issue(c.user.ID, in.OrganizationID, box.ID, s.now())
+	writeJSON(w, http.StatusOK, cpTarget{Installation: box, Deployment: d, IdentityToken: tok, ExpiresAt: time.Unix(claims.Exp, 0).UTC()})
+}
+
+// handleListAPIKeys lists the organization's API keys, never the keys.
+func (s *cpServer) handleListAPIKeys(w http.ResponseWriter, r *http.Request) {
+	o, ok := s.org(w, r)
+	if !ok {
+		return
+	}
+	keys, err := s.store.listAPIKeys(r.Context(), o.ID)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"api_keys": keys})
+}
+
+// handleCreateAPIKey mints an API key {name}: the answer is the only time
+// the key is shown.
+func (s *cpServer) handleCreateAPIKey(w http.ResponseWriter, r *http.Request) {
+	o, ok := s.org(w, r)
+	if !ok {
+		return
+	}
+	var in struct{ Name string }
+	if !cpDecode(w, r, &in) {
+		return
+	}
+	if in.Name = strings.TrimSpace(in.Name); in.Name == "" || len(in.Name) > 200 {
+		cpError(w, http.StatusBadRequest, "invalid", "name: want 1 to 200 bytes")
+		return
+	}
+	key, rec, err := s.store.createAPIKey(r.Context(), o.ID, caller(r).user.ID, in.Name)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		cpAPIKey
+		Key string `json:"key"`
+	}{rec, key})
+}
+
+// newCPFlags defines the flags of `svc control-plane`.
+func newCPFlags() *flag.FlagSet {
+	fs := flag.NewFlagSet("control-plane", flag.ContinueOnError)
+	fs.String("addr", cpDefaultAddr, "host:port to listen on")
+	fs.String("url", "", "public URL of this control plane: the identity tokens' issuer and the sign-in page's address (default http://<addr>)")
+	fs.String("key-file", "", "the 32-byte master key sealing secrets at rest, minted 0600 when absent; unused when SVC_MASTER_KEY is set (default $XDG_CONFIG_HOME/svc/control-plane.key)")
+	fs.String("org", "default", "slug of the organization the first boot creates for the admin")
+	return fs
+}
+
+// cpReady is the payload `svc control-plane --json` prints once it serves.
+type cpReady struct {
+	SchemaVersion int    `json:"schema_version"`
+	URL           string `json:"url"`
+	JWKSURL       string `json:"jwks_url"`
+}
+
+// cpRun is `svc control-plane`: migrate DATABASE_URL, create the admin on
+// first boot (printing the one-time sign-in code at WARN, that boot only),
+// serve until interrupted.
+func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	if fs.NArg() != 0 {
+		return fmt.Errorf("control-plane takes no arguments: %w", errUsage)
+	}
+	dbURL := c.getenv("DATABASE_URL")
+	if dbURL == "" {
+		return failf(codeGeneric, "set DATABASE_URL to a PostgreSQL database the control plane owns", "svc control-plane: DATABASE_URL is not set")
+	}
+	orgSlug := fs.Lookup("org").Value.String()
+	if !cpSlugPattern.MatchString(orgSlug) {
+		return failf(codeGeneric, "use lowercase letters, digits and dashes", "svc control-plane: --org %q is not a slug", orgSlug)
+	}
+	key, err := cpMasterKey(c.getenv("SVC_MASTER_KEY"), fs.Lookup("key-file").Value.String(), cliConfigDir(c.getenv))
+	if err != nil {
+		return failf(codeGeneric, "set SVC_MASTER_KEY to 32 bytes (64 hex digits or base64), or point --key-file at a 0600 file", "svc control-plane: %v", err)
+	}
+	aead, err := secretNewAEAD(key)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", fs.Lookup("addr").Value.String())
+	if err != nil {
+		return failf(codeGeneric, "pick another --addr", "svc control-plane: %v", err)
+	}
+	defer ln.Close()
+	base := fs.Lookup("url").Value.String()
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	}
+	level := slog.LevelInfo
+	if c.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	store, err := openCPStore(ctx, dbURL, aead)
+	if err != nil {
+		return err
+	}
+	defer store.close()
+	code, err := store.bootstrap(ctx, orgSlug)
+	if err != nil {
+		return err
+	}
+	if code != "" {
+		log.Warn("first boot: created the admin and organization "+orgSlug+"; this one-time sign-in code is shown only now",
+			"sign_in_code", code, "use", "svc login --control-plane "+base+", then enter the code on the sign-in page")
+	}
+	keys, err := store.identityKeys(ctx)
+	if err != nil {
+		return err
+	}
+	issuer, err := newIdentIssuer(base, keys)
+	if err != nil {
+		return err
+	}
+	s, err := newCPServer(store, issuer, base, log)
+	if err != nil {
+		return err
+	}
+	srv := newHTTPServer(s)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	log.Info("control plane serving", "url", base, "jwks", base+identJWKS)
+	c.emit(cpReady{SchemaVersion: 1, URL: base, JWKSURL: base + identJWKS}, func(w io.Writer) {
+		fmt.Fprintf(w, "control plane at %s (Ctrl-C stops it)\n", base)
+	})
+	select {
+	case err = <-done:
+		return fmt.Errorf("svc control-plane: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return fmt.Errorf("svc control-plane: shut down: %w", err)
+	}
+	return nil
+}
+
+// cpMasterKey returns the master key: env (SVC_MASTER_KEY: 64 hex digits
+// or base64 of 32 bytes) when set, else the key file (keyFile, or
+// control-plane.key under configDir), minted when absent and refused when
+// group or others may read it.
+func cpMasterKey(env, keyFile, configDir string) ([]byte, error) {
+	if env != "" {
+		for _, dec := range []func(string) ([]byte, error){hex.DecodeString, base64.StdEncoding.DecodeString, base64.RawURLEncoding.DecodeString} {
+			if k, err := dec(strings.TrimSpace(env)); err == nil && len(k) == 32 {
+				return k, nil
+			}
+		}
+		return nil, errors.New("SVC_MASTER_KEY is not 32 bytes of hex or base64")
+	}
+	if keyFile == "" {
+		keyFile = filepath.Join(configDir, "control-plane.key")
+	}
+	if fi, err := os.Stat(keyFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("key file %s is readable by others (mode %04o): chmod 600 it", keyFile, fi.Mode().Perm())
+	}
+	return secretLoadKey(keyFile)
+}

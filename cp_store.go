@@ -1,0 +1,568 @@
+package main
+
+// The control plane's store (DESIGN §7): PostgreSQL (DATABASE_URL) with
+// its own embedded migrations (cp_migrations/), tracked in the same
+// svc.svc_migrations table as the platform's under a "cp/" prefix.
+
+import (
+	"context"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// cpMigrationsFS holds the control plane's migrations; a package variable
+// because go:embed only fills those. Nothing writes it.
+//
+//go:embed cp_migrations/*.sql
+var cpMigrationsFS embed.FS
+
+// Values of the control plane's records.
+const (
+	// cpMigrationPrefix prefixes the tracked names of its migrations.
+	cpMigrationPrefix = "cp/"
+	// cpStatusRegistered is a deployment recorded by link and not called
+	// since; the proxy moves it to active, unreachable or rejected (see
+	// cp_migrations/0001_control_plane.sql).
+	cpStatusRegistered = "registered"
+	// cpDeviceTTL is how long a device code waits for approval.
+	cpDeviceTTL = 10 * time.Minute
+	// cpDeviceInterval is the least time, in seconds, between two polls.
+	cpDeviceInterval = 2
+	// cpUserCodeAlphabet has no vowels and no look-alikes (RFC 8628 §6.1).
+	cpUserCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
+)
+
+// Errors of the store that handlers turn into statuses.
+var (
+	errCPNotFound = errors.New("not found")
+	errCPConflict = errors.New("already exists")
+)
+
+// cpSlugPattern is what an organization or agent slug may be.
+var cpSlugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// cpStore is the control plane's database and the key its secrets are
+// sealed under.
+type cpStore struct {
+	db   *pgxpool.Pool
+	aead cipher.AEAD
+}
+
+// openCPStore applies the control plane's migrations to databaseURL and
+// returns the store sealing secrets with aead.
+func openCPStore(ctx context.Context, databaseURL string, aead cipher.AEAD) (*cpStore, error) {
+	if err := cpMigrate(ctx, databaseURL); err != nil {
+		return nil, err
+	}
+	db, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open control plane database: %w", err)
+	}
+	return &cpStore{db: db, aead: aead}, nil
+}
+
+// cpMigrate applies cp_migrations/*.sql once each, in order, with the
+// platform runner's lock, tracking table and per-file transaction.
+func cpMigrate(ctx context.Context, databaseURL string) error {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("control plane migrations: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx)) // also releases the advisory lock
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
+		return fmt.Errorf("control plane migrations: lock: %w", err)
+	}
+	if _, err := conn.Exec(ctx, migrateBootstrapSQL); err != nil {
+		return fmt.Errorf("control plane migrations: %w", err)
+	}
+	done, err := migrateApplied(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("control plane migrations: %w", err)
+	}
+	entries, err := fs.ReadDir(cpMigrationsFS, "cp_migrations")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		b, err := cpMigrationsFS.ReadFile(path.Join("cp_migrations", e.Name()))
+		if err != nil {
+			return err
+		}
+		f := migrateNewFile(cpMigrationPrefix+e.Name(), cpMigrationPrefix+e.Name(), b)
+		if sum, ok := done[f.name]; ok {
+			if sum != f.checksum {
+				return &migrationError{Op: "check", File: f.path, Err: errMigrationEdited}
+			}
+			continue
+		}
+		if err := migrateApply(ctx, conn, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close releases the database pool.
+func (s *cpStore) close() { s.db.Close() }
+
+// cpHash is the stored form of a bearer secret (credential, API key,
+// device or sign-in code): SHA-256. The secrets are high-entropy, so a
+// plain hash is enough and lookups stay an index probe.
+func cpHash(secret string) []byte {
+	sum := sha256.Sum256([]byte(secret))
+	return sum[:]
+}
+
+// cpNewSecret returns prefix followed by 32 random bytes, base64url.
+func cpNewSecret(prefix string) string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// cpCode returns groups of 4 characters of cpUserCodeAlphabet joined by "-"
+// (20^4 ≈ 2^17 per group).
+func cpCode(groups int) string {
+	b := make([]byte, groups*4)
+	rand.Read(b)
+	var sb strings.Builder
+	for i, c := range b {
+		if i > 0 && i%4 == 0 {
+			sb.WriteByte('-')
+		}
+		sb.WriteByte(cpUserCodeAlphabet[int(c)%len(cpUserCodeAlphabet)]) // 256 % 20 = 16: a negligible bias
+	}
+	return sb.String()
+}
+
+// cpNormalizeCode upper-cases a typed code and drops spaces and dashes, so
+// "bcdf-ghjk" and "BCDFGHJK" match.
+func cpNormalizeCode(code string) string {
+	return strings.NewReplacer("-", "", " ", "").Replace(strings.ToUpper(strings.TrimSpace(code)))
+}
+
+// cpUser is a user of the control plane.
+type cpUser struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+	Name  string `json:"name"`
+}
+
+// cpOrg is an organization, with the caller's role in it when listed for
+// a user.
+type cpOrg struct {
+	ID   string `json:"id"`
+	Slug string `json:"slug"`
+	Name string `json:"name"`
+	Role string `json:"role,omitempty"`
+}
+
+// cpAgent is the agent record of SPEC §2.
+type cpAgent struct {
+	ID   string `json:"id"`
+	Slug string `json:"slug"`
+	Name string `json:"name"`
+}
+
+// cpDeployment is the deployment record of SPEC §2.
+type cpDeployment struct {
+	ID           string     `json:"id"`
+	URL          string     `json:"url"`
+	ImageTag     string     `json:"image_tag"`
+	Status       string     `json:"status"`
+	LastActiveAt *time.Time `json:"last_active_at"`
+}
+
+// cpInstallation is an installation: the local-dev one of a user and an
+// agent, or the one a deployment's box is taught.
+type cpInstallation struct {
+	ID               string `json:"id"`
+	Kind             string `json:"kind"`
+	OrganizationID   string `json:"organization_id"`
+	OrganizationSlug string `json:"organization_slug"`
+	AgentID          string `json:"agent_id"`
+}
+
+// cpAPIKey is an API key's record; the key itself is shown once, at
+// creation, and stored hashed.
+type cpAPIKey struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// bootstrap creates, on the first boot only, the admin user, the
+// organization orgSlug they own and a one-time sign-in code, which it
+// returns; later boots return "". Concurrent first boots create one.
+func (s *cpStore) bootstrap(ctx context.Context, orgSlug string) (code string, err error) {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO cp.state (key, value) VALUES ('bootstrapped', 'true') ON CONFLICT DO NOTHING`)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		org, user := randomID("org_", 8), randomID("usr_", 8)
+		code = cpCode(4)
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{`INSERT INTO cp.organizations (id, slug, name) VALUES ($1, $2, $2)`, []any{org, orgSlug}},
+			{`INSERT INTO cp.users (id, email, name) VALUES ($1, 'admin', 'Admin')`, []any{user}},
+			{`INSERT INTO cp.memberships (org_id, user_id, role) VALUES ($1, $2, 'owner')`, []any{org, user}},
+			{`INSERT INTO cp.signin_codes (code_hash, user_id) VALUES ($1, $2)`, []any{cpHash(cpNormalizeCode(code)), user}},
+		} {
+			if _, err := tx.Exec(ctx, q.sql, q.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("first boot: %w", err)
+	}
+	return code, nil
+}
+
+// identityKeys returns the signing keys, newest first, generating and
+// storing (sealed) the first one when there is none.
+func (s *cpStore) identityKeys(ctx context.Context) ([]identKey, error) {
+	load := func() ([]identKey, error) {
+		rows, err := s.db.Query(ctx, `SELECT kid, seed FROM cp.signing_keys WHERE retired_at IS NULL ORDER BY created_at DESC, kid`)
+		if err != nil {
+			return nil, err
+		}
+		var keys []identKey
+		var kid string
+		var sealed []byte
+		_, err = pgx.ForEachRow(rows, []any{&kid, &sealed}, func() error {
+			seed, err := secretOpen(s.aead, sealed, []byte("identity-key:"+kid))
+			if err != nil {
+				return fmt.Errorf("key %s: %w (was the master key replaced?)", kid, err)
+			}
+			keys = append(keys, identKeyFromSeed(seed))
+			return nil
+		})
+		return keys, err
+	}
+	keys, err := load()
+	if err == nil && len(keys) == 0 {
+		k := identNewKey()
+		_, err = s.db.Exec(ctx, `INSERT INTO cp.signing_keys (kid, seed) VALUES ($1, $2)`, k.kid, secretSeal(s.aead, k.priv.Seed(), []byte("identity-key:"+k.kid)))
+		if err == nil {
+			keys, err = load()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("identity signing keys: %w", err)
+	}
+	return keys, nil
+}
+
+// redeemSignInCode spends a one-time sign-in code and returns its user.
+func (s *cpStore) redeemSignInCode(ctx context.Context, code string) (string, error) {
+	var user string
+	err := s.db.QueryRow(ctx, `UPDATE cp.signin_codes SET used_at = now() WHERE code_hash = $1 AND used_at IS NULL RETURNING user_id`,
+		cpHash(cpNormalizeCode(code))).Scan(&user)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", errCPNotFound
+	}
+	return user, err
+}
+
+// createCredential mints a credential of kind ("cli", "console") for user
+// and returns it; only its hash is stored.
+func (s *cpStore) createCredential(ctx context.Context, user, kind string) (string, error) {
+	tok := cpNewSecret("svc_cred_")
+	_, err := s.db.Exec(ctx, `INSERT INTO cp.credentials (id, user_id, token_hash, kind) VALUES ($1, $2, $3, $4)`,
+		randomID("crd_", 8), user, cpHash(tok), kind)
+	if err != nil {
+		return "", fmt.Errorf("create credential: %w", err)
+	}
+	return tok, nil
+}
+
+// userByCredential returns the user a live credential belongs to and the
+// credential's id, noting its use.
+func (s *cpStore) userByCredential(ctx context.Context, tok string) (cpUser, string, error) {
+	var u cpUser
+	var cred string
+	err := s.db.QueryRow(ctx, `UPDATE cp.credentials c SET last_used_at = now() FROM cp.users u
+		WHERE c.token_hash = $1 AND c.revoked_at IS NULL AND u.id = c.user_id
+		RETURNING u.id, u.email, u.name, c.id`, cpHash(tok)).Scan(&u.ID, &u.Email, &u.Name, &cred)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return u, "", errCPNotFound
+	}
+	return u, cred, err
+}
+
+// revokeCredential revokes the credential id.
+func (s *cpStore) revokeCredential(ctx context.Context, id string) error {
+	_, err := s.db.Exec(ctx, `UPDATE cp.credentials SET revoked_at = now() WHERE id = $1`, id)
+	return err
+}
+
+// startDevice creates a pending device code and returns it and its user
+// code; expired codes are dropped first.
+func (s *cpStore) startDevice(ctx context.Context) (device, userCode string, err error) {
+	if _, err := s.db.Exec(ctx, `DELETE FROM cp.device_codes WHERE expires_at < now() - interval '1 hour'`); err != nil {
+		return "", "", fmt.Errorf("start device sign-in: %w", err)
+	}
+	device, userCode = cpNewSecret("svc_dev_"), cpCode(2)
+	_, err = s.db.Exec(ctx, `INSERT INTO cp.device_codes (device_hash, user_code, status, expires_at) VALUES ($1, $2, 'pending', $3)`,
+		cpHash(device), cpNormalizeCode(userCode), time.Now().Add(cpDeviceTTL))
+	if err != nil {
+		return "", "", fmt.Errorf("start device sign-in: %w", err)
+	}
+	return device, userCode, nil
+}
+
+// approveDevice approves the pending, unexpired user code for user.
+func (s *cpStore) approveDevice(ctx context.Context, userCode, user string) error {
+	tag, err := s.db.Exec(ctx, `UPDATE cp.device_codes SET status = 'approved', user_id = $2
+		WHERE user_code = $1 AND status = 'pending' AND expires_at > now()`, cpNormalizeCode(userCode), user)
+	if err != nil {
+		return fmt.Errorf("approve device sign-in: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errCPNotFound
+	}
+	return nil
+}
+
+// pollDevice answers a poll of device: its RFC 8628 state ("pending",
+// "slow_down", "expired", "denied") or, once approved, a fresh CLI
+// credential of the approving user, exactly once.
+func (s *cpStore) pollDevice(ctx context.Context, device string) (state, credential string, err error) {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var status string
+		var user *string
+		var expired, fast bool
+		err := tx.QueryRow(ctx, `SELECT status, user_id, expires_at < now(),
+			coalesce(last_poll_at > now() - make_interval(secs => $2::float8 / 2), false)
+			FROM cp.device_codes WHERE device_hash = $1 FOR UPDATE`, cpHash(device), cpDeviceInterval).Scan(&status, &user, &expired, &fast)
+		if errors.Is(err, pgx.ErrNoRows) {
+			state = "expired"
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = now() WHERE device_hash = $1`, cpHash(device)); err != nil {
+			return err
+		}
+		switch {
+		case status == "consumed" || expired:
+			state = "expired"
+		case status == "denied":
+			state = "denied"
+		case fast:
+			state = "slow_down"
+		case status == "pending":
+			state = "pending"
+		default:
+			credential = cpNewSecret("svc_cred_")
+			if _, err := tx.Exec(ctx, `INSERT INTO cp.credentials (id, user_id, token_hash, kind) VALUES ($1, $2, $3, 'cli')`,
+				randomID("crd_", 8), *user, cpHash(credential)); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE cp.device_codes SET status = 'consumed' WHERE device_hash = $1`, cpHash(device))
+			state = "approved"
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("poll device sign-in: %w", err)
+	}
+	return state, credential, nil
+}
+
+// userOrgs lists the organizations user belongs to, with their role.
+func (s *cpStore) userOrgs(ctx context.Context, user string) ([]cpOrg, error) {
+	rows, err := s.db.Query(ctx, `SELECT o.id, o.slug, o.name, m.role FROM cp.organizations o
+		JOIN cp.memberships m ON m.org_id = o.id WHERE m.user_id = $1 ORDER BY o.slug`, user)
+	if err != nil {
+		return nil, fmt.Errorf("list organizations: %w", err)
+	}
+	orgs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[cpOrg])
+	if err != nil {
+		return nil, fmt.Errorf("list organizations: %w", err)
+	}
+	return orgs, nil
+}
+
+// userOrg returns the organization ref (id or slug) when user belongs to
+// it; errCPNotFound otherwise, so a stranger cannot tell it exists.
+func (s *cpStore) userOrg(ctx context.Context, user, ref string) (cpOrg, error) {
+	var o cpOrg
+	err := s.db.QueryRow(ctx, `SELECT o.id, o.slug, o.name, m.role FROM cp.organizations o
+		JOIN cp.memberships m ON m.org_id = o.id WHERE m.user_id = $1 AND (o.id = $2 OR o.slug = $2)`, user, ref).
+		Scan(&o.ID, &o.Slug, &o.Name, &o.Role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return o, errCPNotFound
+	}
+	return o, err
+}
+
+// listAgents lists the organization's agents by slug.
+func (s *cpStore) listAgents(ctx context.Context, org string) ([]cpAgent, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, slug, name FROM cp.agents WHERE org_id = $1 ORDER BY slug`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	agents, err := pgx.CollectRows(rows, pgx.RowToStructByPos[cpAgent])
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return agents, nil
+}
+
+// createAgent creates an agent; errCPConflict when the slug is taken.
+func (s *cpStore) createAgent(ctx context.Context, org, slug, name string) (cpAgent, error) {
+	a := cpAgent{ID: randomID("agt_", 8), Slug: slug, Name: name}
+	_, err := s.db.Exec(ctx, `INSERT INTO cp.agents (id, org_id, slug, name) VALUES ($1, $2, $3, $4)`, a.ID, org, slug, name)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return a, errCPConflict
+	}
+	if err != nil {
+		return a, fmt.Errorf("create agent: %w", err)
+	}
+	return a, nil
+}
+
+// agent returns the organization's agent ref (id or slug).
+func (s *cpStore) agent(ctx context.Context, org, ref string) (cpAgent, error) {
+	var a cpAgent
+	err := s.db.QueryRow(ctx, `SELECT id, slug, name FROM cp.agents WHERE org_id = $1 AND (id = $2 OR slug = $2)`, org, ref).Scan(&a.ID, &a.Slug, &a.Name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, errCPNotFound
+	}
+	return a, err
+}
+
+// installationOf returns the installation of agent of kind for user (""
+// for the deployment one), creating it the first time.
+func (s *cpStore) installationOf(ctx context.Context, org cpOrg, agent, kind, user string) (cpInstallation, error) {
+	in := cpInstallation{Kind: kind, OrganizationID: org.ID, OrganizationSlug: org.Slug, AgentID: agent}
+	var uid *string
+	if user != "" {
+		uid = &user
+	}
+	// The no-op update makes RETURNING give the existing row on conflict.
+	arbiter := "(agent_id, user_id) WHERE kind = 'local_dev'"
+	if kind == "deployment" {
+		arbiter = "(agent_id) WHERE kind = 'deployment'"
+	}
+	err := s.db.QueryRow(ctx, `INSERT INTO cp.installations (id, org_id, agent_id, kind, user_id) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT `+arbiter+` DO UPDATE SET kind = excluded.kind RETURNING id`,
+		randomID("ins_", 8), org.ID, agent, kind, uid).Scan(&in.ID)
+	if err != nil {
+		return in, fmt.Errorf("installation of agent %s: %w", agent, err)
+	}
+	return in, nil
+}
+
+// installation returns the installation id when user belongs to its
+// organization.
+func (s *cpStore) installation(ctx context.Context, user, id string) (cpInstallation, error) {
+	var in cpInstallation
+	err := s.db.QueryRow(ctx, `SELECT i.id, i.kind, o.id, o.slug, i.agent_id FROM cp.installations i
+		JOIN cp.organizations o ON o.id = i.org_id JOIN cp.memberships m ON m.org_id = o.id AND m.user_id = $1
+		WHERE i.id = $2`, user, id).Scan(&in.ID, &in.Kind, &in.OrganizationID, &in.OrganizationSlug, &in.AgentID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return in, errCPNotFound
+	}
+	return in, err
+}
+
+// recordDeployment records agent's one deployment (re-recording updates
+// its URL, tag and secret and resets its status to registered), with the
+// secret sealed, and returns it with the installation its box is taught.
+func (s *cpStore) recordDeployment(ctx context.Context, org cpOrg, agent, url, tag string, secret []byte) (cpDeployment, cpInstallation, error) {
+	d := cpDeployment{URL: url, ImageTag: tag, Status: cpStatusRegistered}
+	in, err := s.installationOf(ctx, org, agent, "deployment", "")
+	if err != nil {
+		return d, in, err
+	}
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `INSERT INTO cp.deployments (id, agent_id, url, image_tag, status, signing_secret) VALUES ($1, $2, $3, $4, $5, '')
+			ON CONFLICT (agent_id) DO UPDATE SET url = excluded.url, image_tag = excluded.image_tag, status = excluded.status, updated_at = now()
+			RETURNING id, last_active_at`, randomID("dep_", 8), agent, url, tag, cpStatusRegistered).Scan(&d.ID, &d.LastActiveAt)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE cp.deployments SET signing_secret = $2 WHERE id = $1`, d.ID, secretSeal(s.aead, secret, []byte("deployment:"+d.ID)))
+		return err
+	})
+	if err != nil {
+		return d, in, fmt.Errorf("record deployment: %w", err)
+	}
+	return d, in, nil
+}
+
+// deploymentOf returns agent's deployment; errCPNotFound when none is
+// registered.
+func (s *cpStore) deploymentOf(ctx context.Context, agent string) (cpDeployment, error) {
+	var d cpDeployment
+	err := s.db.QueryRow(ctx, `SELECT id, url, image_tag, status, last_active_at FROM cp.deployments WHERE agent_id = $1`, agent).
+		Scan(&d.ID, &d.URL, &d.ImageTag, &d.Status, &d.LastActiveAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, errCPNotFound
+	}
+	return d, err
+}
+
+// deploymentSecret returns the signing secret of deployment id, decrypted
+// (for the proxy and the secret proof).
+func (s *cpStore) deploymentSecret(ctx context.Context, id string) ([]byte, error) {
+	var sealed []byte
+	if err := s.db.QueryRow(ctx, `SELECT signing_secret FROM cp.deployments WHERE id = $1`, id).Scan(&sealed); err != nil {
+		return nil, fmt.Errorf("deployment %s secret: %w", id, err)
+	}
+	secret, err := secretOpen(s.aead, sealed, []byte("deployment:"+id))
+	if err != nil {
+		return nil, fmt.Errorf("deployment %s secret: %w (was the master key replaced?)", id, err)
+	}
+	return secret, nil
+}
+
+// createAPIKey mints an API key of org named name and returns it (the only
+// time it is seen) with its record; only its hash is stored.
+func (s *cpStore) createAPIKey(ctx context.Context, org, user, name string) (string, cpAPIKey, error) {
+	key := cpNewSecret("svc_key_")
+	k := cpAPIKey{ID: randomID("key_", 8), Name: name}
+	err := s.db.QueryRow(ctx, `INSERT INTO cp.api_keys (id, org_id, name, key_hash, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
+		k.ID, org, name, cpHash(key), user).Scan(&k.CreatedAt)
+	if err != nil {
+		return "", k, fmt.Errorf("create API key: %w", err)
+	}
+	return key, k, nil
+}
+
+// listAPIKeys lists the organization's live API keys (never the keys).
+func (s *cpStore) listAPIKeys(ctx context.Context, org string) ([]cpAPIKey, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, name, created_at FROM cp.api_keys WHERE org_id = $1 AND revoked_at IS NULL ORDER BY created_at`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list API keys: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[cpAPIKey])
+	if err != nil {
+		return nil, fmt.Errorf("list API keys: %w", err)
+	}
+	return keys, nil
+}

@@ -1,0 +1,466 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// cpProcess is a running `svc control-plane --json` under test.
+type cpProcess struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	url    string
+	stdout *syncBuffer
+	stderr *syncBuffer
+	exited chan struct{}
+}
+
+// startControlPlane starts `svc control-plane --json` on a free loopback
+// port with env and waits until it serves.
+func startControlPlane(t testing.TB, env []string) *cpProcess {
+	t.Helper()
+	p := &cpProcess{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(svcBinary(t), "--json", "control-plane", "--addr", "127.0.0.1:0")
+	p.cmd.Env = env
+	p.cmd.Stderr = p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.stdout.Write([]byte(sc.Text() + "\n"))
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(p.stop)
+	select {
+	case line := <-lines:
+		var env struct {
+			OK   bool    `json:"ok"`
+			Data cpReady `json:"data"`
+		}
+		if json.Unmarshal([]byte(line), &env); !env.OK || env.Data.URL == "" {
+			t.Fatalf("control plane printed %q\nstderr:\n%s", line, p.stderr.String())
+		}
+		p.url = env.Data.URL
+	case <-p.exited:
+		t.Fatalf("control plane exited early (%v)\nstderr:\n%s", p.cmd.ProcessState, p.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("control plane not up after 60s\nstderr:\n%s", p.stderr.String())
+	}
+	return p
+}
+
+// stop interrupts the control plane and waits (bounded) for it to exit.
+func (p *cpProcess) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+		p.t.Errorf("control plane did not stop within 20s of SIGINT")
+	}
+}
+
+// cpCall sends a JSON request with the bearer credential cred ("" for
+// none) and decodes the answer into out; it returns the status.
+func cpCall(t testing.TB, method, url, cred string, body, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if cred != "" {
+		req.Header.Set("Authorization", "Bearer "+cred)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, url, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// cpEnvelope decodes a --json line of the CLI.
+func cpEnvelope(t testing.TB, stdout string, data any) envelope {
+	t.Helper()
+	var env struct {
+		envelope
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &env); err != nil {
+		t.Fatalf("not an envelope: %q", stdout)
+	}
+	if data != nil && env.OK {
+		json.Unmarshal(env.Data, data)
+	}
+	return env.envelope
+}
+
+// TestControlPlaneSignIn runs the control plane on the test PostgreSQL and
+// the CLI as subprocesses: the first boot's one-time code, svc login
+// --token, whoami, the device flow approved over HTTP by the admin,
+// logout; agents, a deployment, an API key and an identity token its box
+// would verify; secrets at rest; no secret in any process's output.
+func TestControlPlaneSignIn(t *testing.T) {
+	dbURL := testPostgresURL(t)
+	masterKey := hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	cpEnv := baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+masterKey, "XDG_CONFIG_HOME="+t.TempDir())
+	cp := startControlPlane(t, cpEnv)
+	m := regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(cp.stderr.String())
+	if m == nil {
+		t.Fatalf("no sign-in code on the first boot's stderr:\n%s", cp.stderr.String())
+	}
+	var outputs []string // every output of every process, grepped for secrets at the end
+	var secrets []string
+
+	var admin cpSignedIn
+	if code := cpCall(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": strings.ToLower(m[1])}, &admin); code != 200 || admin.Credential == "" {
+		t.Fatalf("POST /api/login/code = %d", code)
+	}
+	secrets = append(secrets, admin.Credential)
+	var e struct{ Error apiError }
+	if code := cpCall(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &e); code != 401 || e.Error.Code != codeAuth {
+		t.Fatalf("the one-time code, twice = %d %+v; want 401 auth", code, e)
+	}
+
+	// svc login --token, whoami, in a fresh config directory.
+	home := t.TempDir()
+	env := baseEnv("XDG_CONFIG_HOME=" + home)
+	run := func(env []string, args ...string) (string, int) {
+		t.Helper()
+		stdout, stderr, code := cli(t, t.TempDir(), env, args...)
+		outputs = append(outputs, stdout, stderr)
+		return stdout, code
+	}
+	if out, code := run(env, "--json", "whoami"); code != 2 || cpEnvelope(t, out, nil).Error.Code != codeAuth {
+		t.Fatalf("whoami before login = %d %s; want exit 2 auth", code, out)
+	}
+	if out, code := run(env, "--json", "login", "--control-plane", cp.url, "--token", "svc_cred_wrong"); code != 2 {
+		t.Fatalf("login with a wrong token = %d %s; want exit 2", code, out)
+	}
+	var id loginIdentity
+	if out, code := run(env, "--json", "login", "--control-plane", cp.url, "--token", admin.Credential); code != 0 || !cpEnvelope(t, out, &id).OK || id.User.Email != "admin" {
+		t.Fatalf("login --token = %d %s", code, out)
+	}
+	credFile := filepath.Join(home, "svc", "credentials.json")
+	if fi, err := os.Stat(credFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file: %v, mode %v; want 0600", err, fi)
+	}
+	if out, code := run(env, "--json", "whoami"); code != 0 || !cpEnvelope(t, out, &id).OK || id.Organization == nil || id.Organization.Slug != "default" {
+		t.Fatalf("whoami = %d %s", code, out)
+	}
+	if out, code := run(append(env, "SVC_CONTROL_PLANE_URL=http://127.0.0.1:1"), "--json", "whoami"); code != 2 {
+		t.Fatalf("whoami against another control plane = %d %s; want exit 2", code, out)
+	}
+
+	// The device flow, approved over HTTP by the admin.
+	home2 := t.TempDir()
+	login := exec.Command(svcBinary(t), "--json", "login")
+	login.Env = baseEnv("XDG_CONFIG_HOME="+home2, "SVC_CONTROL_PLANE_URL="+cp.url)
+	var lout, lerr syncBuffer
+	login.Stdout, login.Stderr = &lout, &lerr
+	if err := login.Start(); err != nil {
+		t.Fatal(err)
+	}
+	loginDone := make(chan error, 1)
+	go func() { loginDone <- login.Wait() }()
+	var userCode string
+	eventually(t, 30*time.Second, "the user code on svc login's stderr", func() bool {
+		if m := regexp.MustCompile(`approve the code ([A-Z]{4}-[A-Z]{4})`).FindStringSubmatch(lerr.String()); m != nil {
+			userCode = m[1]
+		}
+		return userCode != ""
+	})
+	if code := cpCall(t, "POST", cp.url+"/api/login/device/approve", "", map[string]string{"user_code": userCode}, nil); code != 401 {
+		t.Fatalf("approve without a credential = %d; want 401", code)
+	}
+	if code := cpCall(t, "POST", cp.url+"/api/login/device/approve", admin.Credential, map[string]string{"user_code": userCode}, nil); code != 200 {
+		t.Fatalf("approve = %d", code)
+	}
+	select {
+	case err := <-loginDone:
+		if err != nil {
+			t.Fatalf("svc login (device) = %v\nstdout: %s\nstderr: %s", err, lout.String(), lerr.String())
+		}
+	case <-time.After(30 * time.Second):
+		login.Process.Kill()
+		t.Fatalf("svc login did not finish 30s after approval\nstderr: %s", lerr.String())
+	}
+	outputs = append(outputs, lout.String(), lerr.String())
+	var saved loginCredentials
+	b, _ := os.ReadFile(filepath.Join(home2, "svc", "credentials.json"))
+	json.Unmarshal(b, &saved)
+	secrets = append(secrets, saved.Credential)
+	env2 := baseEnv("XDG_CONFIG_HOME=" + home2)
+	if out, code := run(env2, "--json", "whoami"); code != 0 || !cpEnvelope(t, out, &id).OK || id.User.Email != "admin" {
+		t.Fatalf("whoami after the device flow = %d %s", code, out)
+	}
+
+	// Agents, a deployment, an installation's target and identity token.
+	org := cp.url + "/api/orgs/default"
+	var agent cpAgent
+	if code := cpCall(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "demo", "name": "Demo"}, &agent); code != 201 {
+		t.Fatalf("create agent = %d", code)
+	}
+	if code := cpCall(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "demo"}, nil); code != 409 {
+		t.Fatalf("create agent twice = %d; want 409", code)
+	}
+	if code := cpCall(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "Bad Slug"}, nil); code != 400 {
+		t.Fatalf("create agent with a bad slug = %d; want 400", code)
+	}
+	if code := cpCall(t, "GET", cp.url+"/api/orgs/elsewhere/agents", admin.Credential, nil, nil); code != 404 {
+		t.Fatalf("another organization's agents = %d; want 404", code)
+	}
+	var local cpInstallation
+	if code := cpCall(t, "POST", org+"/agents/demo/local-dev-installation", admin.Credential, nil, &local); code != 200 || local.Kind != "local_dev" || local.OrganizationSlug != "default" {
+		t.Fatalf("local-dev installation = %d %+v", code, local)
+	}
+	var again cpInstallation
+	cpCall(t, "POST", org+"/agents/demo/local-dev-installation", admin.Credential, nil, &again)
+	if again.ID != local.ID {
+		t.Fatalf("local-dev installation changed: %s then %s; want one per user and agent", local.ID, again.ID)
+	}
+	if code := cpCall(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &e); code != 404 || e.Error.Code != "no_deployment" {
+		t.Fatalf("resolve before a deployment = %d %+v; want 404 no_deployment", code, e)
+	}
+	secret := "box-signing-secret-" + strings.Repeat("s", 20)
+	secrets = append(secrets, secret)
+	var rec cpDeploymentRecord
+	for _, tag := range []string{"1.0.0", "1.0.1"} { // re-recording updates the one deployment
+		if code := cpCall(t, "PUT", org+"/agents/demo/deployment", admin.Credential, map[string]string{"url": "http://127.0.0.1:9/", "image_tag": tag, "secret": secret}, &rec); code != 200 {
+			t.Fatalf("record deployment = %d", code)
+		}
+	}
+	if rec.Deployment.ImageTag != "1.0.1" || rec.Deployment.Status != cpStatusRegistered || rec.Deployment.LastActiveAt != nil || rec.Installation.Kind != "deployment" {
+		t.Fatalf("deployment record = %+v", rec)
+	}
+	var target cpTarget
+	if code := cpCall(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &target); code != 200 || target.Deployment.ID != rec.Deployment.ID {
+		t.Fatalf("resolve = %d %+v", code, target)
+	}
+	v, _ := newIdentVerifier(cp.url, local.OrganizationID, rec.Installation.ID, nil, nil)
+	if c, err := v.verify(context.Background(), target.IdentityToken); err != nil || c.Sub != id.User.ID {
+		t.Fatalf("the box's verification of the minted token = %+v, %v", c, err)
+	}
+	other, _ := newIdentVerifier(cp.url, local.OrganizationID, local.ID, nil, nil)
+	if _, err := other.verify(context.Background(), target.IdentityToken); !errors.Is(err, errIdentAudience) {
+		t.Fatalf("the token at another installation = %v; want %v", err, errIdentAudience)
+	}
+
+	// An API key, shown once.
+	var key struct {
+		cpAPIKey
+		Key string `json:"key"`
+	}
+	if code := cpCall(t, "POST", org+"/api-keys", admin.Credential, map[string]string{"name": "ci"}, &key); code != 201 || !strings.HasPrefix(key.Key, "svc_key_") {
+		t.Fatalf("create API key = %d %+v", code, key)
+	}
+	secrets = append(secrets, key.Key)
+	var list map[string][]map[string]any
+	cpCall(t, "GET", org+"/api-keys", admin.Credential, nil, &list)
+	if len(list["api_keys"]) != 1 || list["api_keys"][0]["key"] != nil {
+		t.Fatalf("API key list = %v; want one key, without the key", list)
+	}
+
+	// At rest: the deployment secret sealed, the key and credentials hashed.
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var sealed, keyHash []byte
+	conn.QueryRow(context.Background(), `SELECT signing_secret FROM cp.deployments`).Scan(&sealed)
+	conn.QueryRow(context.Background(), `SELECT key_hash FROM cp.api_keys`).Scan(&keyHash)
+	if len(sealed) == 0 || bytes.Contains(sealed, []byte(secret)) || bytes.Contains(sealed, []byte(secret[:16])) {
+		t.Errorf("deployment secret row holds the plaintext: %x", sealed)
+	}
+	if !bytes.Equal(keyHash, cpHash(key.Key)) {
+		t.Errorf("API key row = %x; want the key's SHA-256", keyHash)
+	}
+	var dump string
+	conn.QueryRow(context.Background(), `SELECT string_agg(t::text, ' ') FROM (
+		SELECT row(c.*)::text t FROM cp.credentials c UNION ALL SELECT row(k.*)::text FROM cp.api_keys k
+		UNION ALL SELECT row(d.*)::text FROM cp.deployments d UNION ALL SELECT row(s.*)::text FROM cp.signing_keys s) x`).Scan(&dump)
+	for _, s := range secrets {
+		if strings.Contains(dump, s) || strings.Contains(dump, hex.EncodeToString([]byte(s))) {
+			t.Errorf("a secret is stored in the clear: %.12s…", s)
+		}
+	}
+
+	// Logout revokes the credential; whoami is then exit 2.
+	if out, code := run(env2, "--json", "logout"); code != 0 || !strings.Contains(out, `"revoked":true`) {
+		t.Fatalf("logout = %d %s", code, out)
+	}
+	if code := cpCall(t, "GET", cp.url+"/api/whoami", saved.Credential, nil, nil); code != 401 {
+		t.Fatalf("whoami with the logged-out credential = %d; want 401", code)
+	}
+	if out, code := run(env2, "--json", "whoami"); code != 2 {
+		t.Fatalf("whoami after logout = %d %s; want exit 2", code, out)
+	}
+
+	// A second boot keeps the admin and prints no sign-in code.
+	cp.stop()
+	cp2 := startControlPlane(t, cpEnv)
+	if strings.Contains(cp2.stderr.String(), "sign_in_code") {
+		t.Errorf("the second boot printed a sign-in code:\n%s", cp2.stderr.String())
+	}
+	if code := cpCall(t, "GET", cp2.url+"/api/whoami", admin.Credential, nil, nil); code != 200 {
+		t.Errorf("the admin's credential after a restart = %d; want 200", code)
+	}
+	cp2.stop()
+
+	outputs = append(outputs, cp.stdout.String(), cp.stderr.String(), cp2.stdout.String(), cp2.stderr.String())
+	for _, s := range append(secrets, masterKey) {
+		for _, o := range outputs {
+			if s != "" && strings.Contains(o, s) {
+				t.Errorf("a secret (%.12s…) appears in a process's output:\n%s", s, o)
+			}
+		}
+	}
+}
+
+// TestCPMasterKey reads SVC_MASTER_KEY as hex or base64, mints a 0600 key
+// file, and refuses a key file others may read.
+func TestCPMasterKey(t *testing.T) {
+	raw := []byte("0123456789abcdef0123456789abcdef")
+	for _, env := range []string{hex.EncodeToString(raw), "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="} {
+		if k, err := cpMasterKey(env, "", ""); err != nil || !bytes.Equal(k, raw) {
+			t.Errorf("cpMasterKey(%q) = %q, %v", env, k, err)
+		}
+	}
+	if _, err := cpMasterKey("short", "", ""); err == nil {
+		t.Error("cpMasterKey(short) = nil error")
+	}
+	dir := t.TempDir()
+	k, err := cpMasterKey("", "", dir)
+	if fi, _ := os.Stat(filepath.Join(dir, "control-plane.key")); err != nil || len(k) != 32 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("minted key file: %v, %v", err, fi)
+	}
+	os.Chmod(filepath.Join(dir, "control-plane.key"), 0o644)
+	if _, err := cpMasterKey("", "", dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("a world-readable key file = %v; want a refusal", err)
+	}
+}
+
+// TestCPDevicePage approves a device sign-in the browser way: the one-time
+// code on the page sets the console cookie, whose approval must come from
+// the control plane's own origin; the poll then yields a credential once.
+// Routes other than sign-in and the JWKS refuse a request without a
+// credential with the JSON error shape.
+func TestCPDevicePage(t *testing.T) {
+	ctx := context.Background()
+	key, _ := secretNewAEAD(make([]byte, 32))
+	store, err := openCPStore(ctx, testPostgresURL(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.close()
+	code, err := store.bootstrap(ctx, "acme")
+	if err != nil || code == "" {
+		t.Fatalf("bootstrap = %q, %v", code, err)
+	}
+	if again, _ := store.bootstrap(ctx, "acme"); again != "" {
+		t.Fatalf("a second bootstrap minted another code")
+	}
+	keys, _ := store.identityKeys(ctx)
+	issuer, _ := newIdentIssuer("http://cp.test", keys)
+	s, err := newCPServer(store, issuer, "http://cp.test", discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, target, body string, hdr ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "http://cp.test"+target, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		return w
+	}
+	for _, p := range []string{"/api/whoami", "/api/orgs/acme/agents"} {
+		if w := do("GET", p, ""); w.Code != 401 || !strings.Contains(w.Body.String(), `"code":"auth"`) {
+			t.Errorf("GET %s without a credential = %d %s; want 401 auth", p, w.Code, w.Body)
+		}
+	}
+	if w := do("GET", identJWKS, ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"kty":"OKP"`) {
+		t.Errorf("GET %s = %d %s", identJWKS, w.Code, w.Body)
+	}
+	var start cpDeviceStart
+	json.Unmarshal(do("POST", "/api/login/device", "").Body.Bytes(), &start)
+	if page := do("GET", "/device?code="+start.UserCode, ""); page.Code != 200 || !strings.Contains(page.Body.String(), start.UserCode) {
+		t.Fatalf("device page = %d", page.Code)
+	}
+	form := "application/x-www-form-urlencoded"
+	signIn := do("POST", "/device/sign-in", "sign_in_code="+code+"&user_code="+start.UserCode, "Content-Type", form, "Origin", "http://cp.test")
+	cookies := signIn.Result().Cookies()
+	if signIn.Code != http.StatusSeeOther || len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("sign-in on the page = %d %v", signIn.Code, cookies)
+	}
+	cookie := cpCookie + "=" + cookies[0].Value
+	approve := "user_code=" + strings.ToLower(start.UserCode)
+	if w := do("POST", "/device/approve", approve, "Content-Type", form, "Cookie", cookie, "Origin", "https://evil.example"); w.Code != 403 {
+		t.Fatalf("approval from another origin = %d; want 403", w.Code)
+	}
+	poll := `{"device_code":"` + start.DeviceCode + `"}`
+	if w := do("POST", "/api/login/device/token", poll); w.Code != 400 || !strings.Contains(w.Body.String(), "authorization_pending") {
+		t.Fatalf("poll before approval = %d %s", w.Code, w.Body)
+	}
+	if w := do("POST", "/device/approve", approve, "Content-Type", form, "Cookie", cookie, "Origin", "http://cp.test"); w.Code != 200 || !strings.Contains(w.Body.String(), "Approved") {
+		t.Fatalf("approval on the page = %d %s", w.Code, w.Body)
+	}
+	store.db.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = NULL`) // no slow_down
+	var got cpSignedIn
+	if w := do("POST", "/api/login/device/token", poll); w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &got) != nil || got.Credential == "" {
+		t.Fatalf("poll after approval = %d %s", w.Code, w.Body)
+	}
+	if w := do("GET", "/api/whoami", "", "Authorization", "Bearer "+got.Credential); w.Code != 200 || !strings.Contains(w.Body.String(), `"slug":"acme"`) {
+		t.Fatalf("whoami with the device credential = %d %s", w.Code, w.Body)
+	}
+	store.db.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = NULL`)
+	if w := do("POST", "/api/login/device/token", poll); !strings.Contains(w.Body.String(), "expired_token") {
+		t.Fatalf("second poll after approval = %d %s; want expired_token (a credential is handed out once)", w.Code, w.Body)
+	}
+}
