@@ -31,6 +31,7 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 	if p == nil {
 		p = newJSPlatform()
 	}
+	installWeb(l)
 	installTimersAndFetch(l, p.fetch)
 }
 
