@@ -184,15 +184,39 @@ func jsReadStream(l *jsLoop, v goja.Value, limit int64) *goja.Promise {
 // installWeb gives the VM of l the web platform of steps and agent tools
 // and keeps its internals in l.web.
 func installWeb(l *jsLoop) {
-	natives := l.vm.NewObject()
-	natives.Set("unrefTimeout", func(fn goja.Callable, ms int64) {
+	n := webNatives(l.vm, true)
+	start := time.Now()
+	n.Set("now", func() float64 { return float64(time.Since(start).Microseconds()) / 1000 })
+	n.Set("timeOrigin", float64(start.UnixMicro())/1000)
+	n.Set("unrefTimeout", func(fn goja.Callable, ms int64) {
 		time.AfterFunc(time.Duration(max(ms, 0))*time.Millisecond, func() {
 			l.postDetached(func() { fn(goja.Undefined()) })
 		})
 	})
-	web, err := installWebPrelude(l.vm, natives)
+	l.web = mustRunWeb(l.vm, n)
+}
+
+// installWebWorkflow gives a workflow VM the deterministic part of the
+// web platform: no fetch, timers or clock, and crypto's randomness from
+// the run's seeded generator (js/workflow_prelude.js).
+func installWebWorkflow(vm *goja.Runtime) {
+	mustRunWeb(vm, webNatives(vm, false))
+}
+
+// webNatives returns the Go functions the platform's classes call; random
+// adds the system's random generator.
+func webNatives(vm *goja.Runtime, random bool) *goja.Object {
+	n := vm.NewObject()
+	encodingNatives(vm, n)
+	cryptoNatives(vm, n, random)
+	return n
+}
+
+// mustRunWeb evaluates the platform's programs with natives n.
+func mustRunWeb(vm *goja.Runtime, n *goja.Object) *goja.Object {
+	web, err := installWebPrelude(vm, n)
 	if err != nil {
-		panic(err) // the runtime's own program: a bug, not user input
+		panic(err) // the runtime's own programs: a bug, not user input
 	}
-	l.web = web
+	return web
 }

@@ -179,3 +179,65 @@ func TestWebNativeStream(t *testing.T) {
 		t.Errorf("pending = %d after the streams ended; want 0", l.pending)
 	}
 }
+
+func TestWebEncoding(t *testing.T) {
+	webCases(t, []struct{ name, src, want string }{
+		{"encode", `return Array.from(new TextEncoder().encode("é€😀"));`, `[195,169,226,130,172,240,159,152,128]`},
+		{"lone surrogate encodes as U+FFFD", `return Array.from(new TextEncoder().encode("a\uD800b"));`, `[97,239,191,189,98]`},
+		{"encodeInto stops before a split character", `
+			const d = new Uint8Array(5); const r = new TextEncoder().encodeInto("a😀é", d);
+			return [r.read, r.written, Array.from(d)];`, `[3,5,[97,240,159,152,128]]`},
+		{"decode drops the BOM", `return new TextDecoder().decode(new Uint8Array([0xEF,0xBB,0xBF,0x68,0x69]));`, `"hi"`},
+		{"ignoreBOM keeps it", `return new TextDecoder("utf8", { ignoreBOM: true }).decode(new Uint8Array([0xEF,0xBB,0xBF,0x68])).length;`, `2`},
+		{"maximal subparts", `return new TextDecoder().decode(new Uint8Array([0xF0,0x90,0x80,0x41,0xE0,0x80,0xFF]));`, "\"\ufffdA\ufffd\ufffd\ufffd\""},
+		{"stream across chunks", `
+			const d = new TextDecoder(); const b = new TextEncoder().encode("€😀");
+			let s = ""; for (const c of b) s += d.decode(new Uint8Array([c]), { stream: true });
+			return s + d.decode();`, `"€😀"`},
+		{"incomplete at the end", `return new TextDecoder().decode(new Uint8Array([0x61, 0xE2, 0x82]));`, "\"a\ufffd\""},
+		{"fatal throws TypeError", `
+			try { new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array([0xC0])); } catch (e) { return e.name; }`, `"TypeError"`},
+		{"other labels are RangeErrors", `try { new TextDecoder("latin1"); } catch (e) { return e.name; }`, `"RangeError"`},
+		{"label trimmed and case-folded", `return new TextDecoder(" UTF-8\n").encoding;`, `"utf-8"`},
+		{"atob and btoa", `return [btoa("hi\xff"), atob(" aGk= "), atob("aGk"), atob("YQ")];`, `["aGn/","hi","hi","a"]`},
+		{"atob rejects", `try { atob("a"); } catch (e) { return [e.name, e.code, e instanceof DOMException]; }`, `["InvalidCharacterError",5,true]`},
+		{"btoa rejects non-latin1", `try { btoa("€"); } catch (e) { return e.name; }`, `"InvalidCharacterError"`},
+	})
+}
+
+func TestWebCloneMicrotaskCrypto(t *testing.T) {
+	webCases(t, []struct{ name, src, want string }{
+		{"structuredClone", `
+			const a = { d: new Date(5), m: new Map([[1, { x: 1 }]]), s: new Set([1]), r: /a/g, u: new Uint8Array([1, 2]), n: null, list: [1, "a"] };
+			a.self = a;
+			const c = structuredClone(a);
+			return [c !== a, c.self === c, c.d instanceof Date && c.d.getTime(), c.m.get(1).x, c.m.get(1) !== a.m.get(1), c.s.has(1), c.r.flags, Array.from(c.u), c.u.buffer !== a.u.buffer, c.list, c.n];`,
+			`[true,true,5,1,true,true,"g",[1,2],true,[1,"a"],null]`},
+		{"structuredClone of errors", `const e = structuredClone(new RangeError("x")); return [e instanceof RangeError, e.message];`, `[true,"x"]`},
+		{"structuredClone refuses functions", `try { structuredClone({ f() {} }); } catch (e) { return [e.name, e.code]; }`, `["DataCloneError",25]`},
+		{"queueMicrotask runs before timers", `
+			const o = []; setTimeout(() => o.push("timer"), 0); queueMicrotask(() => o.push("micro")); o.push("sync");
+			await new Promise((r) => setTimeout(r, 5)); return o;`, `["sync","micro","timer"]`},
+		{"getRandomValues and randomUUID", `
+			const a = crypto.getRandomValues(new Uint32Array(8));
+			return [a.some((x) => x !== 0), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(crypto.randomUUID())];`, `[true,true]`},
+		{"getRandomValues quota", `try { crypto.getRandomValues(new Uint8Array(65537)); } catch (e) { return e.name; }`, `"QuotaExceededError"`},
+		{"getRandomValues floats", `try { crypto.getRandomValues(new Float64Array(1)); } catch (e) { return e.name; }`, `"TypeMismatchError"`},
+		{"digest", `
+			const hex = (b) => Array.from(new Uint8Array(b), (x) => x.toString(16).padStart(2, "0")).join("");
+			const d = new TextEncoder().encode("abc");
+			return [hex(await crypto.subtle.digest("SHA-256", d)), hex(await crypto.subtle.digest({ name: "SHA-1" }, d)).slice(0, 8), (await crypto.subtle.digest("SHA-384", d)).byteLength, (await crypto.subtle.digest("SHA-512", d.buffer)).byteLength];`,
+			`["ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","a9993e36",48,64]`},
+		{"HMAC sign and verify (RFC 4231 case 2)", `
+			const enc = new TextEncoder();
+			const key = await crypto.subtle.importKey("raw", enc.encode("Jefe"), { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
+			const sig = await crypto.subtle.sign("HMAC", key, enc.encode("what do ya want for nothing?"));
+			const hex = Array.from(new Uint8Array(sig), (x) => x.toString(16).padStart(2, "0")).join("");
+			const ok = await crypto.subtle.verify("HMAC", key, sig, enc.encode("what do ya want for nothing?"));
+			const bad = await crypto.subtle.verify({ name: "HMAC" }, key, sig, enc.encode("x"));
+			return [hex, ok, bad, key.algorithm.hash.name, key.type];`,
+			`["5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",true,false,"SHA-256","secret"]`},
+		{"unknown hash rejects", `try { await crypto.subtle.digest("MD5", new Uint8Array()); } catch (e) { return e.name; }`, `"TypeError"`},
+		{"performance.now", `const a = performance.now(); await new Promise((r) => setTimeout(r, 2)); return performance.now() > a && a >= 0;`, `true`},
+	})
+}

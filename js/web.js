@@ -14,7 +14,7 @@
     Object.defineProperty(Symbol, "asyncIterator", { value: Symbol.for("Symbol.asyncIterator") });
   }
   const define = (obj, props) => {
-    for (const k of Object.keys(props)) {
+    for (const k of Reflect.ownKeys(props)) {
       Object.defineProperty(obj, k, { value: props[k], writable: true, configurable: true, enumerable: false });
     }
   };
@@ -494,9 +494,199 @@
     throw new TypeError(what + " must be an ArrayBuffer, a typed array or a DataView");
   }
 
+  // ---- TextEncoder, TextDecoder, atob, btoa ----
+  const utf8Labels = ["utf-8", "utf8", "unicode-1-1-utf-8", "unicode11utf8", "unicode20utf8", "x-unicode20utf8"];
+  const DECODER = Symbol("decoder");
+  class TextEncoder {
+    get encoding() {
+      return "utf-8";
+    }
+    encode(input = "") {
+      return native.utf8Encode(String(input));
+    }
+    encodeInto(source, destination) {
+      if (!(destination instanceof Uint8Array)) throw new TypeError("TextEncoder.encodeInto: destination must be a Uint8Array");
+      return native.utf8EncodeInto(String(source), destination);
+    }
+  }
+  tag(TextEncoder, "TextEncoder");
+  class TextDecoder {
+    constructor(label = "utf-8", options) {
+      const l = String(label).replace(/^[\t\n\f\r ]+|[\t\n\f\r ]+$/g, "").toLowerCase();
+      if (!utf8Labels.includes(l)) throw new RangeError('TextDecoder: encoding "' + label + '" is not supported (only UTF-8 is)');
+      const fatal = !!(options && options.fatal);
+      const ignoreBOM = !!(options && options.ignoreBOM);
+      define(this, { [DECODER]: { fatal, ignoreBOM, decode: native.utf8Decoder(fatal, ignoreBOM) } });
+    }
+    get encoding() {
+      return "utf-8";
+    }
+    get fatal() {
+      return this[DECODER].fatal;
+    }
+    get ignoreBOM() {
+      return this[DECODER].ignoreBOM;
+    }
+    decode(input, options) {
+      return this[DECODER].decode(input, !!(options && options.stream));
+    }
+  }
+  tag(TextDecoder, "TextDecoder");
+  function atob(data) {
+    if (arguments.length === 0) throw new TypeError("atob: 1 argument required");
+    const r = native.atob(String(data));
+    if (r === null) throw domError("atob: the string to be decoded is not correctly encoded base64", "InvalidCharacterError");
+    return r;
+  }
+  function btoa(data) {
+    if (arguments.length === 0) throw new TypeError("btoa: 1 argument required");
+    const r = native.btoa(String(data));
+    if (r === null) throw domError("btoa: the string contains characters outside of the Latin1 range", "InvalidCharacterError");
+    return r;
+  }
+
+  // ---- structuredClone, queueMicrotask ----
+  const errorTypes = { Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError };
+  function structuredClone(value, options) {
+    if (arguments.length === 0) throw new TypeError("structuredClone: 1 argument required");
+    const memory = new Map();
+    const fail = (what) => domError(what + " could not be cloned.", "DataCloneError");
+    const clone = (v) => {
+      const t = typeof v;
+      if (t === "symbol") throw fail(String(v));
+      if (t === "function") throw fail(v.name ? "function " + v.name : "a function");
+      if (t !== "object" || v === null) return v;
+      if (memory.has(v)) return memory.get(v);
+      let out;
+      const proto = Object.getPrototypeOf(v);
+      if (Array.isArray(v)) out = new Array(v.length);
+      else if (v instanceof Date) out = new Date(v.getTime());
+      else if (v instanceof RegExp) out = new RegExp(v.source, v.flags);
+      else if (v instanceof ArrayBuffer) out = v.slice(0);
+      else if (ArrayBuffer.isView(v)) {
+        const buf = clone(v.buffer);
+        out = v instanceof DataView ? new DataView(buf, v.byteOffset, v.byteLength) : new v.constructor(buf, v.byteOffset, v.length);
+      } else if (v instanceof Map) out = new Map();
+      else if (v instanceof Set) out = new Set();
+      else if (v instanceof Boolean || v instanceof Number || v instanceof String) out = Object(v.valueOf());
+      else if (v instanceof Error) {
+        const E = errorTypes[v.name] || Error;
+        out = new E(v.message);
+        if (v.stack !== undefined) Object.defineProperty(out, "stack", { value: String(v.stack), writable: true, configurable: true });
+        memory.set(v, out);
+        if ("cause" in v) out.cause = clone(v.cause);
+        return out;
+      } else if (v instanceof Promise || v instanceof WeakMap || v instanceof WeakSet || (proto !== Object.prototype && proto !== null && isPlatformObject(v))) {
+        throw fail(Object.prototype.toString.call(v));
+      } else out = {};
+      memory.set(v, out);
+      if (v instanceof Map) for (const [k, x] of v) out.set(clone(k), clone(x));
+      else if (v instanceof Set) for (const x of v) out.add(clone(x));
+      else if (!ArrayBuffer.isView(v) && !(v instanceof ArrayBuffer)) for (const k of Object.keys(v)) out[k] = clone(v[k]);
+      return out;
+    };
+    return clone(value);
+  }
+  // platformClasses are the platform's objects structuredClone refuses.
+  const platformClasses = [];
+  const isPlatformObject = (v) => platformClasses.some((C) => v instanceof C);
+  function queueMicrotask(callback) {
+    if (typeof callback !== "function") throw new TypeError("queueMicrotask: callback is not a function");
+    Promise.resolve().then(() => {
+      try {
+        callback();
+      } catch (e) {
+        reportError(e);
+      }
+    });
+  }
+
+  // ---- crypto, performance ----
+  const KEY = Symbol("key");
+  const hashName = (h) => {
+    const n = String(typeof h === "object" && h !== null ? h.name : h).toUpperCase();
+    return n === "SHA1" ? "SHA-1" : n.replace(/^SHA(\d)/, "SHA-$1");
+  };
+  class CryptoKey {
+    constructor(key) {
+      if (key !== KEY) throw new TypeError("Illegal constructor: use crypto.subtle.importKey");
+    }
+  }
+  tag(CryptoKey, "CryptoKey");
+  const hmacKey = (key, usage) => {
+    if (!(key instanceof CryptoKey) || !key[KEY]) throw new TypeError("crypto.subtle: key must be a CryptoKey from importKey");
+    if (!key.usages.includes(usage)) throw domError("crypto.subtle: the key does not allow " + usage, "InvalidAccessError");
+    return key[KEY];
+  };
+  const algName = (a) => String(typeof a === "object" && a !== null ? a.name : a).toUpperCase();
+  // later runs fn after the current job, so results come as promises the
+  // way Web Crypto gives them (errors as rejections).
+  const later = (fn) => new Promise((resolve) => resolve(fn()));
+  const subtle = {
+    digest: (algorithm, data) => later(() => native.digest(hashName(algorithm), data)),
+    importKey: (format, keyData, algorithm, extractable, usages) =>
+      later(() => {
+        if (format !== "raw") throw domError('crypto.subtle.importKey: only the "raw" format is supported', "NotSupportedError");
+        if (algName(algorithm) !== "HMAC") throw domError("crypto.subtle.importKey: only HMAC keys are supported", "NotSupportedError");
+        const hash = hashName(algorithm.hash);
+        native.digest(hash, new Uint8Array(0)); // validates the hash's name
+        const bytes = new Uint8Array(toBytes(keyData, "crypto.subtle.importKey: keyData"));
+        const key = new CryptoKey(KEY);
+        define(key, { [KEY]: { hash, bytes } });
+        Object.defineProperties(key, {
+          type: { value: "secret", enumerable: true },
+          extractable: { value: !!extractable, enumerable: true },
+          algorithm: { value: { name: "HMAC", hash: { name: hash }, length: bytes.length * 8 }, enumerable: true },
+          usages: { value: Array.from(usages || []), enumerable: true },
+        });
+        return key;
+      }),
+    exportKey: (format, key) =>
+      later(() => {
+        if (format !== "raw" || !key.extractable) throw domError("crypto.subtle.exportKey: only extractable keys in the raw format", "InvalidAccessError");
+        return key[KEY].bytes.slice().buffer;
+      }),
+    sign: (algorithm, key, data) =>
+      later(() => {
+        if (algName(algorithm) !== "HMAC") throw domError("crypto.subtle.sign: only HMAC is supported", "NotSupportedError");
+        const k = hmacKey(key, "sign");
+        return native.hmac(k.hash, k.bytes, data);
+      }),
+    verify: (algorithm, key, signature, data) =>
+      later(() => {
+        if (algName(algorithm) !== "HMAC") throw domError("crypto.subtle.verify: only HMAC is supported", "NotSupportedError");
+        const k = hmacKey(key, "verify");
+        return native.hmacVerify(k.hash, k.bytes, signature, data);
+      }),
+  };
+  const integerArrays = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array];
+  const crypto = {
+    subtle,
+    getRandomValues(array) {
+      if (!integerArrays.some((C) => array instanceof C)) throw domError("crypto.getRandomValues: argument must be an integer typed array", "TypeMismatchError");
+      if (array.byteLength > 65536) throw domError("crypto.getRandomValues: at most 65536 bytes at a time (got " + array.byteLength + ")", "QuotaExceededError");
+      if (native.randomFill) native.randomFill(array);
+      else {
+        // Workflow VMs: Math.random is the run's seeded generator.
+        const b = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+        for (let i = 0; i < b.length; i++) b[i] = Math.floor(Math.random() * 256);
+      }
+      return array;
+    },
+    randomUUID: native.randomUUID,
+  };
+  const performance = {
+    now: native.now || (() => {
+      throw new Error("performance.now cannot be used in workflow code (it is replayed and must be deterministic): use Date.now(), or move it into a step");
+    }),
+    timeOrigin: native.timeOrigin || 0,
+  };
+
   define(g, {
     DOMException, Event, EventTarget, AbortController, AbortSignal,
     ReadableStream, ReadableStreamDefaultReader, ReadableStreamDefaultController, reportError,
+    TextEncoder, TextDecoder, atob, btoa, structuredClone, queueMicrotask, CryptoKey, crypto, performance,
   });
-  return { nativeStream, streamBytes, concatBytes, toBytes, domError, deferred, define, tag, abortSignal };
+  platformClasses.push(EventTarget, ReadableStream, ReadableStreamDefaultReader, CryptoKey);
+  return { nativeStream, streamBytes, concatBytes, toBytes, domError, deferred, define, tag, abortSignal, platformClasses, errorStream: (s, e) => errorStream(s[STREAM], e) };
 });
