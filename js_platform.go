@@ -31,8 +31,8 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 	if p == nil {
 		p = newJSPlatform()
 	}
-	installWeb(l)
-	installTimersAndFetch(l, p.fetch)
+	installTimers(l)
+	installWeb(l, p.fetch)
 }
 
 // installWorkflow gives a workflow VM the deterministic part of the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"reflect"
 	"time"
 
@@ -20,20 +21,31 @@ var (
 	//go:embed js/web.js
 	webSource  string
 	webProgram = goja.MustCompile("svc:web.js", webSource, false)
+	//go:embed js/web_fetch.js
+	webFetchSource  string
+	webFetchProgram = goja.MustCompile("svc:web_fetch.js", webFetchSource, false)
 )
 
 // jsStreamChunk is the most a native stream (jsReadableStream) reads at once.
 const jsStreamChunk = 64 << 10
 
-// installWebPrelude evaluates js/web.js in vm with natives (Go functions
-// the classes call) and returns the internals it hands back to the runtime.
+// installWebPrelude evaluates js/web.js and js/web_fetch.js in vm with
+// natives (Go functions the classes call) and returns the internals web.js
+// hands back to the runtime.
 func installWebPrelude(vm *goja.Runtime, natives *goja.Object) (*goja.Object, error) {
-	return runWebProgram(vm, webProgram, natives)
+	web, err := runWebProgram(vm, webProgram, natives)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := runWebProgram(vm, webFetchProgram, natives, web); err != nil {
+		return nil, err
+	}
+	return web, nil
 }
 
 // runWebProgram evaluates a web prelude program (a function expression)
-// and calls it with arg; it returns the object the function returns.
-func runWebProgram(vm *goja.Runtime, p *goja.Program, arg goja.Value) (*goja.Object, error) {
+// and calls it with args; it returns the object the function returns.
+func runWebProgram(vm *goja.Runtime, p *goja.Program, args ...goja.Value) (*goja.Object, error) {
 	fv, err := vm.RunProgram(p)
 	if err != nil {
 		return nil, fmt.Errorf("run web platform: %w", err)
@@ -42,7 +54,7 @@ func runWebProgram(vm *goja.Runtime, p *goja.Program, arg goja.Value) (*goja.Obj
 	if !ok {
 		return nil, errors.New("run web platform: the prelude is not a function")
 	}
-	out, err := f(goja.Undefined(), arg)
+	out, err := f(goja.Undefined(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("run web platform: %w", err)
 	}
@@ -183,8 +195,9 @@ func jsReadStream(l *jsLoop, v goja.Value, limit int64) *goja.Promise {
 
 // installWeb gives the VM of l the web platform of steps and agent tools
 // and keeps its internals in l.web.
-func installWeb(l *jsLoop) {
+func installWeb(l *jsLoop, client *http.Client) {
 	n := webNatives(l.vm, true)
+	fetchNatives(l, n, client)
 	start := time.Now()
 	n.Set("now", func() float64 { return float64(time.Since(start).Microseconds()) / 1000 })
 	n.Set("timeOrigin", float64(start.UnixMicro())/1000)
@@ -209,6 +222,8 @@ func webNatives(vm *goja.Runtime, random bool) *goja.Object {
 	n := vm.NewObject()
 	encodingNatives(vm, n)
 	cryptoNatives(vm, n, random)
+	urlNatives(vm, n)
+	n.Set("bodyLimit", fetchBodyLimit)
 	return n
 }
 
