@@ -1060,7 +1060,9 @@ func urlNatives(vm *goja.Runtime, n *goja.Object) {
 	})
 	n.Set("formSerialize", func(pairs [][]string) string {
 		var b strings.Builder
-		enc := func(s string) string { return strings.ReplaceAll(urlPercentEncode(s, func(c byte) bool { return c != ' ' && urlForm(c) }), " ", "+") }
+		enc := func(s string) string {
+			return strings.ReplaceAll(urlPercentEncode(s, func(c byte) bool { return c != ' ' && urlForm(c) }), " ", "+")
+		}
 		for i, p := range pairs {
 			if i > 0 {
 				b.WriteByte('&')

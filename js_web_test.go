@@ -43,11 +43,14 @@ func webRun(t testing.TB, l *jsLoop, src string) (goja.Value, error) {
 
 // webCases runs each case's script in a fresh step VM and compares the
 // JSON of its result (or the message of what it threw).
-func webCases(t *testing.T, cases []struct{ name, src, want string }) {
+func webCases(t *testing.T, cases []struct{ name, src, want string }, setup ...func(*jsLoop)) {
 	t.Helper()
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			l := webVM(t)
+			for _, f := range setup {
+				f(l)
+			}
 			v, err := webRun(t, l, tt.src)
 			got := ""
 			if err != nil {
