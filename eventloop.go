@@ -20,9 +20,10 @@ type jsLoop struct {
 	// watch, when set, is called before each job runs and returns the
 	// function that ends its watch (the workflow's runaway watchdog).
 	watch func() (done func())
-	// web holds the internals of the web platform (js/web.js) that Go
-	// helpers such as jsReadableStream call; nil in a VM without it.
-	web *goja.Object
+	// web returns the internals of the web platform (js/web.js) that Go
+	// helpers such as jsReadableStream call, installing the platform on
+	// first use; nil in a VM without it.
+	web func() *goja.Object
 }
 
 // newJSLoop returns a loop for vm.

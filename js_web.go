@@ -154,7 +154,7 @@ func jsReadableStream(l *jsLoop, rc io.ReadCloser) goja.Value {
 		return vm.ToValue(p)
 	}
 	cancel := func() { rc.Close() }
-	ns, _ := goja.AssertFunction(l.web.Get("nativeStream"))
+	ns, _ := goja.AssertFunction(l.web().Get("nativeStream"))
 	s, err := ns(goja.Undefined(), vm.ToValue(read), vm.ToValue(cancel))
 	if err != nil {
 		panic(err)
@@ -173,7 +173,7 @@ func jsReadError(l *jsLoop, err error) goja.Value {
 
 // jsDOMException returns a new DOMException of the platform in l's VM.
 func jsDOMException(l *jsLoop, message, name string) goja.Value {
-	f, _ := goja.AssertFunction(l.web.Get("domError"))
+	f, _ := goja.AssertFunction(l.web().Get("domError"))
 	v, err := f(goja.Undefined(), l.vm.ToValue(message), l.vm.ToValue(name))
 	if err != nil {
 		panic(err)
@@ -185,7 +185,7 @@ func jsDOMException(l *jsLoop, message, name string) goja.Value {
 // returns a promise of one Uint8Array; it rejects with a RangeError past
 // limit bytes and with a TypeError when v is not a ReadableStream.
 func jsReadStream(l *jsLoop, v goja.Value, limit int64) *goja.Promise {
-	f, _ := goja.AssertFunction(l.web.Get("streamBytes"))
+	f, _ := goja.AssertFunction(l.web().Get("streamBytes"))
 	p, err := f(goja.Undefined(), v, l.vm.ToValue(limit)) // an async function: it rejects, never throws
 	if err != nil {
 		panic(err)
@@ -193,27 +193,85 @@ func jsReadStream(l *jsLoop, v goja.Value, limit int64) *goja.Promise {
 	return p.Export().(*goja.Promise)
 }
 
+// webGlobals are the globals the platform defines; a VM installs them on
+// first use (see installWebLazily). fetch is added in step and tool VMs.
+var webGlobals = []string{
+	"DOMException", "Event", "EventTarget", "AbortController", "AbortSignal", "ReadableStream",
+	"ReadableStreamDefaultReader", "ReadableStreamDefaultController", "reportError", "TextEncoder",
+	"TextDecoder", "atob", "btoa", "structuredClone", "queueMicrotask", "CryptoKey", "crypto", "performance",
+	"URL", "URLSearchParams", "Headers", "Blob", "File", "FormData", "Request", "Response",
+}
+
+// webAsyncIterator gives goja the Symbol.asyncIterator it lacks, as the
+// symbol esbuild's lowered for-await falls back to; it runs in every VM.
+var webAsyncIterator = goja.MustCompile("svc:web_symbol.js",
+	`if (!Symbol.asyncIterator) Object.defineProperty(Symbol, "asyncIterator", { value: Symbol.for("Symbol.asyncIterator") })`, true)
+
+// installWebLazily defines the platform's globals as accessors that, on
+// the first touch of any, evaluate the platform (natives builds its Go
+// half) and then step aside: a VM whose code uses none of the web platform
+// does not pay for it (VM creation stays as cheap as before the platform).
+// It returns the function that installs the platform (once) and returns
+// its internals.
+func installWebLazily(vm *goja.Runtime, names []string, natives func() *goja.Object) func() *goja.Object {
+	if _, err := vm.RunProgram(webAsyncIterator); err != nil {
+		panic(err)
+	}
+	var web *goja.Object
+	global := vm.GlobalObject()
+	ensure := func() *goja.Object {
+		if web == nil {
+			web = vm.NewObject() // not re-entered while the preludes run
+			for _, name := range names {
+				global.Delete(name)
+			}
+			web = mustRunWeb(vm, natives())
+		}
+		return web
+	}
+	for _, name := range names {
+		get := vm.ToValue(func() goja.Value { ensure(); return global.Get(name) })
+		set := vm.ToValue(func(v goja.Value) { ensure(); global.Set(name, v) })
+		global.DefineAccessorProperty(name, get, set, goja.FLAG_TRUE, goja.FLAG_FALSE)
+	}
+	return ensure
+}
+
 // installWeb gives the VM of l the web platform of steps and agent tools
-// and keeps its internals in l.web.
+// (installed on first use) and sets l.web.
 func installWeb(l *jsLoop, client *http.Client) {
-	n := webNatives(l.vm, true)
-	fetchNatives(l, n, client)
 	start := time.Now()
-	n.Set("now", func() float64 { return float64(time.Since(start).Microseconds()) / 1000 })
-	n.Set("timeOrigin", float64(start.UnixMicro())/1000)
-	n.Set("unrefTimeout", func(fn goja.Callable, ms int64) {
-		time.AfterFunc(time.Duration(max(ms, 0))*time.Millisecond, func() {
-			l.postDetached(func() { fn(goja.Undefined()) })
+	l.web = installWebLazily(l.vm, append(webGlobals, "fetch"), func() *goja.Object {
+		n := webNatives(l.vm, true)
+		fetchNatives(l, n, client)
+		n.Set("now", func() float64 { return float64(time.Since(start).Microseconds()) / 1000 })
+		n.Set("timeOrigin", float64(start.UnixMicro())/1000)
+		n.Set("unrefTimeout", func(fn goja.Callable, ms int64) {
+			time.AfterFunc(time.Duration(max(ms, 0))*time.Millisecond, func() {
+				l.postDetached(func() { fn(goja.Undefined()) })
+			})
 		})
+		return n
 	})
-	l.web = mustRunWeb(l.vm, n)
 }
 
 // installWebWorkflow gives a workflow VM the deterministic part of the
 // web platform: no fetch, timers or clock, and crypto's randomness from
-// the run's seeded generator (js/workflow_prelude.js).
+// the run's seeded generator (__svc_random and __svc_uuid, which
+// js/workflow_prelude.js relies on too).
 func installWebWorkflow(vm *goja.Runtime) {
-	mustRunWeb(vm, webNatives(vm, false))
+	installWebLazily(vm, webGlobals, func() *goja.Object {
+		n := webNatives(vm, false)
+		n.Set("randomUUID", func(goja.FunctionCall) goja.Value {
+			f, _ := goja.AssertFunction(vm.Get("__svc_uuid"))
+			v, err := f(goja.Undefined())
+			if err != nil {
+				panic(err)
+			}
+			return v
+		})
+		return n
+	})
 }
 
 // webNatives returns the Go functions the platform's classes call; random

@@ -8,11 +8,7 @@
 (function (native) {
   "use strict";
   const g = globalThis;
-  // goja has no Symbol.asyncIterator; esbuild's lowered for-await falls back
-  // to Symbol.for("Symbol.asyncIterator"), so the platform uses that symbol.
-  if (!Symbol.asyncIterator) {
-    Object.defineProperty(Symbol, "asyncIterator", { value: Symbol.for("Symbol.asyncIterator") });
-  }
+  // Symbol.asyncIterator, which goja lacks, is defined beforehand (js_web.go).
   const define = (obj, props) => {
     for (const k of Reflect.ownKeys(props)) {
       Object.defineProperty(obj, k, { value: props[k], writable: true, configurable: true, enumerable: false });

@@ -15,8 +15,8 @@
   }
   globalThis.Date = WorkflowDate;
   Math.random = __svc_random;
-  // crypto.getRandomValues of the web platform (js/web.js) draws from Math.random here.
-  globalThis.crypto.randomUUID = __svc_uuid;
+  // crypto (js/web.js, installed on first use) takes randomUUID from
+  // __svc_uuid and getRandomValues from Math.random here.
   // Workflow code is replayed and must not do I/O or wait on real time:
   // say where such code belongs instead of failing with "not defined".
   const notHere = (what, instead) =>
