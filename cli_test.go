@@ -360,7 +360,7 @@ func TestDependencyBudget(t *testing.T) {
 	}
 	allowed := []string{"svc", "github.com/jackc/pgx/v5", "github.com/jackc/pgpassfile", "github.com/jackc/pgservicefile", "github.com/jackc/puddle/v2",
 		"github.com/google/uuid", "github.com/evanw/esbuild", "github.com/dop251/goja", "github.com/dlclark/regexp2", "github.com/go-sourcemap/sourcemap",
-		"github.com/google/pprof", "golang.org/x/text", "golang.org/x/sync", "golang.org/x/sys"}
+		"github.com/google/pprof", "golang.org/x/text", "golang.org/x/sync", "golang.org/x/sys", "golang.org/x/net/idna"}
 	for _, pkg := range strings.Fields(string(out)) {
 		ok := false
 		for _, a := range allowed {

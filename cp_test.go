@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -96,33 +95,6 @@ func (p *cpProcess) stop() {
 	}
 }
 
-// cpCall sends a JSON request with the bearer credential cred ("" for
-// none) and decodes the answer into out; it returns the status.
-func cpCall(t testing.TB, method, url, cred string, body, out any) int {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, url, rd)
-	if cred != "" {
-		req.Header.Set("Authorization", "Bearer "+cred)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: decode %q: %v", method, url, raw, err)
-		}
-	}
-	return resp.StatusCode
-}
-
 // cpEnvelope decodes a --json line of the CLI.
 func cpEnvelope(t testing.TB, stdout string, data any) envelope {
 	t.Helper()
@@ -157,12 +129,12 @@ func TestControlPlaneSignIn(t *testing.T) {
 	var secrets []string
 
 	var admin cpSignedIn
-	if code := cpCall(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": strings.ToLower(m[1])}, &admin); code != 200 || admin.Credential == "" {
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": strings.ToLower(m[1])}, &admin); code != 200 || admin.Credential == "" {
 		t.Fatalf("POST /api/login/code = %d", code)
 	}
 	secrets = append(secrets, admin.Credential)
 	var e struct{ Error apiError }
-	if code := cpCall(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &e); code != 401 || e.Error.Code != codeAuth {
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &e); code != 401 || e.Error.Code != codeAuth {
 		t.Fatalf("the one-time code, twice = %d %+v; want 401 auth", code, e)
 	}
 
@@ -214,10 +186,10 @@ func TestControlPlaneSignIn(t *testing.T) {
 		}
 		return userCode != ""
 	})
-	if code := cpCall(t, "POST", cp.url+"/api/login/device/approve", "", map[string]string{"user_code": userCode}, nil); code != 401 {
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/login/device/approve", "", map[string]string{"user_code": userCode}, nil); code != 401 {
 		t.Fatalf("approve without a credential = %d; want 401", code)
 	}
-	if code := cpCall(t, "POST", cp.url+"/api/login/device/approve", admin.Credential, map[string]string{"user_code": userCode}, nil); code != 200 {
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/login/device/approve", admin.Credential, map[string]string{"user_code": userCode}, nil); code != 200 {
 		t.Fatalf("approve = %d", code)
 	}
 	select {
@@ -242,35 +214,35 @@ func TestControlPlaneSignIn(t *testing.T) {
 	// Agents, a deployment, an installation's target and identity token.
 	org := cp.url + "/api/orgs/default"
 	var agent cpAgent
-	if code := cpCall(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "demo", "name": "Demo"}, &agent); code != 201 {
+	if code := httpJSONAuth(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "demo", "name": "Demo"}, &agent); code != 201 {
 		t.Fatalf("create agent = %d", code)
 	}
-	if code := cpCall(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "demo"}, nil); code != 409 {
+	if code := httpJSONAuth(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "demo"}, nil); code != 409 {
 		t.Fatalf("create agent twice = %d; want 409", code)
 	}
-	if code := cpCall(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "Bad Slug"}, nil); code != 400 {
+	if code := httpJSONAuth(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "Bad Slug"}, nil); code != 400 {
 		t.Fatalf("create agent with a bad slug = %d; want 400", code)
 	}
-	if code := cpCall(t, "GET", cp.url+"/api/orgs/elsewhere/agents", admin.Credential, nil, nil); code != 404 {
+	if code := httpJSONAuth(t, "GET", cp.url+"/api/orgs/elsewhere/agents", admin.Credential, nil, nil); code != 404 {
 		t.Fatalf("another organization's agents = %d; want 404", code)
 	}
 	var local cpInstallation
-	if code := cpCall(t, "POST", org+"/agents/demo/local-dev-installation", admin.Credential, nil, &local); code != 200 || local.Kind != "local_dev" || local.OrganizationSlug != "default" {
+	if code := httpJSONAuth(t, "POST", org+"/agents/demo/local-dev-installation", admin.Credential, nil, &local); code != 200 || local.Kind != "local_dev" || local.OrganizationSlug != "default" {
 		t.Fatalf("local-dev installation = %d %+v", code, local)
 	}
 	var again cpInstallation
-	cpCall(t, "POST", org+"/agents/demo/local-dev-installation", admin.Credential, nil, &again)
+	httpJSONAuth(t, "POST", org+"/agents/demo/local-dev-installation", admin.Credential, nil, &again)
 	if again.ID != local.ID {
 		t.Fatalf("local-dev installation changed: %s then %s; want one per user and agent", local.ID, again.ID)
 	}
-	if code := cpCall(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &e); code != 404 || e.Error.Code != "no_deployment" {
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &e); code != 404 || e.Error.Code != "no_deployment" {
 		t.Fatalf("resolve before a deployment = %d %+v; want 404 no_deployment", code, e)
 	}
 	secret := "box-signing-secret-" + strings.Repeat("s", 20)
 	secrets = append(secrets, secret)
 	var rec cpDeploymentRecord
 	for _, tag := range []string{"1.0.0", "1.0.1"} { // re-recording updates the one deployment
-		if code := cpCall(t, "PUT", org+"/agents/demo/deployment", admin.Credential, map[string]string{"url": "http://127.0.0.1:9/", "image_tag": tag, "secret": secret}, &rec); code != 200 {
+		if code := httpJSONAuth(t, "PUT", org+"/agents/demo/deployment", admin.Credential, map[string]string{"url": "http://127.0.0.1:9/", "image_tag": tag, "secret": secret}, &rec); code != 200 {
 			t.Fatalf("record deployment = %d", code)
 		}
 	}
@@ -278,7 +250,7 @@ func TestControlPlaneSignIn(t *testing.T) {
 		t.Fatalf("deployment record = %+v", rec)
 	}
 	var target cpTarget
-	if code := cpCall(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &target); code != 200 || target.Deployment.ID != rec.Deployment.ID {
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &target); code != 200 || target.Deployment.ID != rec.Deployment.ID {
 		t.Fatalf("resolve = %d %+v", code, target)
 	}
 	v, _ := newIdentVerifier(cp.url, local.OrganizationID, rec.Installation.ID, nil, nil)
@@ -295,12 +267,12 @@ func TestControlPlaneSignIn(t *testing.T) {
 		cpAPIKey
 		Key string `json:"key"`
 	}
-	if code := cpCall(t, "POST", org+"/api-keys", admin.Credential, map[string]string{"name": "ci"}, &key); code != 201 || !strings.HasPrefix(key.Key, "svc_key_") {
+	if code := httpJSONAuth(t, "POST", org+"/api-keys", admin.Credential, map[string]string{"name": "ci"}, &key); code != 201 || !strings.HasPrefix(key.Key, "svc_key_") {
 		t.Fatalf("create API key = %d %+v", code, key)
 	}
 	secrets = append(secrets, key.Key)
 	var list map[string][]map[string]any
-	cpCall(t, "GET", org+"/api-keys", admin.Credential, nil, &list)
+	httpJSONAuth(t, "GET", org+"/api-keys", admin.Credential, nil, &list)
 	if len(list["api_keys"]) != 1 || list["api_keys"][0]["key"] != nil {
 		t.Fatalf("API key list = %v; want one key, without the key", list)
 	}
@@ -334,7 +306,7 @@ func TestControlPlaneSignIn(t *testing.T) {
 	if out, code := run(env2, "--json", "logout"); code != 0 || !strings.Contains(out, `"revoked":true`) {
 		t.Fatalf("logout = %d %s", code, out)
 	}
-	if code := cpCall(t, "GET", cp.url+"/api/whoami", saved.Credential, nil, nil); code != 401 {
+	if code := httpJSONAuth(t, "GET", cp.url+"/api/whoami", saved.Credential, nil, nil); code != 401 {
 		t.Fatalf("whoami with the logged-out credential = %d; want 401", code)
 	}
 	if out, code := run(env2, "--json", "whoami"); code != 2 {
@@ -347,7 +319,7 @@ func TestControlPlaneSignIn(t *testing.T) {
 	if strings.Contains(cp2.stderr.String(), "sign_in_code") {
 		t.Errorf("the second boot printed a sign-in code:\n%s", cp2.stderr.String())
 	}
-	if code := cpCall(t, "GET", cp2.url+"/api/whoami", admin.Credential, nil, nil); code != 200 {
+	if code := httpJSONAuth(t, "GET", cp2.url+"/api/whoami", admin.Credential, nil, nil); code != 200 {
 		t.Errorf("the admin's credential after a restart = %d; want 200", code)
 	}
 	cp2.stop()

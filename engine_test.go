@@ -234,7 +234,11 @@ func (te *testEngine) await(t *testing.T, id string) runRecord {
 		r, _ := te.get(id)
 		t.Fatalf("run %s did not end: %v (status %s)", id, err, r.Status)
 	}
-	r, _ := te.get(id)
+	// An ended run may already have left memory for the run history.
+	r, ok, err := te.find(ctx, id)
+	if err != nil || !ok {
+		t.Fatalf("run %s ended but cannot be read: %v", id, err)
+	}
 	return r
 }
 

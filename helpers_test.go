@@ -245,6 +245,12 @@ func cli(t testing.TB, dir string, env []string, args ...string) (string, string
 // non-nil); it returns the status.
 func httpJSON(t testing.TB, method, url string, body any, out any) int {
 	t.Helper()
+	return httpJSONAuth(t, method, url, "", body, out)
+}
+
+// httpJSONAuth is httpJSON with the bearer credential cred ("" for none).
+func httpJSONAuth(t testing.TB, method, url, cred string, body any, out any) int {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -258,6 +264,9 @@ func httpJSON(t testing.TB, method, url string, body any, out any) int {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, method, url, rd)
 	req.Header.Set("Content-Type", "application/json")
+	if cred != "" {
+		req.Header.Set("Authorization", "Bearer "+cred)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)

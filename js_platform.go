@@ -32,7 +32,8 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 	if p == nil {
 		p = newJSPlatform()
 	}
-	installTimersAndFetch(l, p.fetch)
+	installTimers(l)
+	installWeb(l, p.fetch)
 	p.installSQL(l, ambient)
 }
 
@@ -40,6 +41,7 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 // platform, and in place of I/O members of the ambient module, functions
 // that throw saying to use a step (workflow code is replayed: DESIGN §3).
 func (p *jsPlatform) installWorkflow(vm *goja.Runtime, ambient *goja.Object) {
+	installWebWorkflow(vm)
 	ambient.Set("sql", sqlUnavailable(vm, sqlInWorkflow))
 }
 

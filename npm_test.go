@@ -153,36 +153,10 @@ export default defineAgent({
 `,
 }
 
-// npmWebGlobals are the web platform globals the openai package needs.
-var npmWebGlobals = []string{"URL", "Headers", "Request", "Response", "AbortController", "ReadableStream", "TextDecoder", "TextEncoder"}
-
-// npmMissingWebGlobals returns the npmWebGlobals a step VM lacks.
-func npmMissingWebGlobals(t *testing.T) []string {
-	t.Helper()
-	dir := t.TempDir()
-	writeFile(t, dir, "probe.ts", "(globalThis as any).__missing = ["+`"`+strings.Join(npmWebGlobals, `", "`)+`"`+"].filter((n) => typeof (globalThis as any)[n] !== \"function\");\n")
-	m, err := bundleModule(dir, "probe.ts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := newStepRunner(func() map[string]string { return nil }, nil, discardLogger()).newVM(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var missing []string
-	if err := sv.vm.ExportTo(sv.vm.Get("__missing"), &missing); err != nil {
-		t.Fatal(err)
-	}
-	return missing
-}
-
 // TestNPMOpenAIPackage: the official openai package, bundled from
 // node_modules, calls the fake provider from a step and from an agent tool,
 // whole and streamed (fetch, Headers, URL, AbortController, streamed bodies).
 func TestNPMOpenAIPackage(t *testing.T) {
-	if missing := npmMissingWebGlobals(t); len(missing) > 0 {
-		t.Skipf("step VMs lack the web platform the openai package needs (%s); it comes with DESIGN §9's web APIs", strings.Join(missing, ", "))
-	}
 	fake := newFakeProvider(t)
 	dir := npmTestProject(t, npmOpenAISources)
 	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk-fake", "OPENAI_BASE_URL="+fake.URL+"/v1"))
@@ -197,7 +171,7 @@ func TestNPMOpenAIPackage(t *testing.T) {
 			} `json:"choices"`
 		}
 		body := map[string]any{"model": "asker", "stream": false, "messages": []any{map[string]any{"role": "user", "content": `call ask {"prompt":"hi","stream":` + map[bool]string{false: "false", true: "true"}[stream] + `}`}}}
-		if st := httpJSON(t, "POST", d.url("/openai/v1/chat/completions"), body, &out); st != 200 || len(out.Choices) != 1 || out.Choices[0].Message.Content != "tool ask said: echo: hi" {
+		if st := httpJSONAuth(t, "POST", d.url("/openai/v1/chat/completions"), "sk-any", body, &out); st != 200 || len(out.Choices) != 1 || out.Choices[0].Message.Content != "tool ask said: echo: hi" {
 			t.Errorf("agent with the tool streaming %v = %d %+v; want the tool's answer", stream, st, out)
 		}
 	}

@@ -15,7 +15,8 @@
   }
   globalThis.Date = WorkflowDate;
   Math.random = __svc_random;
-  globalThis.crypto = { randomUUID: __svc_uuid };
+  // crypto (js/web.js, installed on first use) takes randomUUID from
+  // __svc_uuid and getRandomValues from Math.random here.
   // Workflow code is replayed and must not do I/O or wait on real time:
   // say where such code belongs instead of failing with "not defined".
   const notHere = (what, instead) =>
@@ -23,6 +24,6 @@
       throw new Error(what + " cannot be used in workflow code (it is replayed and must be deterministic): " + instead);
     };
   globalThis.fetch = notHere("fetch", 'move it into a step (a function whose body starts with "use step")');
-  for (const t of ["setTimeout", "setInterval"])
+  for (const t of ["setTimeout", "setInterval", "clearTimeout", "clearInterval"])
     globalThis[t] = notHere(t, 'use sleep() from "svc" to wait durably, or move it into a step');
 })();

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func init() {
+	// Workflows of the web platform tests, compiled with the engine's.
+	engineWorkflows["workflows/webdet.workflow.ts"] = `
+import { sleep } from "svc";
+async function record(s: string) { "use step"; return s; }
+export default async function webdet() {
+  "use workflow";
+  const u = new URL("https://h/p?a=1");
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  const id = crypto.randomUUID();
+  const digest = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(id))));
+  const first = JSON.stringify([Array.from(bytes), id, digest, u.searchParams.get("a"), btoa("x"), structuredClone({ a: 1 }), new Headers({ A: "1" }).get("a")]);
+  const journaled = await record(first);
+  await sleep(30);
+  const fails = (f: () => unknown) => { try { f(); return ""; } catch (e) { return String((e as Error).message); } };
+  return {
+    same: journaled === first,
+    fetch: fails(() => fetch("http://x")).includes("step"),
+    setInterval: fails(() => setInterval(() => {}, 1)).includes("sleep"),
+    perf: fails(() => performance.now()).includes("workflow code"),
+    timeout: fails(() => AbortSignal.timeout(5)).includes("step"),
+  };
+}`
+	// A step with the API surface the openai package uses for a streamed
+	// chat completion: URL, Headers iteration, AbortController, fetch with
+	// the body read by getReader and by for await, TextDecoder streaming.
+	engineWorkflows["workflows/webstep.workflow.ts"] = `
+async function chat(base: string) {
+  "use step";
+  const url = new URL("/v1/chat/completions", base);
+  url.searchParams.set("stream", "true");
+  const headers = new Headers({ "Content-Type": "application/json", Authorization: "Bearer k" });
+  const sent = [...headers.entries()].map(([k]) => k);
+  const ac = new AbortController();
+  const res = await fetch(url, { method: "POST", headers, body: JSON.stringify({ stream: true }), signal: ac.signal });
+  const dec = new TextDecoder();
+  let buf = "", text = "";
+  const reader = res.body!.getReader();
+  const first = await reader.read();
+  buf += dec.decode(first.value, { stream: true });
+  reader.releaseLock();
+  for await (const chunk of res.body as any) buf += dec.decode(chunk as Uint8Array, { stream: true });
+  buf += dec.decode();
+  for (const ev of buf.split("\n\n")) {
+    const data = ev.replace(/^data: /, "");
+    if (!data || data === "[DONE]") continue;
+    text += JSON.parse(data).choices[0].delta.content;
+  }
+  ac.abort();
+  return { status: res.status, type: res.headers.get("content-type"), sent, text };
+}
+export default async function webstep(input: { base: string }) {
+  "use workflow";
+  return await chat(input.base);
+}`
+}
+
+func TestWebWorkflowDeterministic(t *testing.T) {
+	te := newTestEngine(t)
+	r := te.startWait(t, "webdet", `{}`)
+	if r.Status != runCompleted || string(r.Output) != `{"same":true,"fetch":true,"setInterval":true,"perf":true,"timeout":true}` {
+		t.Fatalf("webdet = %s %s %+v", r.Status, r.Output, r.Error)
+	}
+}
+
+func TestWebStepStreamsLikeOpenAI(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" || r.URL.Query().Get("stream") != "true" || r.Header.Get("Authorization") != "Bearer k" {
+			http.Error(w, "bad request "+r.URL.String(), 400)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, word := range []string{"Hé", "llo", " wörld"} {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":%q}}]}\n\n", word)
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	te := newTestEngine(t)
+	r := te.startWait(t, "webstep", fmt.Sprintf(`{"base":%q}`, srv.URL))
+	want := `{"status":200,"type":"text/event-stream","sent":["authorization","content-type"],"text":"Héllo wörld"}`
+	if r.Status != runCompleted || string(r.Output) != want {
+		t.Fatalf("webstep = %s %s %+v; want %s", r.Status, r.Output, r.Error, want)
+	}
+}
