@@ -64,11 +64,6 @@ declare module "drizzle-orm/pg-core" {
     (name?: string, config?: C): PgColumn<T, NotNull, HasDefault>;
     (config?: C): PgColumn<T, NotNull, HasDefault>;
   }
-  /** A column builder whose config's mode picks the type of the values. */
-  export interface ModeColumnBuilder<Modes, Default extends keyof Modes, C = {}, NotNull extends boolean = false, HasDefault extends boolean = false> {
-    <M extends keyof Modes = Default>(name: string, config?: C & { mode?: M }): PgColumn<Modes[M], NotNull, HasDefault>;
-    <M extends keyof Modes = Default>(config?: C & { mode?: M }): PgColumn<Modes[M], NotNull, HasDefault>;
-  }
   /** A text column builder; { enum: [...] } narrows the type to those strings (no SQL check). */
   export interface TextColumnBuilder<C = {}> {
     <const E extends readonly [string, ...string[]]>(name: string, config: C & { enum: E }): PgColumn<E[number], false, false>;
@@ -78,15 +73,18 @@ declare module "drizzle-orm/pg-core" {
   }
 
   export const serial: ColumnBuilder<number, {}, true, true>;
-  export const bigserial: ModeColumnBuilder<{ number: number; bigint: bigint }, "number", {}, true, true>;
+  // Row types are what svc's sql reads (README, "sql"): int8 and numeric as exact
+  // decimal strings, timestamp as a Date, date as "YYYY-MM-DD"; a mode is accepted
+  // for drizzle compatibility and changes nothing.
+  export const bigserial: ColumnBuilder<string, { mode?: "number" | "bigint" }, true, true>;
   export const smallint: ColumnBuilder<number>;
   export const integer: ColumnBuilder<number>;
-  export const bigint: ModeColumnBuilder<{ number: number; bigint: bigint }, "number">;
+  export const bigint: ColumnBuilder<string, { mode?: "number" | "bigint" }>;
   export const text: TextColumnBuilder;
   export const varchar: TextColumnBuilder<{ length?: number }>;
   export const boolean: ColumnBuilder<boolean>;
-  export const timestamp: ModeColumnBuilder<{ date: Date; string: string }, "date", { precision?: 0 | 1 | 2 | 3 | 4 | 5 | 6; withTimezone?: boolean }>;
-  export const date: ModeColumnBuilder<{ string: string; date: Date }, "string">;
+  export const timestamp: ColumnBuilder<Date, { mode?: "date" | "string"; precision?: 0 | 1 | 2 | 3 | 4 | 5 | 6; withTimezone?: boolean }>;
+  export const date: ColumnBuilder<string, { mode?: "string" | "date" }>;
   export const json: ColumnBuilder<unknown>;
   export const jsonb: ColumnBuilder<unknown>;
   export const uuid: ColumnBuilder<string>;
