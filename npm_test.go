@@ -233,10 +233,10 @@ type NewOrder = typeof orders.$inferInsert;
 async function describe(o: Order) {
   "use step";
   const when: Date = o.placedAt;
-  const cents: bigint | null = o.cents;
+  const cents: string | null = o.cents; // int8 is read as an exact decimal string
   const source: string | undefined = o.meta?.source;
   const due: string | null = o.due;
-  return o.item + " x" + o.qty + " " + when.toISOString() + (cents ?? 0n).toString() + (source ?? "") + (due ?? "") + o.total;
+  return o.item + " x" + o.qty + " " + when.toISOString() + (cents ?? "0") + (source ?? "") + (due ?? "") + o.total;
 }
 
 export default async function order(input: { order: Order }) {
