@@ -180,3 +180,83 @@ func TestWebURLWPT(t *testing.T) {
 		wptCheck(t, "toascii.json", r, nil)
 	})
 }
+
+// TestWebEncodingWPT runs the UTF-8 cases of the web-platform-tests
+// encoding/ directory, transcribed as rows in
+// testdata/wpt/encoding_utf8.json, through the TextEncoder and TextDecoder
+// globals of a step VM.
+func TestWebEncodingWPT(t *testing.T) {
+	r := wptRun(t, "encoding_utf8.json", `
+		const types = { Uint8Array, DataView, Int8Array, Int16Array, Int32Array, Uint16Array, Uint32Array, Uint8ClampedArray, Float32Array, Float64Array };
+		const errors = { TypeError, RangeError };
+		// view puts bytes in a new buffer seen as kind (Uint8Array unless named).
+		const view = (bytes, kind) => {
+			const u = new Uint8Array(bytes);
+			return kind === "ArrayBuffer" ? u.buffer : kind === "DataView" ? new DataView(u.buffer) : u;
+		};
+		const codes = (s) => Array.from(s, (c) => c.codePointAt(0).toString(16)).join(" ");
+		for (const [i, row] of data.decode.entries()) {
+			run("decode[" + i + "]", row.from + ": " + row.name, () => {
+				const d = new TextDecoder(row.label, { fatal: !!row.fatal, ignoreBOM: !!row.ignoreBOM });
+				for (const [j, c] of row.calls.entries()) {
+					const what = "call " + j;
+					let call = () => (c.bytes === undefined ? d.decode() : d.decode(view(c.bytes, c.view), { stream: !!c.stream }));
+					if (c.window) call = () => {
+						let out = "";
+						for (let k = 0; k < c.bytes.length; k += c.window) out += d.decode(view(c.bytes.slice(k, k + c.window)), { stream: true });
+						return out + d.decode();
+					};
+					if (c.throws) throwsType(what, errors[c.throws], call);
+					else if ("wantNot" in c) {
+						const got = call();
+						if (got === c.wantNot) throw { wpt: what + " = " + codes(got) + "; want anything else" };
+					} else if ("want" in c) {
+						const got = call();
+						if (got !== c.want) throw { wpt: what + " = [" + codes(got) + "]; want [" + codes(c.want) + "]" };
+					} else call();
+				}
+			});
+		}
+		for (const [i, row] of data.encode.entries()) {
+			run("encode[" + i + "]", row.from + ": " + row.name, () => {
+				const e = new TextEncoder();
+				const got = !("input" in row) ? e.encode() : e.encode(row.input === null ? undefined : row.input);
+				if (!(got instanceof Uint8Array)) throw { wpt: "encode returned " + got + "; want a Uint8Array" };
+				if (row.bytes) check("bytes", Array.from(got).join(","), row.bytes.join(","));
+				if ("decoded" in row) check("decoded", codes(new TextDecoder().decode(got)), codes(row.decoded));
+			});
+		}
+		for (const [i, row] of data.encodeInto.entries()) {
+			run("encodeInto[" + i + "]", row.from + ": " + JSON.stringify(row.input) + " into " + (row.destination || row.destinationLength + " bytes at " + row.destinationOffset + " filled with " + row.filler), () => {
+				if (row.destination) {
+					const dest = row.destination === "ArrayBuffer" ? new ArrayBuffer(0) : new types[row.destination](new ArrayBuffer(0));
+					return throwsType("encodeInto", errors[row.throws], () => new TextEncoder().encodeInto(row.input, dest));
+				}
+				const n = row.destinationLength + row.bufferIncrease;
+				const buffer = new ArrayBuffer(n), full = new Uint8Array(buffer), control = [];
+				for (let k = 0; k < n; k++) control[k] = full[k] = row.filler === "random" ? (k * 151 + 17) & 255 : row.filler;
+				const dest = new Uint8Array(buffer, row.destinationOffset, row.destinationLength);
+				const res = new TextEncoder().encodeInto(row.input, dest);
+				check("read", res.read, row.read);
+				check("written", res.written, row.written.length);
+				for (let k = 0; k < n; k++) {
+					const off = k - row.destinationOffset;
+					check("byte " + k, full[k], off >= 0 && off < row.written.length ? row.written[off] : control[k]);
+				}
+			});
+		}
+		for (const [i, row] of data.labels.entries()) {
+			run("labels[" + i + "]", row.from + ": " + JSON.stringify(row.label), () => {
+				if (row.throws) return throwsType("new TextDecoder", errors[row.throws], () => new TextDecoder(row.label));
+				check("encoding", new TextDecoder(row.label).encoding, row.encoding);
+			});
+		}
+		for (const [i, row] of data.attributes.entries()) {
+			run("attributes[" + i + "]", row.from + ": " + row.name, () => {
+				const d = "label" in row ? new TextDecoder(row.label, row.options) : new TextDecoder();
+				for (const k of Object.keys(row.want)) check(k, k === "encoderEncoding" ? new TextEncoder().encoding : d[k], row.want[k]);
+			});
+		}
+		return { cases, fails };`)
+	wptCheck(t, "encoding_utf8.json", r, nil)
+}
