@@ -982,7 +982,10 @@ func urlSet(href, name, value string) (*urlRecord, bool) {
 		if name == "hostname" {
 			st = stHostname
 		}
-		return urlParse(value, nil, u, st, true)
+		// A setter ignores the parser's failure and keeps what it set
+		// before: "example.com:65536" sets the host, not the port.
+		urlParse(value, nil, u, st, true)
+		return u, true
 	case "port":
 		if cannotHaveCredentials {
 			return nil, false
