@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -14,6 +15,9 @@ import (
 // project data), which is what tests of the engine alone use.
 type jsPlatform struct {
 	fetch *http.Client // fetch() of steps and tools
+	// storage is the project's bucket (js_storage.go): nil until boot sets it, which may
+	// be after steps of resumed runs have started (their calls fail: not configured).
+	storage atomic.Pointer[storageClient]
 }
 
 // defaultFetchTimeout bounds one fetch() of user code, headers and body.
@@ -32,9 +36,12 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 		p = newJSPlatform()
 	}
 	installTimersAndFetch(l, p.fetch)
+	storageInstall(l, ambient, &p.storage)
 }
 
 // installWorkflow gives a workflow VM the deterministic part of the
 // platform, and in place of I/O members of the ambient module, functions
 // that throw saying to use a step (workflow code is replayed: DESIGN §3).
-func (p *jsPlatform) installWorkflow(vm *goja.Runtime, ambient *goja.Object) {}
+func (p *jsPlatform) installWorkflow(vm *goja.Runtime, ambient *goja.Object) {
+	storageInstallWorkflow(vm, ambient)
+}

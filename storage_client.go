@@ -100,8 +100,12 @@ type storageError struct {
 	Err     error // the transport error when Status is 0
 }
 
-// Error reads "storage get "a/b": NoSuchKey (404): The specified key does not exist.".
+// Error reads "storage get "a/b": NoSuchKey (404): The specified key does not exist.", or
+// only the message for an error of no operation (not configured).
 func (e *storageError) Error() string {
+	if e.Op == "" {
+		return e.Message
+	}
 	var b strings.Builder
 	b.WriteString("storage " + e.Op)
 	if e.Key != "" {
@@ -591,4 +595,13 @@ func (c *storageClient) presign(method, key string, expires time.Duration) (stri
 	sig := storageCanonical(req, []string{"host"}, s3UnsignedPayload, true).signature(key4, amzDate, sc.scope())
 	u.RawQuery += "&X-Amz-Signature=" + sig
 	return u.String(), nil
+}
+
+// storageTargetOf returns the target the S3_* variables of env name (those `svc env`
+// prints): S3_ENDPOINT, S3_BUCKET, S3_REGION, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY.
+func storageTargetOf(env map[string]string) storageTarget {
+	return storageTarget{
+		Endpoint: env["S3_ENDPOINT"], Bucket: env["S3_BUCKET"], Region: env["S3_REGION"],
+		AccessKey: env["S3_ACCESS_KEY_ID"], SecretKey: env["S3_SECRET_ACCESS_KEY"],
+	}
 }
