@@ -24,6 +24,9 @@ type jsLoop struct {
 	// watch, when set, is called before each job runs and returns the
 	// function that ends its watch (the workflow's runaway watchdog).
 	watch func() (done func())
+	// web holds the internals of the web platform (js/web.js) that Go
+	// helpers such as jsReadableStream call; nil in a VM without it.
+	web *goja.Object
 }
 
 // newJSLoop returns a loop for vm.
@@ -37,6 +40,16 @@ func (l *jsLoop) begin() { l.pending++ }
 
 // post hands a completion back to the loop goroutine (safe from any goroutine).
 func (l *jsLoop) post(fn func()) { l.jobs <- func() { l.pending--; fn() } }
+
+// postDetached hands fn to the loop goroutine without it being pending work
+// (an unreferenced timer such as AbortSignal.timeout's): it is dropped when
+// the loop is not being run and its queue is full.
+func (l *jsLoop) postDetached(fn func()) {
+	select {
+	case l.jobs <- fn:
+	default:
+	}
+}
 
 // errLoopIdle reports that a promise is still pending but nothing is left
 // that could settle it (for a workflow: it must suspend).

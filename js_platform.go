@@ -35,6 +35,7 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 	if p == nil {
 		p = newJSPlatform()
 	}
+	installWeb(l)
 	installTimersAndFetch(l, p.fetch)
 	storageInstall(l, ambient, &p.storage)
 }

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// The web platform's JavaScript half (DESIGN §9), compiled once: every VM
+// evaluates the same Programs, so a new VM pays only for defining the
+// classes, never for parsing them.
+var (
+	//go:embed js/web.js
+	webSource  string
+	webProgram = goja.MustCompile("svc:web.js", webSource, false)
+)
+
+// jsStreamChunk is the most a native stream (jsReadableStream) reads at once.
+const jsStreamChunk = 64 << 10
+
+// installWebPrelude evaluates js/web.js in vm with natives (Go functions
+// the classes call) and returns the internals it hands back to the runtime.
+func installWebPrelude(vm *goja.Runtime, natives *goja.Object) (*goja.Object, error) {
+	return runWebProgram(vm, webProgram, natives)
+}
+
+// runWebProgram evaluates a web prelude program (a function expression)
+// and calls it with arg; it returns the object the function returns.
+func runWebProgram(vm *goja.Runtime, p *goja.Program, arg goja.Value) (*goja.Object, error) {
+	fv, err := vm.RunProgram(p)
+	if err != nil {
+		return nil, fmt.Errorf("run web platform: %w", err)
+	}
+	f, ok := goja.AssertFunction(fv)
+	if !ok {
+		return nil, errors.New("run web platform: the prelude is not a function")
+	}
+	out, err := f(goja.Undefined(), arg)
+	if err != nil {
+		return nil, fmt.Errorf("run web platform: %w", err)
+	}
+	o, _ := out.(*goja.Object)
+	return o, nil
+}
+
+// jsUint8Array returns a new Uint8Array holding b; the array owns b (the
+// caller must not change it afterwards).
+func jsUint8Array(vm *goja.Runtime, b []byte) goja.Value {
+	o, err := vm.New(vm.Get("Uint8Array"), vm.ToValue(vm.NewArrayBuffer(b)))
+	if err != nil {
+		panic(err)
+	}
+	return o
+}
+
+// jsArrayBuffer returns a new ArrayBuffer holding b; it owns b afterwards.
+func jsArrayBuffer(vm *goja.Runtime, b []byte) goja.Value {
+	return vm.ToValue(vm.NewArrayBuffer(b))
+}
+
+// typeArrayBuffer is what an ArrayBuffer exports as.
+var typeArrayBuffer = reflect.TypeOf(goja.ArrayBuffer{})
+
+// jsBytesView returns the bytes of v when it is an ArrayBuffer, a typed
+// array or a DataView, without copying: the slice aliases the VM's memory
+// and is valid only until JavaScript runs again on the VM. ok is false for
+// any other value.
+func jsBytesView(v goja.Value) (b []byte, ok bool) {
+	o, isObj := v.(*goja.Object)
+	if !isObj {
+		return nil, false
+	}
+	t := o.ExportType()
+	switch {
+	case t == typeArrayBuffer:
+		return o.Export().(goja.ArrayBuffer).Bytes(), true
+	case t == nil:
+		return nil, false
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+		if b, ok := o.Export().([]byte); ok {
+			return b, true
+		}
+	}
+	// Other typed arrays and DataView (which exports as an object): the
+	// bytes they view in their buffer.
+	buf, isObj := o.Get("buffer").(*goja.Object)
+	if !isObj || buf.ExportType() != typeArrayBuffer {
+		return nil, false
+	}
+	all := buf.Export().(goja.ArrayBuffer).Bytes()
+	off, n := o.Get("byteOffset").ToInteger(), o.Get("byteLength").ToInteger()
+	if off < 0 || n < 0 || off+n > int64(len(all)) {
+		return nil, false
+	}
+	return all[off : off+n], true
+}
+
+// jsBytes returns a copy of the bytes of v when it is an ArrayBuffer, a
+// typed array or a DataView; ok is false for any other value.
+func jsBytes(v goja.Value) ([]byte, bool) {
+	b, ok := jsBytesView(v)
+	if !ok {
+		return nil, false
+	}
+	return bytes.Clone(b), true
+}
+
+// jsReadableStream returns a ReadableStream of Uint8Array chunks read from
+// rc on another goroutine, one read per chunk user code waits for (a read
+// in flight counts as pending work of l, nothing else does). The stream
+// closes rc at its end, on error and when cancelled. A read that fails
+// because its context was cancelled rejects with an AbortError.
+func jsReadableStream(l *jsLoop, rc io.ReadCloser) goja.Value {
+	vm := l.vm
+	buf := make([]byte, jsStreamChunk) // reads never overlap: the stream pulls one at a time
+	read := func() goja.Value {
+		p, resolve, reject := vm.NewPromise()
+		l.begin()
+		go func() {
+			n, err := rc.Read(buf)
+			chunk := bytes.Clone(buf[:n])
+			l.post(func() {
+				switch {
+				case n > 0 || err == nil:
+					resolve(jsUint8Array(vm, chunk))
+				case errors.Is(err, io.EOF):
+					rc.Close()
+					resolve(goja.Null())
+				default:
+					rc.Close()
+					reject(jsReadError(l, err))
+				}
+			})
+		}()
+		return vm.ToValue(p)
+	}
+	cancel := func() { rc.Close() }
+	ns, _ := goja.AssertFunction(l.web.Get("nativeStream"))
+	s, err := ns(goja.Undefined(), vm.ToValue(read), vm.ToValue(cancel))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// jsReadError is the JavaScript error of a failed native read: an
+// AbortError when its context was cancelled, else a TypeError.
+func jsReadError(l *jsLoop, err error) goja.Value {
+	if errors.Is(err, context.Canceled) {
+		return jsDOMException(l, "The operation was aborted.", "AbortError")
+	}
+	return l.vm.NewTypeError("read body: " + err.Error())
+}
+
+// jsDOMException returns a new DOMException of the platform in l's VM.
+func jsDOMException(l *jsLoop, message, name string) goja.Value {
+	f, _ := goja.AssertFunction(l.web.Get("domError"))
+	v, err := f(goja.Undefined(), l.vm.ToValue(message), l.vm.ToValue(name))
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// jsReadStream reads the ReadableStream of byte chunks v to its end and
+// returns a promise of one Uint8Array; it rejects with a RangeError past
+// limit bytes and with a TypeError when v is not a ReadableStream.
+func jsReadStream(l *jsLoop, v goja.Value, limit int64) *goja.Promise {
+	f, _ := goja.AssertFunction(l.web.Get("streamBytes"))
+	p, err := f(goja.Undefined(), v, l.vm.ToValue(limit)) // an async function: it rejects, never throws
+	if err != nil {
+		panic(err)
+	}
+	return p.Export().(*goja.Promise)
+}
+
+// installWeb gives the VM of l the web platform of steps and agent tools
+// and keeps its internals in l.web.
+func installWeb(l *jsLoop) {
+	natives := l.vm.NewObject()
+	natives.Set("unrefTimeout", func(fn goja.Callable, ms int64) {
+		time.AfterFunc(time.Duration(max(ms, 0))*time.Millisecond, func() {
+			l.postDetached(func() { fn(goja.Undefined()) })
+		})
+	})
+	web, err := installWebPrelude(l.vm, natives)
+	if err != nil {
+		panic(err) // the runtime's own program: a bug, not user input
+	}
+	l.web = web
+}
