@@ -7,6 +7,7 @@ package main
 // throw: workflow code is replayed and must not do I/O.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +130,10 @@ func (s *jsStorage) error(err error) goja.Value {
 	var arg *storageArgError
 	var se *storageError
 	var ex *goja.Exception
+	var thrown *jsThrown
 	switch {
+	case errors.As(err, &thrown):
+		return thrown.Value
 	case errors.As(err, &arg):
 		return s.vm.NewTypeError(arg.msg)
 	case errors.As(err, &se):
@@ -263,36 +267,11 @@ func storageInt(member, name string, v goja.Value, lo, hi int64) (int64, error) 
 // storageBytes returns a copy of the bytes of a string (UTF-8), ArrayBuffer or
 // ArrayBufferView (Uint8Array and the other typed arrays, DataView); ok is false for any
 // other value.
-func storageBytes(vm *goja.Runtime, v goja.Value) (data []byte, ok bool) {
+func storageBytes(v goja.Value) (data []byte, ok bool) {
 	if _, isStr := v.(goja.String); isStr {
 		return []byte(v.String()), true
 	}
-	o, isObj := v.(*goja.Object)
-	if !isObj {
-		return nil, false
-	}
-	if ab, isAB := o.Export().(goja.ArrayBuffer); isAB {
-		return append([]byte(nil), ab.Bytes()...), true
-	}
-	isView, _ := goja.AssertFunction(vm.Get("ArrayBuffer").ToObject(vm).Get("isView"))
-	if r, err := isView(goja.Undefined(), v); err != nil || !r.ToBoolean() {
-		return nil, false
-	}
-	ab, isAB := o.Get("buffer").Export().(goja.ArrayBuffer)
-	if !isAB {
-		return nil, false
-	}
-	off, n := o.Get("byteOffset").ToInteger(), o.Get("byteLength").ToInteger()
-	return append([]byte(nil), ab.Bytes()[off:off+n]...), true
-}
-
-// storageUint8Array returns a new Uint8Array over b (not copied: b must not be used after).
-func storageUint8Array(vm *goja.Runtime, b []byte) goja.Value {
-	u, err := vm.New(vm.Get("Uint8Array"), vm.ToValue(vm.NewArrayBuffer(b)))
-	if err != nil {
-		panic(err)
-	}
-	return u
+	return jsBytes(v)
 }
 
 // storageDate returns a JS Date of t.
@@ -321,7 +300,10 @@ func (s *jsStorage) put(key, body, options goja.Value) goja.Value {
 	if err != nil {
 		return s.rejected(err)
 	}
-	data, ok := storageBytes(s.vm, body)
+	if stream, ok := s.streamOf(body); ok {
+		return s.putStream(k, stream, contentType)
+	}
+	data, ok := storageBytes(body)
 	if !ok {
 		return s.rejected(storageArgf("put", `the body must be a string, Uint8Array, ArrayBuffer or ReadableStream, not %s (for JSON pass JSON.stringify(value) with contentType "application/json")`, storageTypeOf(body)))
 	}
@@ -335,6 +317,99 @@ func (s *jsStorage) put(key, body, options goja.Value) goja.Value {
 		etag, err := c.put(ctx, k, data, contentType)
 		return func() (goja.Value, error) { return s.putResult(k, etag, int64(len(data))), nil }, err
 	})
+}
+
+// streamOf returns v as a ReadableStream object, if it is one.
+func (s *jsStorage) streamOf(v goja.Value) (*goja.Object, bool) {
+	o, isObj := v.(*goja.Object)
+	ctor, hasCtor := s.vm.Get("ReadableStream").(*goja.Object)
+	return o, isObj && hasCtor && s.vm.InstanceOf(o, ctor)
+}
+
+// putStream is put of a ReadableStream: its chunks (Uint8Array, any ArrayBuffer view, or
+// string as UTF-8) are read as the upload needs them, so at most one part (storagePartSize)
+// is in memory (storageClient.putStream). The stream is locked at once and cancelled when
+// the upload fails.
+func (s *jsStorage) putStream(key string, stream *goja.Object, contentType string) goja.Value {
+	getReader, _ := goja.AssertFunction(stream.Get("getReader"))
+	rv, err := getReader(stream)
+	if err != nil {
+		return s.rejected(err)
+	}
+	reader := rv.ToObject(s.vm)
+	if contentType == "" {
+		contentType = "application/octet-stream"
+	}
+	return s.async(func(ctx context.Context, c *storageClient) (func() (goja.Value, error), error) {
+		etag, size, err := c.putStream(ctx, key, s.streamChunks(reader), contentType)
+		if err != nil {
+			s.onLoop(func() { storageCallMethod(s.vm, reader, "cancel") })
+		}
+		return func() (goja.Value, error) { return s.putResult(key, etag, size), nil }, err
+	})
+}
+
+// onLoop runs fn on the loop goroutine; it is called from the goroutine of an async call,
+// whose completion keeps the loop's pending count (begin here pairs post's decrement).
+func (s *jsStorage) onLoop(fn func()) {
+	s.l.post(func() {
+		s.l.begin()
+		fn()
+	})
+}
+
+// storageCallMethod calls o[name]() and returns its result (undefined on a throw, which
+// only cleanup calls ignore).
+func storageCallMethod(vm *goja.Runtime, o *goja.Object, name string, args ...goja.Value) (goja.Value, error) {
+	f, ok := goja.AssertFunction(o.Get(name))
+	if !ok {
+		return goja.Undefined(), fmt.Errorf("%s is not a function", name)
+	}
+	return f(o, args...)
+}
+
+// streamChunks returns the chunk source of storageClient.putStream for a locked stream
+// reader: each call, on the upload's goroutine, has the loop read one chunk and waits for
+// it (at most storageRequestTimeout: a stream that stalls fails the put).
+func (s *jsStorage) streamChunks(reader *goja.Object) func() ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	return func() ([]byte, error) {
+		s.onLoop(func() {
+			p, err := storageCallMethod(s.vm, reader, "read")
+			if err == nil {
+				_, err = storageCallMethod(s.vm, p.ToObject(s.vm), "then",
+					s.vm.ToValue(func(r *goja.Object) {
+						if r.Get("done").ToBoolean() {
+							ch <- result{err: io.EOF}
+							return
+						}
+						v := r.Get("value")
+						b, ok := storageBytes(v)
+						if !ok {
+							ch <- result{err: storageArgf("put", "the body stream gave %s; its chunks must be Uint8Array (or another ArrayBuffer view) or string", storageTypeOf(v))}
+							return
+						}
+						ch <- result{b: b}
+					}),
+					s.vm.ToValue(func(e goja.Value) { ch <- result{err: &jsThrown{Value: e}} }))
+			}
+			if err != nil {
+				ch <- result{err: err}
+			}
+		})
+		t := time.NewTimer(storageRequestTimeout)
+		defer t.Stop()
+		select {
+		case r := <-ch:
+			return r.b, r.err
+		case <-t.C:
+			return nil, storageArgf("put", "the body stream gave no chunk for %v", storageRequestTimeout)
+		}
+	}
 }
 
 // putResult is the value put resolves with.
@@ -464,6 +539,26 @@ func (s *jsStorage) getResult(b *storageBody, head []byte, rest io.ReadCloser) g
 			return func() (goja.Value, error) { return conv(data) }, nil
 		})
 	}
+	// body is a getter, not enumerable: JSON.stringify and console.log of the object
+	// leave the stream unmade and the body unread.
+	var stream goja.Value
+	o.DefineAccessorProperty("body", s.vm.ToValue(func() goja.Value {
+		if stream == nil {
+			var rc io.ReadCloser = io.NopCloser(bytes.NewReader(head))
+			switch {
+			case used:
+				rc = io.NopCloser(storageFailedReader{errors.New("the body was already read by text(), json(), bytes() or arrayBuffer()")})
+			case rest != nil:
+				rc = struct {
+					io.Reader
+					io.Closer
+				}{io.MultiReader(bytes.NewReader(head), rest), rest}
+			}
+			used = true
+			stream = jsReadableStream(s.l, rc)
+		}
+		return stream
+	}), nil, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	o.Set("text", func() goja.Value {
 		return readAll(func(b []byte) (goja.Value, error) { return s.vm.ToValue(string(b)), nil })
 	})
@@ -471,13 +566,19 @@ func (s *jsStorage) getResult(b *storageBody, head []byte, rest io.ReadCloser) g
 		return readAll(func(b []byte) (goja.Value, error) { return jsonParse(s.vm, b) })
 	})
 	o.Set("bytes", func() goja.Value {
-		return readAll(func(b []byte) (goja.Value, error) { return storageUint8Array(s.vm, b), nil })
+		return readAll(func(b []byte) (goja.Value, error) { return jsUint8Array(s.vm, b), nil })
 	})
 	o.Set("arrayBuffer", func() goja.Value {
-		return readAll(func(b []byte) (goja.Value, error) { return s.vm.ToValue(s.vm.NewArrayBuffer(b)), nil })
+		return readAll(func(b []byte) (goja.Value, error) { return jsArrayBuffer(s.vm, b), nil })
 	})
 	return o
 }
+
+// storageFailedReader is a reader whose every read fails with err.
+type storageFailedReader struct{ err error }
+
+// Read returns the error.
+func (r storageFailedReader) Read([]byte) (int, error) { return 0, r.err }
 
 // head is storage.head(key) → the metadata or null.
 func (s *jsStorage) head(key goja.Value) goja.Value {

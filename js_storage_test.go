@@ -339,3 +339,71 @@ func TestStorageJSWorkflowVM(t *testing.T) {
 		}
 	}
 }
+
+func TestStorageJSStreams(t *testing.T) {
+	p := storageTestPlatform(t)
+	out := storageMustRunJS(t, p, `
+// chunks returns a stream of n chunks of size bytes, chunk i filled with i, pulled lazily.
+const chunks = (n, size) => {
+  let i = 0;
+  return new ReadableStream({
+    pull(c) {
+      if (i === n) return c.close();
+      c.enqueue(new Uint8Array(size).fill(i++));
+    },
+  });
+};
+// drain reads a stream to its end: byte count and the first byte of each 1 MiB.
+const drain = async (stream) => {
+  const reader = stream.getReader();
+  let n = 0, mark = 0;
+  const marks = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return { n, marks };
+    for (; mark < n + value.length; mark += 1 << 20) marks.push(value[mark - n]);
+    n += value.length;
+  }
+};
+exports.run = async () => {
+  const small = await storage.put("s", ReadableStream.from(["str", "ing ", new Uint8Array([98, 121, 116, 101, 115])]), { contentType: "text/plain" });
+  const smallText = await (await storage.get("s")).text();
+  // 17 MiB: past one part, so a multipart upload of three parts.
+  const big = await storage.put("big", chunks(17, 1 << 20));
+  const o = await storage.get("big");
+  const json = JSON.stringify(o);
+  const read = await drain(o.body);
+  let after;
+  try { await o.text(); } catch (e) { after = e.name; }
+  const t = await storage.get("s");
+  await t.text();
+  let bodyAfterText;
+  try { await t.body.getReader().read(); } catch (e) { bodyAfterText = e.message; }
+  let failed;
+  const bad = new ReadableStream({ pull(c) { c.error(new RangeError("source broke")); } });
+  try { await storage.put("bad", bad); } catch (e) { failed = e.name + ": " + e.message; }
+  let badChunk;
+  try { await storage.put("bad", ReadableStream.from([{}])); } catch (e) { badChunk = e.name + ": " + e.message; }
+  let locked;
+  const l = chunks(1, 1);
+  l.getReader();
+  try { await storage.put("bad", l); } catch (e) { locked = e.name; }
+  return { small, smallText, big: [big.size, big.etag.slice(-2)], json, read, after, bodyAfterText, failed, badChunk, locked, stored: await storage.head("bad") };
+};`)
+	for _, want := range []string{
+		`"small":{"key":"s","etag":"`, `"size":12}`, `"smallText":"string bytes"`,
+		`"big":[17825792,"-3"]`, `"read":{"n":17825792,"marks":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}`,
+		`"json":"{\"key\":\"big\",\"size\":17825792,`, `"after":"TypeError"`,
+		`"bodyAfterText":"read body: the body was already read by text(), json(), bytes() or arrayBuffer()"`,
+		`"failed":"RangeError: source broke"`,
+		`"badChunk":"TypeError: storage.put: the body stream gave an object; its chunks must be Uint8Array (or another ArrayBuffer view) or string"`,
+		`"locked":"TypeError"`, `"stored":null`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("result lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `\"body\"`) {
+		t.Errorf("JSON of a get result holds its body: %s", out)
+	}
+}
