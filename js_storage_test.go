@@ -101,12 +101,12 @@ exports.run = async () => {
 			Etag string
 			Size int
 		}
-		Text, TextType, JSONType, BinType string
-		TextSize                          int
+		Text, TextType, JSONType, BinType  string
+		TextSize                           int
 		IsDate, Fresh, SameEtag, BytesIsU8 bool
-		JSON                              map[string][]int
-		Bytes, AB, View                   []int
-		Head                              struct {
+		JSON                               map[string][]int
+		Bytes, AB, View                    []int
+		Head                               struct {
 			Key, Type  string
 			Size       int
 			Etag, Date bool
