@@ -734,3 +734,89 @@ func storageConfigure(p *jsPlatform, t storageTarget) error {
 	p.storage.Store(c)
 	return nil
 }
+
+// storageDTS declares storage in the ambient module; typegen appends it to connect.d.ts.
+// The stream types are structural, so they hold with or without a DOM lib.
+const storageDTS = `
+declare module "svc" {
+  /** A ReadableStream of steps and tools (the web platform's), as storage gives it. */
+  export interface StorageReadableStream<R = Uint8Array> {
+    readonly locked: boolean;
+    getReader(): {
+      read(): Promise<{ done: false; value: R } | { done: true; value?: undefined }>;
+      releaseLock(): void;
+      cancel(reason?: unknown): Promise<void>;
+    };
+    cancel(reason?: unknown): Promise<void>;
+    [Symbol.asyncIterator](): AsyncIterator<R>;
+  }
+  /** Any ReadableStream of Uint8Array (or other ArrayBuffer view, or string) chunks. */
+  export interface StorageStreamSource {
+    readonly locked: boolean;
+    getReader(): unknown;
+  }
+  /** An object's metadata: head(), get() and list() give it. */
+  export interface StorageObjectInfo {
+    key: string;
+    /** Bytes of the whole object (also when get() read a range). */
+    size: number;
+    /** The S3 ETag without quotes: the MD5 hex of a single-part object; "<hex>-<parts>" for a streamed one past 8 MiB. */
+    etag: string;
+    lastModified: Date;
+  }
+  /** head() and get(): the metadata with the content type. */
+  export interface StorageObjectHead extends StorageObjectInfo {
+    /** As put gave it; "text/plain; charset=utf-8" for a string, "application/octet-stream" otherwise. */
+    contentType: string;
+  }
+  /** get(): the metadata and the body, to be read once (at most 64 MiB through text/json/bytes/arrayBuffer). */
+  export interface StorageObject extends StorageObjectHead {
+    /** The bytes read when get() asked a range. */
+    range?: { offset: number; length: number };
+    /** The body as a stream, read as it arrives. */
+    readonly body: StorageReadableStream<Uint8Array>;
+    text(): Promise<string>;
+    json<T = unknown>(): Promise<T>;
+    bytes(): Promise<Uint8Array>;
+    arrayBuffer(): Promise<ArrayBuffer>;
+  }
+  /** A byte range: length bytes from offset (to the end without length), or the last suffix bytes. */
+  export type StorageRange = { offset: number; length?: number } | { suffix: number };
+  /** One page of list(). */
+  export interface StorageList {
+    objects: StorageObjectInfo[];
+    /** With a delimiter: the distinct key prefixes up to and including it ("folders"). */
+    prefixes: string[];
+    /** Pass it to list() for the next page; present only when truncated. */
+    cursor?: string;
+    truncated: boolean;
+  }
+  /** Thrown by storage when the endpoint refuses or cannot be reached. */
+  export interface StorageError extends Error {
+    name: "StorageError";
+    /** The S3 error code (AccessDenied, NoSuchBucket, InvalidRange...), NetworkError, or NotConfigured. */
+    code: string;
+    /** The HTTP status; 0 when no answer came. */
+    status: number;
+  }
+  /**
+   * The project's bucket (svc dev: the built-in object storage, or SVC_S3_ENDPOINT; svc env
+   * prints its address and keys). For steps and tools: workflow code that calls it throws.
+   * Keys are 1 to 1024 bytes of UTF-8; invalid arguments throw TypeError.
+   */
+  export const storage: {
+    /** Store body under key, replacing any object there. A stream is uploaded as it is read. */
+    put(key: string, body: string | ArrayBuffer | ArrayBufferView | StorageStreamSource, options?: { contentType?: string }): Promise<{ key: string; etag: string; size: number }>;
+    /** The object, or null when there is none. */
+    get(key: string, options?: { range?: StorageRange }): Promise<StorageObject | null>;
+    /** The object's metadata, or null when there is none. */
+    head(key: string): Promise<StorageObjectHead | null>;
+    /** A page of keys in order (limit 1-1000, default 1000). */
+    list(options?: { prefix?: string; delimiter?: string; cursor?: string; limit?: number }): Promise<StorageList>;
+    /** Remove the object(s); missing keys are no error. */
+    delete(keys: string | string[]): Promise<void>;
+    /** A URL that lets anyone GET (default) or PUT the key, for expiresIn seconds (default 3600, at most 604800). */
+    presign(key: string, options?: { method?: "GET" | "PUT"; expiresIn?: number }): string;
+  };
+}
+`

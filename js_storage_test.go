@@ -407,3 +407,51 @@ exports.run = async () => {
 		t.Errorf("JSON of a get result holds its body: %s", out)
 	}
 }
+
+func TestStorageDTSPassesTSCStrict(t *testing.T) {
+	dir := projectDir(t)
+	writeFile(t, dir, "workflows/files.workflow.ts", `import { storage, type StorageError } from "svc";
+async function files(n: number) {
+  "use step";
+  const put = await storage.put("a.txt", "hello", { contentType: "text/plain" });
+  await storage.put("b.bin", new Uint8Array([1, 2]));
+  await storage.put("c.bin", new ArrayBuffer(2));
+  const o = await storage.get("a.txt", { range: { offset: 0, length: 2 } });
+  if (o === null) return 0;
+  const text: string = await o.text();
+  const data: { x: number } = await o.json<{ x: number }>();
+  const bytes: Uint8Array = await o.bytes();
+  const when: Date = o.lastModified;
+  const reader = o.body.getReader();
+  const chunk = await reader.read();
+  if (!chunk.done) chunk.value.byteLength;
+  await storage.put("d.bin", o.body);
+  await storage.get("a.txt", { range: { suffix: 1 } });
+  const h = await storage.head("a.txt");
+  const page = await storage.list({ prefix: "a", delimiter: "/", limit: 10, cursor: undefined });
+  const next: string | undefined = page.truncated ? page.cursor : undefined;
+  await storage.delete(["a.txt", "b.bin"]);
+  await storage.delete("c.bin");
+  const url: string = storage.presign("a.txt", { method: "PUT", expiresIn: 60 });
+  try { await storage.head("x"); } catch (e) { const se = e as StorageError; se.code + se.status; }
+  return put.size + text.length + data.x + bytes.length + when.getTime() + (h?.size ?? 0) + page.objects.length + page.prefixes.length + url.length + (next ?? "").length + n;
+}
+export default async function filesWorkflow() {
+  "use workflow";
+  return files(1);
+}`)
+	if out, err := typecheck(t, dir); err != nil {
+		t.Fatalf("tsc over storage usage: %v\n%s", err, out)
+	}
+	writeFile(t, dir, "workflows/files.workflow.ts", `import { storage } from "svc";
+export default async function bad() {
+  "use workflow";
+  await storage.put("k", { a: 1 });
+  await storage.list({ max: 3 });
+  storage.presign("k", { method: "DELETE" });
+}`)
+	out, err := typecheck(t, dir)
+	if err == nil || strings.Count(out, "files.workflow.ts") < 3 {
+		t.Fatalf("tsc accepted wrong storage calls (err %v):\n%s", err, out)
+	}
+}

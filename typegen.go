@@ -140,7 +140,7 @@ func generateTypes(cat *catalog) (map[string]string, error) {
 	return map[string]string{
 		"agents.d.ts":    agents.String(),
 		"workflows.d.ts": wf.String(),
-		"connect.d.ts":   connectDTS,
+		"connect.d.ts":   connectDTS + storageDTS,
 		"config.d.ts":    configDTS,
 	}, nil
 }
