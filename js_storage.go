@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dop251/goja"
 )
@@ -83,14 +82,17 @@ func storageInstall(l *jsLoop, ambient *goja.Object, target *atomic.Pointer[stor
 func storageInstallWorkflow(vm *goja.Runtime, ambient *goja.Object) {
 	o := vm.NewObject()
 	for _, m := range storageMembers {
-		o.Set(m, func(goja.FunctionCall) goja.Value { panic(vm.NewGoError(errors.New(storageWorkflowMessage))) })
+		o.Set(m, func(goja.FunctionCall) goja.Value {
+			e, _ := vm.New(vm.Get("Error"), vm.ToValue(storageWorkflowMessage))
+			panic(e)
+		})
 	}
 	ambient.Set("storage", o)
 }
 
-// async validates nothing: it runs work on a goroutine with the configured client and
-// settles the returned promise on the loop with the value done builds there (done runs on
-// the loop, so it may touch the VM).
+// async runs work (arguments already validated) on a goroutine with the configured client
+// and settles the returned promise on the loop with the value done builds there (done runs
+// on the loop, so it may touch the VM); an unset target rejects at once.
 func (s *jsStorage) async(work func(ctx context.Context, c *storageClient) (done func() (goja.Value, error), err error)) goja.Value {
 	p, resolve, reject := s.vm.NewPromise()
 	c := s.target.Load()
@@ -242,12 +244,16 @@ func storageString(member, name string, v goja.Value, max int) (string, error) {
 	if !storageIsSet(v) {
 		return "", nil
 	}
-	if _, ok := v.(goja.String); !ok {
+	str, ok := v.(goja.String)
+	if !ok {
 		return "", storageArgf(member, "%s must be a string, not %s", name, storageTypeOf(v))
 	}
 	s := v.String()
 	if len(s) > max {
 		return "", storageArgf(member, "%s is %d bytes; at most %d are allowed", name, len(s), max)
+	}
+	if !storageWellFormed(str) {
+		return "", storageArgf(member, "%s holds a lone UTF-16 surrogate, which has no UTF-8 form", name)
 	}
 	return s, nil
 }
@@ -618,11 +624,6 @@ func (s *jsStorage) list(options goja.Value) goja.Value {
 			return s.rejected(err)
 		}
 		lo.Limit = int(n)
-	}
-	for _, v := range []string{lo.Prefix, lo.Delimiter} {
-		if !utf8.ValidString(v) {
-			return s.rejected(storageArgf("list", "prefix and delimiter must be well-formed strings"))
-		}
 	}
 	return s.async(func(ctx context.Context, c *storageClient) (func() (goja.Value, error), error) {
 		page, err := c.list(ctx, lo)

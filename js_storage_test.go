@@ -277,6 +277,7 @@ func TestStorageJSInvalidArguments(t *testing.T) {
 		{`storage.list({ limit: 0 })`, "storage.list: limit must be an integer from 1 to 1000, not 0"},
 		{`storage.list({ limit: 1001 })`, "storage.list: limit must be an integer from 1 to 1000"},
 		{`storage.list({ prefix: 3 })`, "storage.list: prefix must be a string"},
+		{`storage.list({ delimiter: "\uDC00" })`, "storage.list: delimiter holds a lone UTF-16 surrogate"},
 		{`storage.delete(["a", ""])`, "storage.delete: keys[1]: the key must not be empty"},
 		{`storage.delete(null)`, "storage.delete: the argument must be a key or an array of keys: the key must be a string, not null"},
 		{`storage.presign("k", { method: "DELETE" })`, `storage.presign: method must be "GET" or "PUT", not "DELETE"`},
@@ -336,7 +337,8 @@ func TestStorageJSWorkflowVM(t *testing.T) {
 	run, _ := goja.AssertFunction(exports.Get("run"))
 	for _, m := range storageMembers {
 		_, err := run(goja.Undefined(), vm.ToValue(m))
-		if err == nil || !strings.Contains(err.Error(), storageWorkflowMessage) {
+		var ex *goja.Exception
+		if !errors.As(err, &ex) || ex.Value().ToObject(vm).Get("name").String() != "Error" || ex.Value().ToObject(vm).Get("message").String() != storageWorkflowMessage {
 			t.Errorf("storage.%s in a workflow VM: %v", m, err)
 		}
 	}
