@@ -43,6 +43,8 @@ const (
 	storageMaxListBody = 8 << 20
 	// storageRequestTimeout bounds one request, a download's body included.
 	storageRequestTimeout = 10 * time.Minute
+	// storageDefaultRegion signs requests of a target that names no region.
+	storageDefaultRegion = "us-east-1"
 )
 
 // storageTarget is where the storage client goes: a bucket of an S3 endpoint and the keys
@@ -50,7 +52,7 @@ const (
 type storageTarget struct {
 	Endpoint  string // http(s)://host[:port][/path], path-style
 	Bucket    string
-	Region    string // us-east-1 when empty
+	Region    string // storageDefaultRegion when empty
 	AccessKey string
 	SecretKey string
 }
@@ -79,7 +81,7 @@ func newStorageClient(t storageTarget) (*storageClient, error) {
 		return nil, errors.New("storage: access key and secret key must be set")
 	}
 	if t.Region == "" {
-		t.Region = devS3Region
+		t.Region = storageDefaultRegion
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawPath = ""
