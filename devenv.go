@@ -394,6 +394,9 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	for k, v := range userEnv {
 		rt.baseEnv[k] = v
 	}
+	if err := storageConfigure(rt.platform, storageTargetOf(rt.toolEnv())); err != nil {
+		rt.log.Warn("storage of user code is off: fix the S3_* variables of .env", "err", err)
+	}
 
 	rt.agents, err = newAgentHost(rt)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -15,6 +16,9 @@ import (
 type jsPlatform struct {
 	fetch *http.Client // fetch() of steps and tools
 	sql   *sqlHost     // sql of steps and tools (js_sql.go); nil: no database, sql throws saying so
+	// storage is the project's bucket (js_storage.go): nil until boot sets it, which may
+	// be after steps of resumed runs have started (their calls fail: not configured).
+	storage atomic.Pointer[storageClient]
 }
 
 // defaultFetchTimeout bounds one fetch() of user code, headers and body.
@@ -35,6 +39,7 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 	installTimers(l)
 	installWeb(l, p.fetch)
 	p.installSQL(l, ambient)
+	storageInstall(l, ambient, &p.storage)
 }
 
 // installWorkflow gives a workflow VM the deterministic part of the
@@ -43,6 +48,7 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 func (p *jsPlatform) installWorkflow(vm *goja.Runtime, ambient *goja.Object) {
 	installWebWorkflow(vm)
 	ambient.Set("sql", sqlUnavailable(vm, sqlInWorkflow))
+	storageInstallWorkflow(vm, ambient)
 }
 
 // abandon tells the platform that the VM of l will not run again although

@@ -595,13 +595,32 @@ func s3SignatureMatches(r *http.Request, sig *s3Signature, key []byte) bool {
 		paths = append(paths, raw)
 	}
 	for _, path := range paths {
-		canonical := strings.Join([]string{r.Method, path, query, headers, strings.Join(sig.signedHeaders, ";"), sig.payloadHash}, "\n")
-		want := s3SignLines(key, s3Algorithm, sig.amzDate, sig.scope(), s3SHA256Hex(canonical))
-		if hmac.Equal([]byte(want), []byte(sig.signature)) {
+		cr := s3CanonicalRequest{method: r.Method, path: path, query: query, headers: headers, signedHeaders: sig.signedHeaders, payloadHash: sig.payloadHash}
+		if hmac.Equal([]byte(cr.signature(key, sig.amzDate, sig.scope())), []byte(sig.signature)) {
 			return true
 		}
 	}
 	return false
+}
+
+// s3CanonicalRequest is the SigV4 canonical request of one request, its parts already
+// canonical (s3URIEncode, s3CanonicalQuery, s3CanonicalHeaders). The server verifies
+// signatures with it and the storage client (storage_client.go) signs with it.
+type s3CanonicalRequest struct {
+	method        string
+	path          string
+	query         string
+	headers       string
+	signedHeaders []string
+	payloadHash   string
+}
+
+// signature returns the hex SigV4 signature of the request at amzDate in scope: the
+// string to sign (algorithm, date, scope, hash of the canonical request) signed with key
+// (s3SigningKey).
+func (cr s3CanonicalRequest) signature(key []byte, amzDate, scope string) string {
+	canonical := strings.Join([]string{cr.method, cr.path, cr.query, cr.headers, strings.Join(cr.signedHeaders, ";"), cr.payloadHash}, "\n")
+	return s3SignLines(key, s3Algorithm, amzDate, scope, s3SHA256Hex(canonical))
 }
 
 // s3URIEncode percent-encodes every byte of s but the unreserved characters A-Z a-z 0-9 - . _ ~

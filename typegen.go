@@ -140,7 +140,7 @@ func generateTypes(cat *catalog) (map[string]string, error) {
 	return map[string]string{
 		"agents.d.ts":    agents.String(),
 		"workflows.d.ts": wf.String(),
-		"connect.d.ts":   connectDTS + sqlDTS,
+		"connect.d.ts":   connectDTS + sqlDTS + storageDTS,
 		"config.d.ts":    configDTS,
 		"drizzle.d.ts":   typegenDrizzleDTS,
 	}, nil
