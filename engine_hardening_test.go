@@ -550,6 +550,13 @@ func TestEngineTimelinesAreHonest(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held step never ran")
 	}
+	// The request reaches the server a moment before the engine journals
+	// that the attempt began (it learns that a step waits on I/O only once
+	// the step's code has run): shut down once it has.
+	eventually(t, 10*time.Second, "the attempt is journaled as begun", func() bool {
+		r, _ := te.get(rc.RunID)
+		return len(r.Steps) > 0 && r.Steps[0].Inflight != nil
+	})
 	te.close()
 	close(te.counter.unhold)
 	te.open(t)
