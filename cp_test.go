@@ -121,7 +121,12 @@ func TestControlPlaneSignIn(t *testing.T) {
 	masterKey := hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	cpEnv := baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+masterKey, "XDG_CONFIG_HOME="+t.TempDir())
 	cp := startControlPlane(t, cpEnv)
-	m := regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(cp.stderr.String())
+	// The code is logged before the ready line, but stderr reaches the test
+	// through its own pipe: wait (bounded) for it.
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		m = regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(cp.stderr.String())
+	}
 	if m == nil {
 		t.Fatalf("no sign-in code on the first boot's stderr:\n%s", cp.stderr.String())
 	}
