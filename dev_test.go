@@ -394,9 +394,10 @@ export default async function noisy(input: { n: number }) {
 	if r["status"] != runCompleted || r["trigger"] != triggerCLI || r["traceId"] != rc["worldRunId"] || !strings.Contains(fmt.Sprint(r["output"]), "Hello, Flag!") {
 		t.Fatalf("run = %v", r)
 	}
-	if steps := r["steps"].([]any); len(steps) != 2 || steps[0].(map[string]any)["attempts"] == nil {
+	if steps := r["steps"].([]any); len(steps) != 3 || steps[0].(map[string]any)["attempts"] == nil {
 		t.Errorf("timeline = %v", steps)
 	}
+	scaffoldDataPath(t, dir, env, r["output"])
 	out, stderr, code := cli(t, dir, env, "workflows", "start", "greet", "--input", `{"name":""}`)
 	if code != 1 || !strings.Contains(stderr, "/name") {
 		t.Errorf("schema failure = %d %q %q; want exit 1 with the path on stderr", code, out, stderr)
@@ -641,4 +642,50 @@ func startAndWait(t *testing.T, d *devProcess, name string) runRecord {
 	var got struct{ Run runRecord }
 	httpJSON(t, "GET", d.url("/api/runs/"+rc.RunID+"?wait=20s"), nil, &got)
 	return got.Run
+}
+
+// scaffoldDataPath checks, from outside and with what svc env prints, that
+// the starter workflow's run (output: greeting, id, file) wrote its row to
+// the project's PostgreSQL (the table auto-migrate made from src/schema.ts)
+// and its file to the project's bucket.
+func scaffoldDataPath(t *testing.T, dir string, env []string, output any) {
+	t.Helper()
+	out, _ := output.(map[string]any)
+	id, _ := out["id"].(float64)
+	file, _ := out["file"].(string)
+	if id < 1 || file != fmt.Sprintf("greetings/%d.txt", int(id)) {
+		t.Fatalf("greet output = %v; want a row id and its file", output)
+	}
+	stdout, _, code := cli(t, dir, env, "--json", "env")
+	var e struct {
+		Data struct{ Env map[string]string } `json:"data"`
+	}
+	if json.Unmarshal([]byte(stdout), &e); code != 0 || e.Data.Env["DATABASE_URL"] == "" {
+		t.Fatalf("svc env = %d %q", code, stdout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, e.Data.Env["DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var name, greeting string
+	if err := conn.QueryRow(ctx, "select name, greeting from greetings where id = $1", int(id)).Scan(&name, &greeting); err != nil || greeting != out["greeting"] {
+		t.Errorf("greetings row %v = %q %q %v; want the run's greeting", id, name, greeting, err)
+	}
+	c, err := newStorageClient(storageTarget{Endpoint: e.Data.Env["S3_ENDPOINT"], Bucket: e.Data.Env["S3_BUCKET"], Region: e.Data.Env["S3_REGION"],
+		AccessKey: e.Data.Env["S3_ACCESS_KEY_ID"], SecretKey: e.Data.Env["S3_SECRET_ACCESS_KEY"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := c.get(ctx, file, nil)
+	if err != nil {
+		t.Fatalf("get %s: %v", file, err)
+	}
+	defer body.Body.Close()
+	b, _ := io.ReadAll(body.Body)
+	if string(b) != out["greeting"].(string)+"\n" {
+		t.Errorf("%s = %q; want the greeting", file, b)
+	}
 }

@@ -187,11 +187,13 @@ func TestNPMOpenAIPackage(t *testing.T) {
 	}
 }
 
-// schemaSample is src/schema.ts and user code that imports it and types
-// values with the tables' row types; the @ts-expect-error lines prove the
-// types are strict (tsc fails on an unused one).
+// schemaSample is a table module (beside the scaffold's src/schema.ts,
+// which its starter workflow imports, with sql and storage) and user code
+// that imports it and types values with the tables' row types; the
+// @ts-expect-error lines prove the types are strict (tsc fails on an
+// unused one).
 var schemaSample = map[string]string{
-	"src/schema.ts": `
+	"src/shop.ts": `
 import { sql } from "drizzle-orm";
 import { pgTable, serial, text, varchar, integer, bigint, boolean, timestamp, date, jsonb, uuid, numeric, index, uniqueIndex, primaryKey, foreignKey } from "drizzle-orm/pg-core";
 
@@ -225,7 +227,7 @@ export const lines = pgTable("lines", (b) => ({
 `,
 	"workflows/orders.workflow.ts": `
 import type { InferSelectModel, InferInsertModel } from "drizzle-orm";
-import { orders, customers, lines } from "../src/schema";
+import { orders, customers, lines } from "../src/shop";
 
 type Order = typeof orders.$inferSelect;
 type NewOrder = typeof orders.$inferInsert;
@@ -256,8 +258,10 @@ export default async function order(input: { order: Order }) {
 `,
 }
 
-// TestTypegenSchemaTypes: tsc --strict over the scaffold plus src/schema.ts
-// and a workflow that imports it and uses its row types (.svc/drizzle.d.ts).
+// TestTypegenSchemaTypes: tsc --strict over the scaffold (whose starter
+// workflow imports src/schema.ts and uses sql and storage) plus a table
+// module and a workflow that imports it and uses its row types
+// (.svc/drizzle.d.ts).
 func TestTypegenSchemaTypes(t *testing.T) {
 	dir := projectDir(t)
 	for f, src := range schemaSample {
