@@ -290,3 +290,10 @@ func gitignoreHidesMigrations(gitignore []byte) bool {
 	}
 	return svcDir || migrationsDir || migrationFiles
 }
+
+// projectWrite writes pf as dir's .svc/project.json (0600) and reports
+// whether its content changed.
+func projectWrite(dir string, pf projectFile) (bool, error) {
+	b, _ := json.MarshalIndent(pf, "", "  ")
+	return linkWriteFile(filepath.Join(dir, ".svc", "project.json"), append(b, '\n'), privateFileMode)
+}

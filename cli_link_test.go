@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// standInBox is a STAND-IN for `svc serve`'s side of the link contract
+// (DESIGN §7): the handshake, the signed challenge and the signed teach,
+// with knobs to misbehave. The end-to-end tests against the real box use
+// startBox once that branch is merged; this one lets the control plane and
+// the CLI be tested on their own.
+type standInBox struct {
+	*httptest.Server
+	secret   []byte
+	mu       sync.Mutex
+	protocol int    // agent_protocol_version
+	identity string // what the handshake says after teaching ("" omits the field)
+	wrongMAC bool   // answer the challenge with a MAC of another secret
+	noTeach  bool   // refuse teaching
+	taught   linkTeaching
+}
+
+// newStandInBox starts a stand-in box holding secret.
+func newStandInBox(t *testing.T, secret string) *standInBox {
+	b := &standInBox{secret: []byte(secret), protocol: linkMinProtocol, identity: linkArmed}
+	v, err := newSignVerifier(b.secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := func() map[string]any {
+		h := map[string]any{"agent_protocol_version": b.protocol, "image_tag": "1.2.3", "control_plane": b.taught.ControlPlaneURL,
+			"taught": b.taught.InstallationID != "", "organization_id": b.taught.OrganizationID, "installation_id": b.taught.InstallationID}
+		if b.identity != "" {
+			h["identity"] = b.identity
+		}
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/svc", func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		writeJSON(w, 200, hs())
+	})
+	signed := func(h func(w http.ResponseWriter, body []byte)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if err := v.verifyRequest(r, 1<<20); err != nil {
+				cpError(w, 401, "signature", err.Error())
+				return
+			}
+			body, _ := readBody(r)
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			h(w, body)
+		}
+	}
+	mux.HandleFunc("POST /.well-known/svc/challenge", signed(func(w http.ResponseWriter, body []byte) {
+		var in struct{ Challenge string }
+		json.Unmarshal(body, &in)
+		key := b.secret
+		if b.wrongMAC {
+			key = []byte("another-secret-entirely")
+		}
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(in.Challenge))
+		writeJSON(w, 200, map[string]string{"mac": hex.EncodeToString(m.Sum(nil))})
+	}))
+	mux.HandleFunc("POST /.well-known/svc/teach", signed(func(w http.ResponseWriter, body []byte) {
+		if b.noTeach {
+			cpError(w, 409, "taught", "this box is taught another organization")
+			return
+		}
+		json.Unmarshal(body, &b.taught)
+		writeJSON(w, 200, hs())
+	}))
+	b.Server = httptest.NewServer(mux)
+	t.Cleanup(b.Close)
+	return b
+}
+
+// set changes the stand-in's behaviour.
+func (b *standInBox) set(f func(b *standInBox)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(b)
+}
+
+// linkWorld is a control plane process with its admin signed in through
+// the CLI in home, and every process output kept for the secret grep.
+type linkWorld struct {
+	t       *testing.T
+	cp      *cpProcess
+	dbURL   string
+	admin   string // the admin's credential
+	env     []string
+	outputs []string
+}
+
+// newLinkWorld starts a control plane on a fresh database and signs the
+// admin in (svc login --token) in a fresh config directory.
+func newLinkWorld(t *testing.T) *linkWorld {
+	w := &linkWorld{t: t, dbURL: testPostgresURL(t)}
+	w.cp = startControlPlane(t, baseEnv("DATABASE_URL="+w.dbURL, "SVC_MASTER_KEY="+hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")), "XDG_CONFIG_HOME="+t.TempDir()))
+	m := regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(w.cp.stderr.String())
+	if m == nil {
+		t.Fatalf("no sign-in code:\n%s", w.cp.stderr.String())
+	}
+	var admin cpSignedIn
+	if code := httpJSONAuth(t, "POST", w.cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &admin); code != 200 {
+		t.Fatalf("sign in with the code = %d", code)
+	}
+	w.admin = admin.Credential
+	w.env = baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CI=1")
+	if out, _, code := w.run(t.TempDir(), "--json", "login", "--control-plane", w.cp.url, "--token", w.admin); code != 0 {
+		t.Fatalf("svc login = %d %s", code, out)
+	}
+	return w
+}
+
+// run runs the CLI in dir and keeps its output.
+func (w *linkWorld) run(dir string, args ...string) (string, string, int) {
+	w.t.Helper()
+	stdout, stderr, code := cli(w.t, dir, w.env, args...)
+	w.outputs = append(w.outputs, stdout, stderr)
+	return stdout, stderr, code
+}
+
+// link runs `svc --json link` in dir and decodes the payload or error.
+func (w *linkWorld) link(dir string, args ...string) (linkPayload, envelope, int) {
+	w.t.Helper()
+	out, _, code := w.run(dir, append([]string{"--json", "link"}, args...)...)
+	var p linkPayload
+	env := cpEnvelope(w.t, strings.TrimSpace(out), &p)
+	return p, env, code
+}
+
+// deployments counts the control plane's deployment rows.
+func (w *linkWorld) deployments() int {
+	w.t.Helper()
+	conn, err := pgx.Connect(context.Background(), w.dbURL)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	conn.QueryRow(context.Background(), `SELECT count(*) FROM cp.deployments`).Scan(&n)
+	return n
+}
+
+// TestLinkRules runs every rule of SPEC §4.2 `svc link` in order, with
+// the CLI and the control plane as processes and a stand-in box: flags
+// before the network, already linked, not signed in, no agents, unknown
+// slug, box too old, unreachable, secret mismatch, teaching refused, then
+// a link (armed), a re-link that updates the one deployment, idempotent
+// coding-agent files, and unarmed and unknown identity states. No output
+// of any process holds the secret.
+func TestLinkRules(t *testing.T) {
+	w := newLinkWorld(t)
+	secret := "box-secret-" + strings.Repeat("k", 24)
+	box := newStandInBox(t, secret)
+	dir := t.TempDir()
+	flags := []string{"--agent", "demo", "--url", box.URL, "--secret", secret, "--tag", "1.2.3"}
+	wantFail := func(name string, args []string, exit int, code string) {
+		t.Helper()
+		_, env, got := w.link(dir, args...)
+		if got != exit || env.OK || env.Error.Code != code {
+			t.Fatalf("%s: exit %d %+v; want exit %d code %s", name, got, env.Error, exit, code)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ".svc", "project.json")); err == nil {
+			t.Fatalf("%s wrote .svc/project.json", name)
+		}
+	}
+
+	// Rule 1: each required flag, checked before the network and sign-in.
+	notSignedIn := w.env
+	w.env = baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CI=1")
+	for i, name := range []string{"--agent", "--url", "--secret", "--tag"} {
+		args := append(append([]string{}, flags[:2*i]...), flags[2*i+2:]...)
+		_, env, code := w.link(dir, args...)
+		if code != 1 || !strings.Contains(env.Error.Message, "missing "+name) {
+			t.Fatalf("link without %s = %d %+v; want exit 1 naming it", name, code, env.Error)
+		}
+	}
+	wantFail("a relative --url", []string{"--agent", "demo", "--url", "box.example", "--secret", secret, "--tag", "1"}, 1, codeGeneric)
+	wantFail("not signed in", flags, 2, codeAuth)
+	w.env = notSignedIn
+	wantFail("no agents yet", flags, 3, codeNoProject)
+	if code := httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": "demo", "name": "Demo"}, nil); code != 201 {
+		t.Fatalf("create agent = %d", code)
+	}
+	httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": "other", "name": "Other"}, nil)
+	wantFail("an unknown slug", append([]string{"--agent", "nope"}, flags[2:]...), 4, codeNotFound)
+
+	// Rules 3–6: handshake, proof and teaching fail closed.
+	box.set(func(b *standInBox) { b.protocol = 14 })
+	wantFail("a box speaking protocol 14", flags, 1, linkCodeTooOld)
+	box.set(func(b *standInBox) { b.protocol = linkMinProtocol })
+	wantFail("an unreachable box", []string{"--agent", "demo", "--url", "http://127.0.0.1:1", "--secret", secret, "--tag", "1"}, 1, linkCodeUnreachable)
+	wantFail("a wrong secret", append(flags[:4:4], "--secret", "not-the-box-secret-0123", "--tag", "1.2.3"), 1, linkCodeMismatch)
+	box.set(func(b *standInBox) { b.wrongMAC = true })
+	wantFail("a MAC of another secret", flags, 1, linkCodeMismatch)
+	box.set(func(b *standInBox) { b.wrongMAC, b.noTeach = false, true })
+	wantFail("a box refusing teaching", flags, 1, linkCodeTeach)
+	if n := w.deployments(); n != 0 {
+		t.Fatalf("%d deployments after failed links; want none saved", n)
+	}
+	box.set(func(b *standInBox) { b.noTeach = false })
+
+	// A link: every field of the payload, the files, the box taught.
+	os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("node_modules/\n.svc/\n"), 0o644)
+	p, env, code := w.link(dir, append(flags, "--agents", "claude-code,codex")...)
+	if code != 0 || !env.OK {
+		t.Fatalf("link = %d %+v", code, env.Error)
+	}
+	abs, _ := filepath.EvalSymlinks(dir)
+	if p.SchemaVersion != 1 || p.Agent.Slug != "demo" || p.Agent.Name != "Demo" || p.Agent.ID == "" || p.OrganizationID == "" ||
+		p.LocalDevInstallation.ID == "" || p.LocalDevInstallation.OrganizationSlug != "default" ||
+		p.Deployment.ID == "" || p.Deployment.URL != box.URL || p.Deployment.ImageTag != "1.2.3" || p.Deployment.Status != cpStatusRegistered || p.Deployment.LastActiveAt != nil ||
+		(p.TargetDir != dir && p.TargetDir != abs) || p.IdentityVerification.State != linkArmed || p.IdentityVerification.Warning != nil {
+		t.Fatalf("link payload = %+v", p)
+	}
+	wantFiles := []string{".svc/project.json", ".gitignore", ".agents/skills/svc/SKILL.md", ".claude/skills/svc/SKILL.md", ".mcp.json", ".codex/config.toml"}
+	if strings.Join(p.FilesWritten, " ") != strings.Join(wantFiles, " ") {
+		t.Fatalf("files_written = %v; want %v", p.FilesWritten, wantFiles)
+	}
+	if s := p.AgentSetup; !s.OK || strings.Join(s.Selected, ",") != "claude-code,codex" || s.Steps.Skills != "ok" ||
+		s.Steps.MCP["claude-code"] != "written" || s.Steps.MCP["codex"] != "written" || s.Steps.MCP["cursor"] != "skipped" || len(s.Steps.MCP) != 3 {
+		t.Fatalf("agent_setup = %+v", s)
+	}
+	if gi, _ := os.ReadFile(filepath.Join(dir, ".gitignore")); string(gi) != "node_modules/\n.svc/*\n!.svc/migrations/\n" {
+		t.Fatalf(".gitignore = %q", gi)
+	}
+	proj, err := loadProject(dir)
+	if err != nil || proj.Link == nil || proj.Link.ControlPlaneURL != w.cp.url || proj.Link.Agent.Slug != "demo" || proj.Link.LocalDevInstallationID != p.LocalDevInstallation.ID {
+		t.Fatalf(".svc/project.json = %+v, %v", proj.Link, err)
+	}
+	if box.taught.OrganizationID != p.OrganizationID || box.taught.ControlPlaneURL != w.cp.url || box.taught.InstallationID == "" {
+		t.Fatalf("the box was taught %+v", box.taught)
+	}
+	mcp, _ := os.ReadFile(filepath.Join(dir, ".mcp.json"))
+	if !strings.Contains(string(mcp), `"mcp"`) || strings.Contains(string(mcp), secret) {
+		t.Fatalf(".mcp.json = %s", mcp)
+	}
+
+	// Rule 2: a re-link of the same agent updates its one deployment; the
+	// coding-agent files are not rewritten.
+	box2 := newStandInBox(t, secret+"2")
+	p2, env, code := w.link(dir, "--agent", "demo", "--url", box2.URL+"/", "--secret", secret+"2", "--tag", "sha256:"+strings.Repeat("ab", 32), "--agents", "claude-code,codex")
+	if code != 0 || p2.Deployment.ID != p.Deployment.ID || p2.Deployment.URL != box2.URL || !strings.HasPrefix(p2.Deployment.ImageTag, "sha256:") || w.deployments() != 1 {
+		t.Fatalf("re-link = %d %+v %+v; want the same deployment, new URL and tag", code, env.Error, p2.Deployment)
+	}
+	if len(p2.FilesWritten) != 0 {
+		t.Fatalf("re-link files_written = %v; want none (idempotent)", p2.FilesWritten)
+	}
+	// Already linked to demo: another agent needs --force.
+	wantFailLinked := func() {
+		_, env, code := w.link(dir, "--agent", "other", "--url", box2.URL, "--secret", secret+"2", "--tag", "1", "--no-agents")
+		if code != 1 || !strings.Contains(env.Error.Message, "already linked") {
+			t.Fatalf("link to another agent without --force = %d %+v; want exit 1", code, env.Error)
+		}
+	}
+	wantFailLinked()
+
+	// Unarmed and silent boxes link, with a warning naming SVC_CONTROL_PLANE_URL.
+	for _, tt := range []struct{ identity, want string }{{linkUnarmed, linkUnarmed}, {"", linkUnknown}} {
+		box2.set(func(b *standInBox) { b.identity = tt.identity })
+		p, env, code := w.link(dir, "--agent", "other", "--url", box2.URL, "--secret", secret+"2", "--tag", "1", "--no-agents", "--force")
+		if code != 0 || p.IdentityVerification.State != tt.want || p.IdentityVerification.Warning == nil || !strings.Contains(*p.IdentityVerification.Warning, "SVC_CONTROL_PLANE_URL="+w.cp.url) {
+			t.Fatalf("link of a box with identity %q = %d %+v %+v", tt.identity, code, env.Error, p.IdentityVerification)
+		}
+		if p.AgentSetup.Steps.Skills != "skipped" || p.AgentSetup.Steps.MCP["cursor"] != "skipped" || len(p.AgentSetup.Selected) != 0 {
+			t.Fatalf("--no-agents agent_setup = %+v", p.AgentSetup)
+		}
+	}
+	// Human mode prints the warning too.
+	out, _, _ := w.run(dir, "link", "--agent", "other", "--url", box2.URL, "--secret", secret+"2", "--tag", "1", "--no-agents")
+	if !strings.Contains(out, "SVC_CONTROL_PLANE_URL") {
+		t.Fatalf("human link output lacks the warning:\n%s", out)
+	}
+
+	w.cp.stop()
+	for _, o := range append(w.outputs, w.cp.stdout.String(), w.cp.stderr.String()) {
+		if strings.Contains(o, secret) {
+			t.Fatalf("the signing secret appears in a process's output:\n%s", o)
+		}
+	}
+}
