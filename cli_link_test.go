@@ -86,6 +86,37 @@ func newStandInBox(t *testing.T, secret string) *standInBox {
 		json.Unmarshal(body, &b.taught)
 		writeJSON(w, 200, hs())
 	}))
+	// The box commands, behind an identity token for the taught
+	// organization and installation, as the real box gates them.
+	gated := func(h func(w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			b.mu.Lock()
+			taught := b.taught
+			b.mu.Unlock()
+			v, err := newIdentVerifier(taught.ControlPlaneURL, taught.OrganizationID, taught.InstallationID, nil, nil)
+			if err == nil {
+				_, err = v.verify(r.Context(), identBearer(r))
+			}
+			if err != nil {
+				cpError(w, 401, codeAuth, "identity token refused: "+err.Error())
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux.HandleFunc("GET /api/workflows", gated(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"schema_version": 1, "items": []workflowItem{{Name: "greet", Trigger: "POST /api/workflows/greet/start"}}})
+	}))
+	mux.HandleFunc("GET /api/workflows/{name}/schema", gated(func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("name") != "greet" {
+			cpError(w, 404, codeWorkflowNotFound, "no workflow "+r.PathValue("name"))
+			return
+		}
+		writeJSON(w, 200, map[string]any{"schema_version": 1, "schema": map[string]any{"input": nil, "output": nil}})
+	}))
+	mux.HandleFunc("POST /api/workflows/{name}/start", gated(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, startReceipt{SchemaVersion: 1, WorkflowName: r.PathValue("name"), Status: "started", RunID: "run-1", WorldRunID: "wrun-1", Trigger: "POST /api/workflows/greet/start"})
+	}))
 	b.Server = httptest.NewServer(mux)
 	t.Cleanup(b.Close)
 	return b
@@ -296,5 +327,62 @@ func TestLinkRules(t *testing.T) {
 		if strings.Contains(o, secret) {
 			t.Fatalf("the signing secret appears in a process's output:\n%s", o)
 		}
+	}
+}
+
+// TestAgentTarget runs `svc workflows … --agent <installationId>` and
+// `svc runs … --agent`: resolved through the control plane (a process),
+// then the (stand-in) box called directly with an identity token: not
+// signed in exit 2, an unknown installation or one without a deployment
+// exit 4, the box's payloads and exit codes as locally.
+func TestAgentTarget(t *testing.T) {
+	w := newLinkWorld(t)
+	secret := "box-secret-" + strings.Repeat("t", 24)
+	box := newStandInBox(t, secret)
+	for _, slug := range []string{"demo", "bare"} {
+		httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": slug, "name": slug}, nil)
+	}
+	p, env, code := w.link(t.TempDir(), "--agent", "demo", "--url", box.URL, "--secret", secret, "--tag", "1", "--no-agents")
+	if code != 0 {
+		t.Fatalf("link = %d %+v", code, env.Error)
+	}
+	var bare cpInstallation
+	httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents/bare/local-dev-installation", w.admin, nil, &bare)
+	dir := t.TempDir() // no project: --agent needs none
+	ldi := p.LocalDevInstallation.ID
+	for _, tt := range []struct {
+		name string
+		args []string
+		exit int
+		code string
+	}{
+		{"unknown installation", []string{"workflows", "list", "--agent", "ins_nope"}, 4, codeNotFound},
+		{"no registered deployment", []string{"workflows", "list", "--agent", bare.ID}, 4, codeNotFound},
+		{"unknown workflow", []string{"workflows", "schema", "nope", "--agent", ldi}, 4, codeWorkflowNotFound},
+	} {
+		out, _, code := w.run(dir, append([]string{"--json"}, tt.args...)...)
+		if e := cpEnvelope(t, strings.TrimSpace(out), nil); code != tt.exit || e.Error == nil || e.Error.Code != tt.code {
+			t.Errorf("%s: exit %d %s; want exit %d %s", tt.name, code, out, tt.exit, tt.code)
+		}
+	}
+	var list struct{ Items []workflowItem }
+	if out, _, code := w.run(dir, "--json", "workflows", "list", "--agent", ldi); code != 0 || !cpEnvelope(t, strings.TrimSpace(out), &list).OK || len(list.Items) != 1 || list.Items[0].Name != "greet" {
+		t.Fatalf("workflows list --agent = %d %s", code, out)
+	}
+	var rc startReceipt
+	if out, _, code := w.run(dir, "--json", "workflows", "start", "greet", "--agent", ldi); code != 0 || !cpEnvelope(t, strings.TrimSpace(out), &rc).OK || rc.RunID != "run-1" {
+		t.Fatalf("workflows start --agent = %d %s", code, out)
+	}
+	if out, _, code := w.run(dir, "workflows", "schema", "greet", "--agent", p.Deployment.ID); code != 4 {
+		t.Fatalf("a deployment id is not an installation id: %d %s", code, out)
+	}
+	// A box that refuses the token is exit 2, as a 401 is locally.
+	box.set(func(b *standInBox) { b.taught.InstallationID = "ins_other" })
+	if out, _, code := w.run(dir, "--json", "workflows", "list", "--agent", ldi); code != 2 {
+		t.Fatalf("a box refusing the token = %d %s; want exit 2", code, out)
+	}
+	w.env = baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CI=1")
+	if out, _, code := w.run(dir, "--json", "runs", "list", "--agent", ldi); code != 2 || !strings.Contains(out, `"auth"`) {
+		t.Fatalf("runs list --agent not signed in = %d %s; want exit 2", code, out)
 	}
 }
