@@ -386,3 +386,79 @@ func TestAgentTarget(t *testing.T) {
 		t.Fatalf("runs list --agent not signed in = %d %s; want exit 2", code, out)
 	}
 }
+
+// TestDevControlPlane runs `svc dev`'s project pick against a control
+// plane process: in a terminal, with no .svc/project.json, Enter creates
+// an agent named after the folder and a number picks a listed one;
+// non-interactive runs fail with exit 3 saying what to do; a linked agent
+// gone upstream is exit 4; a linked project boots with the control
+// plane's local-dev installation.
+func TestDevControlPlane(t *testing.T) {
+	w := newLinkWorld(t)
+	w.env = w.env[:len(w.env)-1] // drop CI=1: these are a person's runs
+	getenv := func(k string) string {
+		for _, kv := range w.env {
+			if name, v, _ := strings.Cut(kv, "="); name == k {
+				return v
+			}
+		}
+		return ""
+	}
+	pick := func(dir, answer string) (*project, string, error) {
+		proj, err := loadProject(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		c := &cmd{cliIO: cliIO{stdin: strings.NewReader(answer), stdout: &strings.Builder{}, stderr: &stderr, getenv: getenv, stdinTerminal: true, dir: dir}}
+		err = projectForDev(context.Background(), c, proj)
+		return proj, stderr.String(), err
+	}
+
+	dir := projectDir(t) // a scaffold, linked local-only by svc init
+	os.Remove(filepath.Join(dir, ".svc", "project.json"))
+	if out, _, code := w.run(dir, "--json", "dev"); code != 3 || !strings.Contains(out, "svc link") {
+		t.Fatalf("dev --json without a project, signed in = %d %s; want exit 3 saying what to do", code, out)
+	}
+	proj, prompt, err := pick(dir, "\n")
+	if err != nil || proj.Link == nil || proj.Link.Agent.Slug != "demo" || proj.Link.ControlPlaneURL != w.cp.url || !strings.Contains(prompt, `create "demo"`) {
+		t.Fatalf("Enter at the pick = %+v, %v\n%s", proj.Link, err, prompt)
+	}
+	var local cpInstallation
+	httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents/demo/local-dev-installation", w.admin, nil, &local)
+	if proj.Link.LocalDevInstallationID != local.ID {
+		t.Fatalf("local_dev_installation_id = %s; want the control plane's %s", proj.Link.LocalDevInstallationID, local.ID)
+	}
+	other := filepath.Join(t.TempDir(), "elsewhere")
+	os.MkdirAll(other, 0o755)
+	if proj, prompt, err := pick(other, "1\n"); err != nil || proj.Link.Agent.Slug != "demo" || !strings.Contains(prompt, "1. demo") {
+		t.Fatalf("picking 1 = %+v, %v\n%s", proj.Link, err, prompt)
+	}
+
+	// The linked project boots with the control plane's installation.
+	d := startDev(t, dir, w.env)
+	if d.payload.LocalDevInstallationID != local.ID {
+		t.Fatalf("dev payload local_dev_installation_id = %s; want %s", d.payload.LocalDevInstallationID, local.ID)
+	}
+	if code := d.interrupt(); code != 0 {
+		t.Fatalf("dev exit = %d", code)
+	}
+
+	// The agent disappears upstream: dev is exit 4.
+	conn, err := pgx.Connect(context.Background(), w.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `DELETE FROM cp.agents WHERE slug = 'demo'`); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := w.run(dir, "--json", "dev", "--port", "1"); code != 4 || !strings.Contains(out, "gone") {
+		t.Fatalf("dev with its agent gone upstream = %d %s; want exit 4", code, out)
+	}
+	// Signed out: exit 2.
+	w.env = baseEnv("XDG_CONFIG_HOME=" + t.TempDir())
+	if out, _, code := w.run(dir, "--json", "dev"); code != 2 {
+		t.Fatalf("dev of a linked project, signed out = %d %s; want exit 2", code, out)
+	}
+}
