@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,7 +36,7 @@ type standInBox struct {
 }
 
 // newStandInBox starts a stand-in box holding secret.
-func newStandInBox(t *testing.T, secret string) *standInBox {
+func newStandInBox(t testing.TB, secret string) *standInBox {
 	b := &standInBox{secret: []byte(secret), protocol: linkMinProtocol, identity: linkArmed}
 	v, err := newSignVerifier(b.secret, nil)
 	if err != nil {
@@ -132,7 +133,7 @@ func (b *standInBox) set(f func(b *standInBox)) {
 // linkWorld is a control plane process with its admin signed in through
 // the CLI in home, and every process output kept for the secret grep.
 type linkWorld struct {
-	t       *testing.T
+	t       testing.TB
 	cp      *cpProcess
 	dbURL   string
 	admin   string // the admin's credential
@@ -142,7 +143,7 @@ type linkWorld struct {
 
 // newLinkWorld starts a control plane on a fresh database and signs the
 // admin in (svc login --token) in a fresh config directory.
-func newLinkWorld(t *testing.T) *linkWorld {
+func newLinkWorld(t testing.TB) *linkWorld {
 	w := &linkWorld{t: t, dbURL: testPostgresURL(t)}
 	w.cp = startControlPlane(t, baseEnv("DATABASE_URL="+w.dbURL, "SVC_MASTER_KEY="+hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")), "XDG_CONFIG_HOME="+t.TempDir()))
 	m := regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(w.cp.stderr.String())
@@ -322,6 +323,24 @@ func TestLinkRules(t *testing.T) {
 		t.Fatalf("human link output lacks the warning:\n%s", out)
 	}
 
+	// In a terminal: the agent is picked by number, the coding agents asked.
+	tty := t.TempDir()
+	var stdout, stderr strings.Builder
+	getenv := func(k string) string {
+		for _, kv := range w.env {
+			if name, v, _ := strings.Cut(kv, "="); name == k && name != "CI" {
+				return v
+			}
+		}
+		return ""
+	}
+	code = run(context.Background(), []string{"link", "--url", box2.URL, "--secret", secret + "2", "--tag", "2"},
+		cliIO{stdin: strings.NewReader("2\ncursor\n"), stdout: &stdout, stderr: &stderr, getenv: getenv, stdinTerminal: true, dir: tty})
+	w.outputs = append(w.outputs, stdout.String(), stderr.String())
+	if code != 0 || !strings.Contains(stderr.String(), "2. other") || !strings.Contains(stdout.String(), "agent other") || !strings.Contains(stdout.String(), ".cursor/mcp.json") {
+		t.Fatalf("interactive link = %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+
 	w.cp.stop()
 	for _, o := range append(w.outputs, w.cp.stdout.String(), w.cp.stderr.String()) {
 		if strings.Contains(o, secret) {
@@ -460,5 +479,24 @@ func TestDevControlPlane(t *testing.T) {
 	w.env = baseEnv("XDG_CONFIG_HOME=" + t.TempDir())
 	if out, _, code := w.run(dir, "--json", "dev"); code != 2 {
 		t.Fatalf("dev of a linked project, signed out = %d %s; want exit 2", code, out)
+	}
+}
+
+// BenchmarkLink measures `svc link` end to end on loopback: the CLI as a
+// process (sign-in file, agent list, handshake), the control plane's
+// proof, teaching and record on PostgreSQL, and the files. The box is the
+// stand-in until the real one is merged. Run:
+// go test -run '^$' -bench BenchmarkLink -benchtime 20x .
+func BenchmarkLink(b *testing.B) {
+	w := newLinkWorld(b)
+	secret := "box-secret-" + strings.Repeat("b", 24)
+	box := newStandInBox(b, secret)
+	httpJSONAuth(b, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": "demo", "name": "Demo"}, nil)
+	dir := b.TempDir()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, env, code := w.link(dir, "--agent", "demo", "--url", box.URL, "--secret", secret, "--tag", fmt.Sprint(i), "--agents", "all"); code != 0 {
+			b.Fatalf("link = %d %+v", code, env.Error)
+		}
 	}
 }
