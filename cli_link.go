@@ -194,35 +194,40 @@ func runLink(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 // terminal), asks the user to pick one. No agents is no_project (exit 3);
 // no agent with that slug is not_found (exit 4).
 func linkPickAgent(ctx context.Context, c *cmd, cl *cpClient, org *cpOrg, slug string) (cpAgent, error) {
-	var list struct {
-		Agents []cpAgent `json:"agents"`
-	}
-	if err := cl.call(ctx, http.MethodGet, "/api/orgs/"+url.PathEscape(org.Slug)+"/agents", nil, &list); err != nil {
+	agents, err := cl.agents(ctx, org.Slug)
+	if err != nil {
 		return cpAgent{}, err
 	}
-	if len(list.Agents) == 0 {
+	if len(agents) == 0 {
 		return cpAgent{}, failf(codeNoProject, "create one: run `svc dev` in the project (it offers to create an agent named after the folder), or use the console",
 			"organization %s has no agents yet; nothing was linked", org.Slug)
 	}
 	if slug == "" {
 		fmt.Fprintf(c.stderr, "Agents of organization %s:\n", org.Slug)
-		for i, a := range list.Agents {
-			fmt.Fprintf(c.stderr, "  %d. %s (%s)\n", i+1, a.Slug, a.Name)
-		}
-		slug = cliPrompt(c, "Link to which agent? (number or slug) ")
-		if n, err := strconv.Atoi(slug); err == nil && n >= 1 && n <= len(list.Agents) {
-			slug = list.Agents[n-1].Slug
-		}
+		slug = linkChooseAgent(c, agents, "Link to which agent? (number or slug) ")
 	}
-	if i := slices.IndexFunc(list.Agents, func(a cpAgent) bool { return a.Slug == slug }); i >= 0 {
-		return list.Agents[i], nil
+	if i := slices.IndexFunc(agents, func(a cpAgent) bool { return a.Slug == slug }); i >= 0 {
+		return agents[i], nil
 	}
-	slugs := make([]string, len(list.Agents))
-	for i, a := range list.Agents {
+	slugs := make([]string, len(agents))
+	for i, a := range agents {
 		slugs[i] = a.Slug
 	}
 	return cpAgent{}, failf(codeNotFound, "pass --agent with one of: "+strings.Join(slugs, ", "),
 		"no agent %q in organization %s; nothing was linked", slug, org.Slug)
+}
+
+// linkChooseAgent lists agents numbered on stderr, asks question and
+// returns the slug answered: a listed number becomes its slug.
+func linkChooseAgent(c *cmd, agents []cpAgent, question string) string {
+	for i, a := range agents {
+		fmt.Fprintf(c.stderr, "  %d. %s (%s)\n", i+1, a.Slug, a.Name)
+	}
+	answer := cliPrompt(c, question)
+	if n, err := strconv.Atoi(answer); err == nil && n >= 1 && n <= len(agents) {
+		return agents[n-1].Slug
+	}
+	return answer
 }
 
 // linkFailure turns a failure of the box or of the control plane's link

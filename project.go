@@ -391,10 +391,8 @@ func projectCheckUpstream(ctx context.Context, c *cmd, cl *cpClient, proj *proje
 // user's pick: a number, a slug, or nothing to create one named after the
 // project's folder (or agent.yaml's name).
 func projectPickAgent(ctx context.Context, c *cmd, cl *cpClient, org *cpOrg, proj *project) (cpAgent, error) {
-	var list struct {
-		Agents []cpAgent `json:"agents"`
-	}
-	if err := cl.call(ctx, http.MethodGet, "/api/orgs/"+url.PathEscape(org.Slug)+"/agents", nil, &list); err != nil {
+	agents, err := cl.agents(ctx, org.Slug)
+	if err != nil {
 		return cpAgent{}, err
 	}
 	name := proj.Config.Name
@@ -402,14 +400,8 @@ func projectPickAgent(ctx context.Context, c *cmd, cl *cpClient, org *cpOrg, pro
 		name = filepath.Base(proj.Dir)
 	}
 	fmt.Fprintf(c.stderr, "No .svc/project.json in %s. Agents of organization %s:\n", proj.Dir, org.Slug)
-	for i, a := range list.Agents {
-		fmt.Fprintf(c.stderr, "  %d. %s (%s)\n", i+1, a.Slug, a.Name)
-	}
-	answer := cliPrompt(c, fmt.Sprintf("Pick one (number or slug), or press Enter to create %q: ", slugify(name)))
-	if n, err := strconv.Atoi(answer); err == nil && n >= 1 && n <= len(list.Agents) {
-		return list.Agents[n-1], nil
-	}
-	for _, a := range list.Agents {
+	answer := linkChooseAgent(c, agents, fmt.Sprintf("Pick one (number or slug), or press Enter to create %q: ", slugify(name)))
+	for _, a := range agents {
 		if answer != "" && a.Slug == answer {
 			return a, nil
 		}
@@ -418,7 +410,7 @@ func projectPickAgent(ctx context.Context, c *cmd, cl *cpClient, org *cpOrg, pro
 		return cpAgent{}, failf(codeNotFound, "run `svc dev` again and pick a listed agent", "no agent %q in organization %s", answer, org.Slug)
 	}
 	var a cpAgent
-	err := cl.call(ctx, http.MethodPost, "/api/orgs/"+url.PathEscape(org.Slug)+"/agents", map[string]string{"slug": slugify(name), "name": name}, &a)
+	err = cl.call(ctx, http.MethodPost, "/api/orgs/"+url.PathEscape(org.Slug)+"/agents", map[string]string{"slug": slugify(name), "name": name}, &a)
 	if cpErrorCode(err) == "conflict" {
 		return cpAgent{}, failf(codeGeneric, "run `svc dev` again and pick it by its slug", "organization %s already has an agent %q", org.Slug, slugify(name))
 	}
