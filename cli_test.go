@@ -237,11 +237,11 @@ func TestWorkflowVerbsWithoutTarget(t *testing.T) {
 		{"no project", noProject, []string{"workflows", "list"}, codeNoTarget, 3},
 		{"dev not running", proj, []string{"workflows", "list"}, codeDevNotRunning, 3},
 		{"runs dev not running", proj, []string{"runs", "list"}, codeDevNotRunning, 3},
-		{"unknown box", proj, []string{"workflows", "list", "--agent", "inst_123"}, codeNotFound, 4},
+		{"--agent not signed in", proj, []string{"workflows", "list", "--agent", "inst_123"}, codeAuth, 2},
 		{"invalid input before anything", proj, []string{"workflows", "start", "greet", "--input", "{nope"}, codeGeneric, 1},
 		{"unreadable input file", proj, []string{"workflows", "start", "greet", "--input-file", "/nonexistent.json"}, codeGeneric, 1},
 		{"input not an object", proj, []string{"workflows", "start", "greet", "--input", "[1]"}, codeGeneric, 1},
-		{"link not yet", proj, []string{"link", "--agent", "a", "--url", "http://x", "--secret", "s", "--tag", "1"}, codeGeneric, 1},
+		{"link with a short secret", proj, []string{"link", "--agent", "a", "--url", "http://x", "--secret", "s", "--tag", "1"}, codeGeneric, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -74,8 +74,9 @@ func newRunsGetFlags() *flag.FlagSet {
 type target struct {
 	baseURL  string
 	client   *http.Client
-	key      string // the project's dev key, sent as Bearer ("" = none)
+	key      string // sent as Bearer: the project's dev key, or a box's identity token ("" = none)
 	devToken string // the session's token from .svc/runtime.json, sent to the dev-only routes
+	box      bool   // a deployed box reached through --agent (cli_target.go)
 }
 
 // targetHealthTimeout bounds the identity check of the local runtime.
@@ -86,8 +87,7 @@ const targetHealthTimeout = 2 * time.Second
 // directory, which must be up.
 func resolveTarget(ctx context.Context, c *cmd, fs *flag.FlagSet) (*target, error) {
 	if agent := fs.Lookup("agent").Value.String(); agent != "" {
-		return nil, failf(codeNotFound, "run `svc link` to register a deployment, or drop --agent to use `svc dev`",
-			"no registered deployment for installation %q", agent)
+		return agentTarget(ctx, c, agent)
 	}
 	return localTarget(ctx, c)
 }
@@ -177,7 +177,7 @@ func (t *target) do(ctx context.Context, method, path string, body []byte, heade
 func (t *target) call(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {
 	status, b, err := t.do(ctx, method, path, body, header)
 	if err != nil {
-		return failf(codeDevNotRunning, "start it with `svc dev`", "svc dev stopped answering: %v", err)
+		return t.unreachable(err)
 	}
 	if status >= 300 {
 		return t.statusError(method, path, status, b)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -102,4 +103,13 @@ func cpErrorCode(err error) string {
 		return e.Code
 	}
 	return ""
+}
+
+// agents lists the agents of organization org (id or slug).
+func (cl *cpClient) agents(ctx context.Context, org string) ([]cpAgent, error) {
+	var list struct {
+		Agents []cpAgent `json:"agents"`
+	}
+	err := cl.call(ctx, http.MethodGet, "/api/orgs/"+url.PathEscape(org)+"/agents", nil, &list)
+	return list.Agents, err
 }

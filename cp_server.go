@@ -99,6 +99,7 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/orgs/{org}/agents", false, s.handleCreateAgent},
 		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", false, s.handleLocalDevInstallation},
 		{"PUT", "/api/orgs/{org}/agents/{agent}/deployment", false, s.handleRecordDeployment},
+		{"POST", "/api/orgs/{org}/agents/{agent}/link", false, s.handleLink},
 		{"POST", "/api/installations/{id}/resolve", false, s.handleResolve},
 		{"GET", "/api/orgs/{org}/api-keys", false, s.handleListAPIKeys},
 		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},

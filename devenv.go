@@ -145,10 +145,8 @@ func runDev(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	if proj.Link == nil {
-		if err := ensureLocalProject(c, proj); err != nil {
-			return err
-		}
+	if err := projectForDev(ctx, c, proj); err != nil {
+		return err
 	}
 	if gi, err := os.ReadFile(filepath.Join(proj.Dir, ".gitignore")); err == nil && gitignoreHidesMigrations(gi) {
 		newDevLogger(c).Warn(".gitignore hides .svc/migrations/: the migrations auto-migrate writes never reach git or a deployed box",
@@ -183,9 +181,6 @@ func ensureLocalProject(c *cmd, proj *project) error {
 		"no .svc/project.json in %s", proj.Dir)
 	if !c.interactive() {
 		return noProject
-	}
-	if c.getenv("SVC_CONTROL_PLANE_URL") != "" {
-		return failf(codeNoProject, "run `svc link` to link this directory to an agent of your organization", "no .svc/project.json in %s", proj.Dir)
 	}
 	fmt.Fprintf(c.stderr, "No .svc/project.json in %s.\nCreate a local-only project here? [Y/n] ", proj.Dir)
 	var answer string

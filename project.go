@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -289,4 +291,128 @@ func gitignoreHidesMigrations(gitignore []byte) bool {
 		}
 	}
 	return svcDir || migrationsDir || migrationFiles
+}
+
+// projectWrite writes pf as dir's .svc/project.json (0600) and reports
+// whether its content changed.
+func projectWrite(dir string, pf projectFile) (bool, error) {
+	b, _ := json.MarshalIndent(pf, "", "  ")
+	return linkWriteFile(filepath.Join(dir, ".svc", "project.json"), append(b, '\n'), privateFileMode)
+}
+
+// projectForDev settles the project `svc dev` boots (SPEC §4.2 dev). A
+// local-only project boots as is. A project linked to a control plane
+// needs its user signed in there (exit 2) and its agent still there (exit
+// 4; an unreachable control plane only warns, so dev works offline); its
+// local-dev installation is the control plane's. With no
+// .svc/project.json, a signed-in user (or SVC_CONTROL_PLANE_URL) picks or
+// creates the organization's agent in a terminal; otherwise the local-only
+// flow asks. Non-interactive runs fail with no_project saying what to do.
+func projectForDev(ctx context.Context, c *cmd, proj *project) error {
+	if proj.Link != nil && proj.Link.ControlPlaneURL == "" {
+		return nil
+	}
+	_, signedIn, err := loginLoad(c)
+	if err != nil {
+		return err
+	}
+	if proj.Link == nil && !signedIn && c.getenv("SVC_CONTROL_PLANE_URL") == "" {
+		return ensureLocalProject(c, proj)
+	}
+	cl, creds, err := requireSignIn(c)
+	if err != nil {
+		return err
+	}
+	if proj.Link != nil {
+		return projectCheckUpstream(ctx, c, cl, proj)
+	}
+	if !c.interactive() {
+		return failf(codeNoProject, "svc dev links the directory only when it may ask",
+			"no .svc/project.json in %s: run `svc dev` in a terminal to pick or create an agent of your organization, or `svc link --agent <slug> --url … --secret … --tag …` here", proj.Dir)
+	}
+	if creds.Organization == nil {
+		return failf(codeNoProject, "ask an owner to add you to an organization, then run `svc login` again", "you belong to no organization on %s", cl.url)
+	}
+	agent, err := projectPickAgent(ctx, c, cl, creds.Organization, proj)
+	if err != nil {
+		return err
+	}
+	var local cpInstallation
+	if err := cl.call(ctx, http.MethodPost, projectAgentPath(creds.Organization.Slug, agent.Slug)+"/local-dev-installation", nil, &local); err != nil {
+		return err
+	}
+	pf := projectFile{SchemaVersion: schemaVersion, OrganizationID: local.OrganizationID, OrganizationSlug: local.OrganizationSlug,
+		Agent: projectAgent(agent), LocalDevInstallationID: local.ID, ControlPlaneURL: cl.url}
+	if _, err := projectWrite(proj.Dir, pf); err != nil {
+		return err
+	}
+	proj.Link = &pf
+	fmt.Fprintf(c.stderr, "Linked %s to agent %s of organization %s (.svc/project.json)\n", proj.Dir, agent.Slug, local.OrganizationSlug)
+	return nil
+}
+
+// projectAgentPath is the control plane path of an organization's agent.
+func projectAgentPath(org, agent string) string {
+	return "/api/orgs/" + url.PathEscape(org) + "/agents/" + url.PathEscape(agent)
+}
+
+// projectCheckUpstream checks that the linked project's control plane is
+// the one signed in to and still has its agent, and takes the user's
+// local-dev installation from it.
+func projectCheckUpstream(ctx context.Context, c *cmd, cl *cpClient, proj *project) error {
+	l := proj.Link
+	if l.ControlPlaneURL != cl.url {
+		return failf(codeAuth, "run `svc login --control-plane "+l.ControlPlaneURL+"`",
+			"%s is linked to the control plane %s; you are signed in to %s", proj.Dir, l.ControlPlaneURL, cl.url)
+	}
+	var local cpInstallation
+	err := cl.call(ctx, http.MethodPost, projectAgentPath(l.OrganizationID, l.Agent.Slug)+"/local-dev-installation", nil, &local)
+	var ce *cliError
+	switch {
+	case cpErrorCode(err) == codeNotFound:
+		return failf(codeNotFound, "run `svc link --force` (or delete .svc/project.json and run `svc dev`) to link another agent",
+			"agent %s of organization %s is gone from %s", l.Agent.Slug, l.OrganizationSlug, l.ControlPlaneURL)
+	case errors.As(err, &ce) && ce.Code == codeAuth:
+		return err
+	case err != nil:
+		newDevLogger(c).Warn("could not check the linked agent with the control plane; booting with .svc/project.json as is", "err", err)
+		return nil
+	}
+	if local.ID != l.LocalDevInstallationID {
+		l.LocalDevInstallationID = local.ID
+		if _, err := projectWrite(proj.Dir, *l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// projectPickAgent lists the organization's agents on stderr and reads the
+// user's pick: a number, a slug, or nothing to create one named after the
+// project's folder (or agent.yaml's name).
+func projectPickAgent(ctx context.Context, c *cmd, cl *cpClient, org *cpOrg, proj *project) (cpAgent, error) {
+	agents, err := cl.agents(ctx, org.Slug)
+	if err != nil {
+		return cpAgent{}, err
+	}
+	name := proj.Config.Name
+	if name == "" {
+		name = filepath.Base(proj.Dir)
+	}
+	fmt.Fprintf(c.stderr, "No .svc/project.json in %s. Agents of organization %s:\n", proj.Dir, org.Slug)
+	answer := linkChooseAgent(c, agents, fmt.Sprintf("Pick one (number or slug), or press Enter to create %q: ", slugify(name)))
+	for _, a := range agents {
+		if answer != "" && a.Slug == answer {
+			return a, nil
+		}
+	}
+	if answer != "" {
+		return cpAgent{}, failf(codeNotFound, "run `svc dev` again and pick a listed agent", "no agent %q in organization %s", answer, org.Slug)
+	}
+	var a cpAgent
+	err = cl.call(ctx, http.MethodPost, "/api/orgs/"+url.PathEscape(org.Slug)+"/agents", map[string]string{"slug": slugify(name), "name": name}, &a)
+	if cpErrorCode(err) == "conflict" {
+		return cpAgent{}, failf(codeGeneric, "run `svc dev` again and pick it by its slug", "organization %s already has an agent %q", org.Slug, slugify(name))
+	}
+	return a, err
 }
