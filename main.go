@@ -48,26 +48,35 @@
 // or HTTP (TestLayering).
 //
 //	commands     main.go (wiring only), cli.go (verb table, envelope, exit codes), cli_workflows.go
-//	             (workflows and runs verbs), cli_env.go, cli_terminal_*.go, version.go, link.go
+//	             (workflows and runs verbs), cli_target.go (--agent: a box through the control plane),
+//	             cli_link.go (svc link), cli_login.go (login, logout, whoami), cli_env.go,
+//	             cli_terminal_*.go, version.go, agent_setup.go (coding-agent skill and MCP files)
 //	dev boot     devenv.go (svc dev: services, migrations, engine, gate, edits), project.go, postgres.go
 //	             (the local cluster), childenv.go, watch.go, gate.go
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
-//	             api_workflows.go (workflows and runs), wires.go (OpenAI, Anthropic, AG-UI), console.go,
-//	             contract.go
+//	             api_workflows.go (workflows and runs), wires.go (OpenAI chat, Anthropic, AG-UI),
+//	             wire_responses.go (OpenAI Responses), console.go, contract.go
 //	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
 //	             failures), engine_history.go (archive, prune, compaction), engine_queue.go (serial
 //	             queues), engine_versions.go (run pinning), events.go (journal records), execution.go
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
 //	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
 //	             json_limits.go (what can be journaled)
-//	user code    jsruntime.go (goja VMs), bundle.go (esbuild: packages, built-ins), eventloop.go, js_*.go (the platform user
-//	             code sees: js_platform.go is the entry), catalog.go (the project's agents and
-//	             workflows), typegen.go (.svc/*.d.ts), schema.go and schema_ts.go (JSON Schema),
-//	             automigrate.go and migrate.go (src/schema.ts to migrations)
+//	user code    jsruntime.go (goja VMs), bundle.go (esbuild: packages, Node built-ins, the drizzle
+//	             stand-in), eventloop.go, js_platform.go (what a VM gets: the entry), js_web.go,
+//	             js_fetch.go, js_url.go, js_encoding.go, js_crypto.go and js/web*.js (the web
+//	             platform), js_sql.go (sql), js_storage.go (storage), catalog.go (the project's agents
+//	             and workflows), typegen.go and typegen_drizzle.go (.svc/*.d.ts), schema.go and
+//	             schema_ts.go (JSON Schema), automigrate.go and migrate.go (src/schema.ts to migrations)
 //	agents       agent.go (the agent loop and tools), session.go (durable sessions), model.go,
 //	             providers.go (model provider clients)
-//	services     s3.go and s3_multipart.go (the built-in object storage), secrets.go (encrypted
-//	             system secrets), files.go (atomic writes and private modes)
+//	services     s3.go and s3_multipart.go (the built-in object storage), storage_client.go (an S3
+//	             client sharing the server's signing code), secrets.go (encrypted secrets), files.go
+//	             (atomic writes and private modes)
+//	deployment   cp_server.go, cp_store.go, cp_device.go, cp_link.go, cp_client.go (the control
+//	             plane and its client), link.go (the box contract's client side: handshake, secret
+//	             proof, teaching), sign.go (request signing), ident.go and ident_verify.go (identity
+//	             tokens, JWKS)
 package main
 
 import (
