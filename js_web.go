@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/dop251/goja"
@@ -202,32 +203,74 @@ var webGlobals = []string{
 	"URL", "URLSearchParams", "Headers", "Blob", "File", "FormData", "Request", "Response",
 }
 
-// installWebLazily defines the platform's globals as accessors that, on
-// the first touch of any, evaluate the platform (natives builds its Go
-// half) and then step aside: a VM whose code uses none of the web platform
-// does not pay for it (VM creation stays as cheap as before the platform).
-// It returns the function that installs the platform (once) and returns
-// its internals.
+// installWebLazily makes the platform's globals appear on their first
+// touch: the global object's prototype becomes a webLazyGlobals, which
+// ordinary name resolution consults only for names the global object
+// lacks; touching one of names evaluates the platform (natives builds its
+// Go half), which defines them all on the global object, where later
+// lookups find them directly. A VM whose code uses none of the web
+// platform pays one small object for it (VM creation stays close to what
+// it was before the platform). It returns the function that installs the
+// platform (once) and returns its internals.
 func installWebLazily(vm *goja.Runtime, names []string, natives func() *goja.Object) func() *goja.Object {
-	var web *goja.Object
-	global := vm.GlobalObject()
-	ensure := func() *goja.Object {
-		if web == nil {
-			web = vm.NewObject() // not re-entered while the preludes run
-			for _, name := range names {
-				global.Delete(name)
-			}
-			web = mustRunWeb(vm, natives())
+	lz := &webLazyGlobals{vm: vm, names: names}
+	lz.ensure = func() *goja.Object {
+		if lz.web == nil && !lz.installing {
+			lz.installing = true // the preludes' own lookups must not re-enter
+			lz.web = mustRunWeb(vm, natives())
+			lz.installing = false
 		}
-		return web
+		return lz.web
 	}
-	for _, name := range names {
-		get := vm.ToValue(func() goja.Value { ensure(); return global.Get(name) })
-		set := vm.ToValue(func(v goja.Value) { ensure(); global.Set(name, v) })
-		global.DefineAccessorProperty(name, get, set, goja.FLAG_TRUE, goja.FLAG_FALSE)
-	}
-	return ensure
+	proto := vm.NewDynamicObject(lz)
+	proto.SetPrototype(vm.GlobalObject().Prototype())
+	vm.GlobalObject().SetPrototype(proto)
+	return lz.ensure
 }
+
+// webLazyGlobals is the goja.DynamicObject behind the global object's
+// prototype (installWebLazily): it answers for the platform's names by
+// installing the platform, and for nothing else.
+type webLazyGlobals struct {
+	vm         *goja.Runtime
+	names      []string
+	web        *goja.Object // the platform's internals once installed
+	installing bool
+	ensure     func() *goja.Object
+}
+
+// has reports whether key is one of the platform's names still to install.
+func (lz *webLazyGlobals) has(key string) bool {
+	return lz.web == nil && !lz.installing && slices.Contains(lz.names, key)
+}
+
+// Get installs the platform on the first lookup of one of its names.
+func (lz *webLazyGlobals) Get(key string) goja.Value {
+	if !lz.has(key) {
+		return nil
+	}
+	lz.ensure()
+	return lz.vm.GlobalObject().Get(key)
+}
+
+// Set lets code replace a platform global before its first use (the
+// platform is installed first, so the replacement is what stays).
+func (lz *webLazyGlobals) Set(key string, v goja.Value) bool {
+	if !lz.has(key) {
+		return false
+	}
+	lz.ensure()
+	return lz.vm.GlobalObject().Set(key, v) == nil
+}
+
+// Has reports the platform's names as present before they are installed.
+func (lz *webLazyGlobals) Has(key string) bool { return lz.has(key) }
+
+// Delete refuses: the platform's names are deleted from the global object.
+func (lz *webLazyGlobals) Delete(string) bool { return false }
+
+// Keys is empty: the platform's globals are not enumerable.
+func (lz *webLazyGlobals) Keys() []string { return nil }
 
 // installWeb gives the VM of l the web platform of steps and agent tools
 // (installed on first use) and sets l.web.

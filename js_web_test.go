@@ -245,3 +245,24 @@ func TestWebCloneMicrotaskCrypto(t *testing.T) {
 		{"performance.now", `const a = performance.now(); await new Promise((r) => setTimeout(r, 2)); return performance.now() > a && a >= 0;`, `true`},
 	})
 }
+
+// TestWebLazyGlobals: the platform's globals resolve on first touch, by
+// name, typeof, `in` and globalThis; code may replace one before its first
+// use; an unknown name is still a ReferenceError.
+func TestWebLazyGlobals(t *testing.T) {
+	l := webVM(t)
+	v, err := l.vm.RunString(`
+		const mine = () => "mine";
+		globalThis.fetch = mine;
+		const out = [fetch === mine, typeof URL, "TextEncoder" in globalThis, typeof globalThis.Headers,
+			new URL("https://a.example/b?c=1").searchParams.get("c")];
+		try { NotAGlobal; out.push("no error"); } catch (e) { out.push(e.name); }
+		out.push(Object.keys(globalThis).includes("URL"));
+		JSON.stringify(out);`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.String(); got != `[true,"function",true,"function","1","ReferenceError",false]` {
+		t.Errorf("lazy globals = %s", got)
+	}
+}
