@@ -49,7 +49,9 @@
 //
 //	commands     main.go (wiring only), cli.go (verb table, envelope, exit codes), cli_workflows.go
 //	             (workflows and runs verbs), cli_env.go, cli_terminal_*.go, version.go, link.go
-//	dev boot     devenv.go (svc dev: services, migrations, engine, gate, edits), project.go, postgres.go
+//	runtime      runtime.go (what dev and the box share: migrations, engine, secrets, object
+//	             storage, agents, gate, compile)
+//	dev boot     devenv.go (svc dev: services, typegen, auto-migrate, dev routes), project.go, postgres.go
 //	             (the local cluster), childenv.go, watch.go, gate.go
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
 //	             api_workflows.go (workflows and runs), wires.go (OpenAI, Anthropic, AG-UI), console.go,
