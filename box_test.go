@@ -10,7 +10,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -173,10 +175,11 @@ func TestBoxServe(t *testing.T) {
 	boxEnv := baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_CONTROL_PLANE_URL="+cp.url, "SVC_IMAGE_TAG=1.2.3",
 		"OPENAI_API_KEY=sk-test", "SVC_API_KEYS=wire-key-1")
 	box := startBox(t, dir, data, boxEnv)
-	sm := boxSecretLine.FindStringSubmatch(box.stderr.String())
-	if sm == nil {
-		t.Fatalf("the first boot did not log the minted secret:\n%s", box.stderr.String())
-	}
+	var sm []string
+	eventually(t, 10*time.Second, "the minted secret in the first boot's log", func() bool {
+		sm = boxSecretLine.FindStringSubmatch(box.stderr.String())
+		return sm != nil
+	})
 	secret := []byte(sm[1])
 	eventually(t, 10*time.Second, "the first boot's log naming the control plane it armed against", func() bool {
 		return strings.Contains(box.stderr.String(), `msg="identity armed" control_plane=`+cp.url)
@@ -316,9 +319,6 @@ func TestBoxServe(t *testing.T) {
 	// A restart reuses the stored secret without logging it, and stays taught.
 	box.stop()
 	box = startBox(t, dir, data, boxEnv)
-	if strings.Contains(box.stderr.String(), string(secret)) || strings.Contains(box.stderr.String(), "signing_secret") {
-		t.Errorf("the second boot logged the secret:\n%s", box.stderr.String())
-	}
 	if h := boxHandshakeOf(t, box.url); !h.Taught || h.Identity != boxArmed || h.InstallationID != rec.Installation.ID {
 		t.Errorf("handshake after a restart = %+v; want taught and armed", h)
 	}
@@ -331,7 +331,10 @@ func TestBoxServe(t *testing.T) {
 	}
 
 	// HMAC_SECRET wins over the stored secret.
-	box.stop()
+	box.stop() // its whole log is read now
+	if strings.Contains(box.stderr.String(), string(secret)) || strings.Contains(box.stderr.String(), "signing_secret") {
+		t.Errorf("the second boot logged the secret:\n%s", box.stderr.String())
+	}
 	override := []byte("override-secret-0123456789abcdef")
 	box = startBox(t, dir, data, append(boxEnv, "HMAC_SECRET="+string(override)))
 	if rep := boxDo(t, "POST", box.url+boxWellKnown+"/challenge", challenge, override, time.Now(), "", nil); rep.status != 200 {
@@ -351,10 +354,10 @@ func TestBoxServe(t *testing.T) {
 	if h := boxHandshakeOf(t, lone.url); h.Identity != boxUnarmed || h.ControlPlane != down {
 		t.Errorf("unarmed handshake = %+v", h)
 	}
-	sm = boxSecretLine.FindStringSubmatch(lone.stderr.String())
-	if sm == nil {
-		t.Fatalf("no minted secret in the second box's log")
-	}
+	eventually(t, 10*time.Second, "the minted secret in the second box's log", func() bool {
+		sm = boxSecretLine.FindStringSubmatch(lone.stderr.String())
+		return sm != nil
+	})
 	body, _ := json.Marshal(boxTeaching{OrganizationID: orgID, InstallationID: inst, ControlPlaneURL: down})
 	if rep := boxDo(t, "POST", lone.url+boxWellKnown+"/teach", body, []byte(sm[1]), time.Now(), "", nil); rep.status != 200 || !strings.Contains(string(rep.body), `"identity":"unarmed"`) {
 		t.Errorf("teach an unreachable control plane = %d %s; want 200 unarmed", rep.status, rep.body)
@@ -363,5 +366,30 @@ func TestBoxServe(t *testing.T) {
 		if rep := boxDo(t, "GET", lone.url+"/api/workflows", nil, nil, time.Time{}, token, nil); rep.status != 401 {
 			t.Errorf("unarmed box: GET /api/workflows = %d; want 401", rep.status)
 		}
+	}
+}
+
+// TestBoxLocalPostgres boots a box without DATABASE_URL: it starts its own
+// cluster under --data (as root, under pgFallbackRoot, which the postgres
+// user can enter), and a restart reuses it, secret and all.
+func TestBoxLocalPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	dir, data := projectDir(t), t.TempDir()
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(filepath.Join(data, "postgres")))) })
+	env := baseEnv("SVC_CONTROL_PLANE_URL=http://127.0.0.1:1")
+	box := startBox(t, dir, data, env)
+	if h := boxHandshakeOf(t, box.url); h.AgentProtocolVersion != 15 || h.Identity != boxUnarmed || h.ImageTag != "dev" {
+		t.Errorf("handshake = %+v", h)
+	}
+	eventually(t, 10*time.Second, "a local cluster and the minted secret in the first boot's log", func() bool {
+		return boxSecretLine.MatchString(box.stderr.String()) && strings.Contains(box.stderr.String(), "provider=local")
+	})
+	box.stop()
+	box = startBox(t, dir, data, env)
+	box.stop() // its whole log is read now
+	if strings.Contains(box.stderr.String(), "signing_secret") || !strings.Contains(box.stderr.String(), "provider=local") {
+		t.Errorf("the second boot: want the local cluster again and no secret:\n%s", box.stderr.String())
 	}
 }
