@@ -20,23 +20,22 @@ import (
 	"time"
 )
 
-// boxProcess is a running `svc --json serve` under test.
-type boxProcess struct {
+// envelopeProcess is a verb under test that prints one --json envelope
+// line once it serves (svc control-plane, svc serve).
+type envelopeProcess struct {
 	t      testing.TB
 	cmd    *exec.Cmd
-	url    string
-	ready  servePayload
 	stdout *syncBuffer
 	stderr *syncBuffer
 	exited chan struct{}
 }
 
-// startBox starts `svc --json serve --addr 127.0.0.1:0 --data data dir`
-// with env and waits for its payload line.
-func startBox(t testing.TB, dir, data string, env []string) *boxProcess {
+// startEnvelopeProcess runs svc with args and env, waits (bounded) for its
+// first stdout line, an ok envelope, and decodes its data into data.
+func startEnvelopeProcess(t testing.TB, env []string, data any, args ...string) *envelopeProcess {
 	t.Helper()
-	p := &boxProcess{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(svcBinary(t), "--json", "serve", "--addr", "127.0.0.1:0", "--data", data, dir)
+	p := &envelopeProcess{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(svcBinary(t), args...)
 	p.cmd.Env = env
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
@@ -63,23 +62,23 @@ func startBox(t testing.TB, dir, data string, env []string) *boxProcess {
 	select {
 	case line := <-lines:
 		var env struct {
-			OK   bool         `json:"ok"`
-			Data servePayload `json:"data"`
+			OK   bool            `json:"ok"`
+			Data json.RawMessage `json:"data"`
 		}
-		if json.Unmarshal([]byte(line), &env); !env.OK || env.Data.URL == "" {
-			t.Fatalf("svc serve printed %q\nstderr:\n%s", line, p.stderr.String())
+		if json.Unmarshal([]byte(line), &env); !env.OK || json.Unmarshal(env.Data, data) != nil {
+			t.Fatalf("svc %s printed %q\nstderr:\n%s", strings.Join(args, " "), line, p.stderr.String())
 		}
-		p.ready, p.url = env.Data, env.Data.URL
 	case <-p.exited:
-		t.Fatalf("svc serve exited early (%v)\nstderr:\n%s", p.cmd.ProcessState, p.stderr.String())
+		t.Fatalf("svc %s exited early (%v)\nstderr:\n%s", strings.Join(args, " "), p.cmd.ProcessState, p.stderr.String())
 	case <-time.After(90 * time.Second):
-		t.Fatalf("svc serve not up after 90s\nstderr:\n%s", p.stderr.String())
+		t.Fatalf("svc %s not up after 90s\nstderr:\n%s", strings.Join(args, " "), p.stderr.String())
 	}
 	return p
 }
 
-// stop interrupts the box and waits (bounded) for it to exit.
-func (p *boxProcess) stop() {
+// stop interrupts the process and waits (bounded) for it to exit; its
+// stdout and stderr are then complete.
+func (p *envelopeProcess) stop() {
 	select {
 	case <-p.exited:
 		return
@@ -91,8 +90,25 @@ func (p *boxProcess) stop() {
 	case <-time.After(30 * time.Second):
 		p.cmd.Process.Kill()
 		<-p.exited
-		p.t.Errorf("svc serve did not stop within 30s of SIGINT")
+		p.t.Errorf("svc did not stop within 30s of SIGINT")
 	}
+}
+
+// boxProcess is a running `svc --json serve` under test.
+type boxProcess struct {
+	*envelopeProcess
+	url   string
+	ready servePayload
+}
+
+// startBox starts `svc --json serve --addr 127.0.0.1:0 --data data dir`
+// with env and waits for its payload line.
+func startBox(t testing.TB, dir, data string, env []string) *boxProcess {
+	t.Helper()
+	b := &boxProcess{}
+	b.envelopeProcess = startEnvelopeProcess(t, env, &b.ready, "--json", "serve", "--addr", "127.0.0.1:0", "--data", data, dir)
+	b.url = b.ready.URL
+	return b
 }
 
 // boxReply is an HTTP answer of the box.

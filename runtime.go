@@ -291,7 +291,11 @@ func (rt *runtimeCore) resolveGate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read first-run marker: %w", err)
 	}
-	p, g := resolveGate(providerFromEnv(rt.getenv), stored, firstRun)
+	var fromEnv *modelProvider
+	if rt.getenv != nil { // nil in runtimes tests build by hand: no environment
+		fromEnv = providerFromEnv(rt.getenv)
+	}
+	p, g := resolveGate(fromEnv, stored, firstRun)
 	rt.provider.Store(p)
 	rt.gate.Store(&g)
 	return nil
