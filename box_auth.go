@@ -15,6 +15,7 @@ package main
 // chat wire it has that wire's error shape.
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -46,7 +47,8 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 		boxRefuse(w, r, "untaught", "this box was never linked, so it admits no console or CLI traffic yet: run svc link")
 		return false
 	}
-	if _, err := v.verify(r.Context(), identBearer(r)); err != nil {
+	c, err := v.verify(r.Context(), identBearer(r))
+	if err != nil {
 		msg := err.Error()
 		if errors.Is(err, errIdentMissing) {
 			msg += ": send Authorization: Bearer <identity token> (svc --agent and the console get one from the control plane)"
@@ -57,6 +59,9 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 		boxRefuse(w, r, "identity", msg)
 		return false
 	}
+	// A durable session belongs to the user, not to one of the tokens
+	// that are renewed every few minutes.
+	*r = *r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, "identity:"+c.Org+"/"+c.Sub))
 	return true
 }
 

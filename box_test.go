@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -188,8 +189,9 @@ func TestBoxServe(t *testing.T) {
 	}
 
 	dir, data := projectDir(t), t.TempDir()
+	fakeModel := newFakeProvider(t)
 	boxEnv := baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_CONTROL_PLANE_URL="+cp.url, "SVC_IMAGE_TAG=1.2.3",
-		"OPENAI_API_KEY=sk-test", "SVC_API_KEYS=wire-key-1")
+		"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+fakeModel.URL+"/v1", "SVC_API_KEYS=wire-key-1")
 	box := startBox(t, dir, data, boxEnv)
 	var sm []string
 	eventually(t, 10*time.Second, "the minted secret in the first boot's log", func() bool {
@@ -316,6 +318,18 @@ func TestBoxServe(t *testing.T) {
 				t.Errorf("%s: GET %s = %d %.200s; want %d %q", tt.name, path, rep.status, rep.body, tt.want, tt.says)
 			}
 		}
+	}
+	// A durable session belongs to the user: a renewed token continues it.
+	_, renewed := deploy("demo")
+	for i, tok := range []string{target.IdentityToken, renewed.IdentityToken} {
+		body := fmt.Sprintf(`{"model":"assistant","messages":[{"role":"user","content":"turn-%d"}]}`, i)
+		rep := boxDo(t, "POST", box.url+"/openai/v1/chat/completions", []byte(body), nil, time.Time{}, tok, func(r *http.Request) { r.Header.Set(wireHeaderSession, "s1") })
+		if rep.status != 200 {
+			t.Fatalf("durable chat turn %d = %d %s", i, rep.status, rep.body)
+		}
+	}
+	if reqs := fakeModel.requests(); renewed.IdentityToken == target.IdentityToken || len(reqs) != 2 || !strings.Contains(string(reqs[1].Raw), "turn-0") {
+		t.Errorf("the second turn, under a renewed token, does not continue the session: %d model requests", len(reqs))
 	}
 	var receipt map[string]any
 	rep = boxDo(t, "POST", box.url+"/api/workflows/ping/start", []byte(`{}`), nil, time.Time{}, target.IdentityToken, nil)

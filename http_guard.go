@@ -151,6 +151,21 @@ func newHTTPGuard(next http.Handler, cfg httpGuardConfig) (*httpGuard, error) {
 	return g, nil
 }
 
+// httpGuardPrincipalKey is the request-context key under which a
+// credential check names who a request acts for when that is not the
+// credential's text: the box records an identity token's user, stable
+// across the token's renewals.
+type httpGuardPrincipalKey struct{}
+
+// httpGuardPrincipal returns who r acts for, which scopes durable
+// sessions: what the credential check recorded, else the credential.
+func httpGuardPrincipal(r *http.Request) string {
+	if p, ok := r.Context().Value(httpGuardPrincipalKey{}).(string); ok {
+		return p
+	}
+	return wireCredential(r)
+}
+
 // httpGuardKeys is dev's credential check: on loopback (keys nil) the
 // runtime's routes need none and the chat wires any non-empty one; under
 // --listen every route needs one of keys.

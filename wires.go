@@ -203,10 +203,10 @@ func sessionFromHeaders(r *http.Request, wr *agentRequest) *wireError {
 
 // serveChat is the flow every wire shares: body, decode, gate, agent, then
 // the turn, answered whole or streamed. The guard checked the credential
-// (http_guard.go); it scopes durable sessions.
+// (http_guard.go); who it stands for scopes durable sessions.
 func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) {
 	h := s.rt.agents
-	cred := wireCredential(r)
+	cred := httpGuardPrincipal(r)
 	body, err := readBody(r)
 	if err != nil {
 		c.writeError(w, &wireError{Status: http.StatusRequestEntityTooLarge, Kind: wireErrTooLarge, Message: err.Error()})
