@@ -144,6 +144,24 @@ type agentVM struct {
 	tools *goja.Object // the definition's tools object
 }
 
+// agentRequest is one chat turn asked of an agent, as a wire decoded it
+// (wires.go); the agent loop reads nothing of HTTP.
+type agentRequest struct {
+	Agent           string
+	System          string // the client's system text, after the agent's instructions
+	Messages        []chatMessage
+	ClientTools     []toolSpec
+	Stream          bool
+	IncludeUsage    bool // OpenAI stream_options.include_usage
+	MaxTokens       int
+	Temperature     *float64
+	SessionKey      string                    // durable session ("" = none)
+	SessionFrom     string                    // the stored session a new one continues (Responses: the previous response)
+	ConversationKey string                    // grouping only
+	Approvals       map[string]approvalAnswer // AG-UI resume entries, by tool call id
+	ThreadID, RunID string                    // AG-UI
+}
+
 // agentHost is what the chat wires need to run agents: the outbound model
 // clients, tool VMs' environment, durable sessions, the credential check and
 // the turn recorder. Built once at boot; its fields are read-only afterwards.
@@ -319,7 +337,7 @@ type agentLoop struct {
 // newAgentLoop prepares a turn of ag: the system prompt (the agent's
 // instructions, then the client's system text) and the tools offered to the
 // model (the agent's, then the client's whose names the agent does not use).
-func newAgentLoop(h *agentHost, ag *agentDef, client modelClient, p *modelProvider, wr *wireRequest, emit func(agentEvent)) *agentLoop {
+func newAgentLoop(h *agentHost, ag *agentDef, client modelClient, p *modelProvider, wr *agentRequest, emit func(agentEvent)) *agentLoop {
 	l := &agentLoop{host: h, agent: ag, client: client, clientTools: map[string]bool{},
 		durable: wr.SessionKey != "", sessionID: wr.SessionKey, stream: wr.Stream, emit: emit}
 	l.req.Model = ag.Spec.Model

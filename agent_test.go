@@ -117,7 +117,7 @@ func agentTestHost(script modelClient) *agentHost {
 }
 
 // agentTestTurn runs one stateless turn of "helper" with a user message.
-func agentTestTurn(t *testing.T, h *agentHost, ag *agentDef, wr *wireRequest) (*agentResult, []agentEvent) {
+func agentTestTurn(t *testing.T, h *agentHost, ag *agentDef, wr *agentRequest) (*agentResult, []agentEvent) {
 	t.Helper()
 	var events []agentEvent
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -173,7 +173,7 @@ func TestAgentLoopTools(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			script := &agentScript{}
-			wr := &wireRequest{Agent: "helper", Messages: []chatMessage{{Role: "user", Content: tt.say}}}
+			wr := &agentRequest{Agent: "helper", Messages: []chatMessage{{Role: "user", Content: tt.say}}}
 			if tt.clientFn != "" {
 				wr.ClientTools = []toolSpec{{Name: tt.clientFn, Parameters: json.RawMessage(`{"type":"object"}`)}}
 			}
@@ -206,7 +206,7 @@ func TestAgentLoopTools(t *testing.T) {
 func TestAgentRequestShape(t *testing.T) {
 	cat := agentTestCompile(t, agentTestSource)
 	script := &agentScript{}
-	wr := &wireRequest{Agent: "helper", System: "Answer in French.", Messages: []chatMessage{{Role: "user", Content: "hi"}},
+	wr := &agentRequest{Agent: "helper", System: "Answer in French.", Messages: []chatMessage{{Role: "user", Content: "hi"}},
 		ClientTools: []toolSpec{{Name: "pick"}, {Name: "add", Description: "a client tool shadowed by the agent's"}}}
 	agentTestTurn(t, agentTestHost(script), cat.Agents["helper"], wr)
 	req := script.requests()[0]
@@ -231,7 +231,7 @@ func TestAgentRequestShape(t *testing.T) {
 // TestAgentStreamingEvents checks the events a streamed turn emits.
 func TestAgentStreamingEvents(t *testing.T) {
 	cat := agentTestCompile(t, agentTestSource)
-	wr := &wireRequest{Agent: "helper", Stream: true, Messages: []chatMessage{{Role: "user", Content: `call add {"a":1,"b":1}`}}}
+	wr := &agentRequest{Agent: "helper", Stream: true, Messages: []chatMessage{{Role: "user", Content: `call add {"a":1,"b":1}`}}}
 	res, events := agentTestTurn(t, agentTestHost(&agentScript{}), cat.Agents["helper"], wr)
 	var kinds []string
 	var text strings.Builder
@@ -256,12 +256,12 @@ func TestAgentUpstreamError(t *testing.T) {
 	cat := agentTestCompile(t, agentTestSource)
 	h := agentTestHost(&agentScript{})
 	_, err := h.runTurn(context.Background(), cat.Agents["helper"], &modelProvider{Kind: providerOpenAI}, wireOpenAI, "c",
-		&wireRequest{Agent: "helper", Messages: []chatMessage{{Role: "user", Content: "fail"}}}, func(agentEvent) {})
+		&agentRequest{Agent: "helper", Messages: []chatMessage{{Role: "user", Content: "fail"}}}, func(agentEvent) {})
 	var ue *upstreamError
 	if !errors.As(err, &ue) || ue.Status != http.StatusTooManyRequests {
 		t.Fatalf("err = %v; want the provider's 429", err)
 	}
-	if _, err := h.runTurn(context.Background(), cat.Agents["helper"], nil, wireOpenAI, "c", &wireRequest{}, func(agentEvent) {}); !errors.Is(err, errNoModelProvider) {
+	if _, err := h.runTurn(context.Background(), cat.Agents["helper"], nil, wireOpenAI, "c", &agentRequest{}, func(agentEvent) {}); !errors.Is(err, errNoModelProvider) {
 		t.Errorf("no provider: err = %v; want errNoModelProvider", err)
 	}
 }

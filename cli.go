@@ -195,6 +195,7 @@ func verbs() []*verb {
 		{name: "dev", summary: "boot the local runtime", newFlags: newDevFlags, run: runDev},
 		{name: "workflows", summary: "list workflows, read schemas, start runs", subverbs: workflowVerbs()},
 		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
+		{name: "serve", summary: "run a project as a box: its wires, workflow routes, runs API and handshake (DESIGN §7)", usage: "[dir]", newFlags: newServeFlags, run: runServe},
 		{name: "link", summary: "register a deployed container with a control plane", newFlags: newLinkFlags, run: runLink},
 		{name: "login", summary: "sign in to a control plane (device code, or --token for CI)", newFlags: newLoginFlags, run: runLogin},
 		{name: "logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},

@@ -118,7 +118,7 @@ func TestPrintContractMatchesRoute(t *testing.T) {
 		t.Fatalf("dev --print-contract = exit %d", code)
 	}
 	rec := httptest.NewRecorder()
-	srv, err := newServer(&devRuntime{log: discardLogger()})
+	srv, err := newTestServer(&runtimeCore{log: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +492,7 @@ func TestPrintContractJSONEnvelope(t *testing.T) {
 		t.Fatalf("dev --print-contract --json = exit %d %q (%v); want an ok envelope", code, stdout, err)
 	}
 	rec := httptest.NewRecorder()
-	srv, err := newServer(&devRuntime{log: discardLogger()})
+	srv, err := newTestServer(&runtimeCore{log: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

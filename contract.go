@@ -63,7 +63,7 @@ func contractPayload() []byte {
 		global = append(global, contractFlag{Name: n, Type: "boolean", Default: "false", Description: globalFlags[n]})
 	}
 	var routes []contractRoute
-	for _, r := range routeTable(nil) {
+	for _, r := range append(routeTable(nil), devRoutes(nil)...) {
 		routes = append(routes, contractRoute{Method: r.method, Path: r.path, Purpose: r.purpose})
 	}
 	payload := map[string]any{

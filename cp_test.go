@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,76 +21,20 @@ import (
 
 // cpProcess is a running `svc control-plane --json` under test.
 type cpProcess struct {
-	t      testing.TB
-	cmd    *exec.Cmd
-	url    string
-	stdout *syncBuffer
-	stderr *syncBuffer
-	exited chan struct{}
+	*envelopeProcess
+	url string
 }
 
 // startControlPlane starts `svc control-plane --json` on a free loopback
 // port with env and waits until it serves.
 func startControlPlane(t testing.TB, env []string) *cpProcess {
 	t.Helper()
-	p := &cpProcess{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(svcBinary(t), "--json", "control-plane", "--addr", "127.0.0.1:0")
-	p.cmd.Env = env
-	p.cmd.Stderr = p.stderr
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	var ready cpReady
+	p := startEnvelopeProcess(t, env, &ready, "--json", "control-plane", "--addr", "127.0.0.1:0")
+	if ready.URL == "" {
+		t.Fatalf("control plane printed no URL\nstdout:\n%s", p.stdout.String())
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.stdout.Write([]byte(sc.Text() + "\n"))
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(p.stop)
-	select {
-	case line := <-lines:
-		var env struct {
-			OK   bool    `json:"ok"`
-			Data cpReady `json:"data"`
-		}
-		if json.Unmarshal([]byte(line), &env); !env.OK || env.Data.URL == "" {
-			t.Fatalf("control plane printed %q\nstderr:\n%s", line, p.stderr.String())
-		}
-		p.url = env.Data.URL
-	case <-p.exited:
-		t.Fatalf("control plane exited early (%v)\nstderr:\n%s", p.cmd.ProcessState, p.stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("control plane not up after 60s\nstderr:\n%s", p.stderr.String())
-	}
-	return p
-}
-
-// stop interrupts the control plane and waits (bounded) for it to exit.
-func (p *cpProcess) stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.exited
-		p.t.Errorf("control plane did not stop within 20s of SIGINT")
-	}
+	return &cpProcess{envelopeProcess: p, url: ready.URL}
 }
 
 // cpEnvelope decodes a --json line of the CLI.

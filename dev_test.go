@@ -552,7 +552,7 @@ func TestEnvPrintsLocalCredentials(t *testing.T) {
 		t.Fatalf("svc env --json = exit %d %q %q", code, out, stderr)
 	}
 	got := env.Data.Env
-	want := map[string]string{"DATABASE_URL": d.payload.Services.PostgresURL, "S3_ENDPOINT": d.payload.Services.S3Endpoint, "S3_BUCKET": "svc", "S3_REGION": devS3Region}
+	want := map[string]string{"DATABASE_URL": d.payload.Services.PostgresURL, "S3_ENDPOINT": d.payload.Services.S3Endpoint, "S3_BUCKET": "svc", "S3_REGION": runtimeS3Region}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("svc env %s = %q; want %q", k, got[k], v)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,10 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Default dev ports; each is shifted by SVC_DEV_PORT_OFFSET. PostgreSQL and
@@ -30,8 +29,6 @@ import (
 const (
 	defaultAPIPort = 4242
 	devGCPercent   = 400
-	devBucketName  = "svc"
-	devS3Region    = "us-east-1"
 )
 
 // newDevFlags defines the flags of `svc dev` (SPEC §4.2).
@@ -106,22 +103,15 @@ func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
 
 // devPayload is the JSON line `svc dev` prints once the runtime is up (SPEC §4.2).
 type devPayload struct {
-	SchemaVersion          int         `json:"schema_version"`
-	EmulatorURL            string      `json:"emulator_url"`
-	AgentURL               string      `json:"agent_url"`
-	PublicURL              *string     `json:"public_url"`
-	Deeplink               *string     `json:"deeplink"`
-	LocalDevInstallationID string      `json:"local_dev_installation_id"`
-	Gate                   gateState   `json:"gate"`
-	DeepAgents             []string    `json:"deep_agents"`
-	Services               devServices `json:"services"`
-}
-
-// devServices are the addresses of the dev services in the payload.
-type devServices struct {
-	PostgresURL string `json:"postgres_url"`
-	S3Endpoint  string `json:"s3_endpoint"`
-	S3Bucket    string `json:"s3_bucket"`
+	SchemaVersion          int             `json:"schema_version"`
+	EmulatorURL            string          `json:"emulator_url"`
+	AgentURL               string          `json:"agent_url"`
+	PublicURL              *string         `json:"public_url"`
+	Deeplink               *string         `json:"deeplink"`
+	LocalDevInstallationID string          `json:"local_dev_installation_id"`
+	Gate                   gateState       `json:"gate"`
+	DeepAgents             []string        `json:"deep_agents"`
+	Services               runtimeServices `json:"services"`
 }
 
 // runDev is `svc dev`: validate, boot the runtime in SPEC order, print the
@@ -202,38 +192,18 @@ func ensureLocalProject(c *cmd, proj *project) error {
 	return nil
 }
 
-// devRuntime is the running local runtime: its services, compiled catalog,
-// gate and HTTP server. Fields set at boot are read-only afterwards; the
-// catalog and gate change atomically.
+// devRuntime is `svc dev`: the shared runtime (runtime.go) with dev's
+// services around it: the local PostgreSQL, editor types, auto-migrate,
+// the watcher, .svc/runtime.json and the payload line. Fields set at boot
+// are read-only afterwards.
 type devRuntime struct {
+	*runtimeCore
 	c        *cmd
 	opts     devOptions
-	proj     *project
-	log      *slog.Logger
 	pg       *pgService
-	db       *pgxpool.Pool
-	secrets  *secretStore
-	engine   *engine
-	agents   *agentHost  // chat wires: model clients, sessions, credentials (wires.go)
-	platform *jsPlatform // globals and data of step and tool VMs (js_platform.go)
-	s3       *s3Server
-	services devServices
-	baseEnv  map[string]string // system secrets and .env, without the model provider
-	apiURL   string
 	devToken string // proof of reading .svc/runtime.json, asked by the dev-only routes
 
-	catalog  atomic.Pointer[catalog]
-	gate     atomic.Pointer[gateState]
-	provider atomic.Pointer[modelProvider]
-
-	firstRunMarked atomic.Bool
-
 	announceMu sync.Mutex // serialises payload lines on stdout
-	fatal      chan error // a service that died ends the session
-
-	closers []func(context.Context) error // in start order; run in reverse
-	wg      sync.WaitGroup                // watcher and servers
-	stop    context.CancelFunc
 }
 
 // newDevLogger logs to stderr, debug level with --verbose.
@@ -262,14 +232,13 @@ func portInUse(service string, port, offset int, err error) error {
 // had started and returns the error.
 func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *devRuntime, err error) {
 	began := time.Now()
-	rt := &devRuntime{c: c, opts: opts, proj: proj, log: newDevLogger(c), fatal: make(chan error, 1)}
+	rt := &devRuntime{runtimeCore: newRuntimeCore(newDevLogger(c), proj), c: c, opts: opts}
 	defer func() {
 		if err != nil {
 			rt.close()
 		}
 	}()
 	bgctx, stop := context.WithCancel(context.Background())
-	rt.stop = stop
 	rt.closers = append(rt.closers, func(context.Context) error { stop(); rt.wg.Wait(); return nil })
 
 	// Listen first so a busy port fails before anything is started.
@@ -288,13 +257,13 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, err
 	}
 
-	// 1. Relational database and object storage.
-	pgLog := io.Discard
+	// 1. Relational database (object storage starts with the runtime).
+	var verbose io.Writer
 	if c.verbose {
-		pgLog = c.stderr
+		verbose = c.stderr
 	}
 	rt.log.Info("starting PostgreSQL (the first boot of a project also initializes its cluster)", "port", opts.pgPort)
-	rt.pg, err = startPostgres(ctx, pgOptions{ProjectDir: proj.Dir, Port: opts.pgPort, Getenv: c.getenv, LookPath: exec.LookPath, Log: pgLog})
+	rt.pg, err = startPostgres(ctx, pgOptions{ProjectDir: proj.Dir, Port: opts.pgPort, Getenv: c.getenv, LookPath: exec.LookPath, Log: verbose})
 	if err != nil {
 		var busy *portBusyError
 		if errors.As(err, &busy) {
@@ -311,96 +280,20 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	rt.closers = append(rt.closers, rt.pg.Stop)
 	rt.log.Info("postgres up", "provider", rt.pg.Provider, "url", redactURL(rt.pg.URL))
 
-	// 2. Platform and user migrations.
-	applied, err := applyMigrations(ctx, rt.pg.URL, proj.stateDir("migrations"), pgLog)
-	if err != nil {
-		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "fix the migration under .svc/migrations and run svc dev again; nothing of it was applied"}
-	}
-	if len(applied) > 0 {
-		rt.log.Info("migrations applied", "files", strings.Join(applied, ", "))
-	}
-	rt.db, err = pgxpool.New(ctx, rt.pg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("connect PostgreSQL: %w", err)
-	}
-	rt.closers = append(rt.closers, func(context.Context) error { rt.db.Close(); return nil })
-	rt.platform = newJSPlatform()
-	if rt.platform.sql, err = newSQLHost(rt.pg.URL); err != nil {
-		return nil, err
-	}
-	rt.closers = append(rt.closers, func(context.Context) error { rt.platform.sql.close(); return nil })
-
-	// The durable journal (the key-value store the workflow engine replays
-	// from); ended runs move to the run history in PostgreSQL.
-	retention, err := parseRetention(c.getenv("SVC_RUN_RETENTION"))
-	if err != nil {
-		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_RUN_RETENTION to a duration such as 720h or 30d, or 0 to keep ended runs forever"}
-	}
-	rt.engine, err = openEngine(engineOptions{
-		Dir: proj.stateDir("journal"), Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
-		OnRunDone: func(*runRecord) { rt.markFirstRun() },
-		History:   newPGRunHistory(rt.db), Retention: retention,
-	})
-	if err != nil {
-		hint := "the journal under .svc/journal is damaged before its tail; move it aside to start fresh"
-		if errors.Is(err, errJournalLocked) {
-			hint = "another svc dev serves this project; stop it first"
-		}
-		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: hint}
-	}
-	rt.closers = append(rt.closers, func(context.Context) error { return rt.engine.close() })
-
-	// 3. System secrets (object-storage keys minted once, stored encrypted) and .env.
-	rt.secrets, err = openSecretStore(rt.db, proj.stateDir("master.key"))
-	if err != nil {
-		return nil, err
-	}
-	userEnv, err := readDotEnv(proj)
-	if err != nil {
-		return nil, err
-	}
-	s3Key, s3Secret, err := rt.s3Keys(ctx, userEnv)
-	if err != nil {
-		return nil, err
-	}
-	rt.services = devServices{PostgresURL: rt.pg.URL, S3Endpoint: "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.s3Port)), S3Bucket: devBucketName}
+	// 2. and 3. Migrations, engine, secrets, object storage, agents, gate.
+	s3Endpoint := "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.s3Port))
 	if ext := c.getenv("SVC_S3_ENDPOINT"); ext != "" {
-		rt.services.S3Endpoint = ext
+		s3Endpoint = ext
 	}
-	rt.s3, err = newS3Server(proj.stateDir("s3"), s3Key, s3Secret)
-	if err == nil {
-		err = rt.s3.ensureBucket(devBucketName)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("object storage: %w", err)
-	}
-	rt.s3.logger = rt.log.With("service", "object storage")
-	rt.s3.start()
-	rt.closers = append(rt.closers, func(context.Context) error { return rt.s3.Close() })
-	s3Guard, err := newHTTPGuard(rt.s3, httpGuardConfig{})
-	if err != nil {
+	if err := rt.open(ctx, runtimeOptions{Command: "svc dev", PostgresURL: rt.pg.URL, StateDir: proj.stateDir(), Getenv: c.getenv,
+		Verbose: verbose, S3Listener: s3Ln, S3Endpoint: s3Endpoint}); err != nil {
 		return nil, err
 	}
-	rt.serve(s3Ln, s3Guard, "object storage")
-	rt.baseEnv = map[string]string{
-		"DATABASE_URL": rt.pg.URL, "S3_ENDPOINT": rt.services.S3Endpoint, "S3_BUCKET": devBucketName,
-		"S3_ACCESS_KEY_ID": s3Key, "S3_SECRET_ACCESS_KEY": s3Secret, "S3_REGION": devS3Region,
-	}
-	for k, v := range userEnv {
-		rt.baseEnv[k] = v
-	}
-	if err := storageConfigure(rt.platform, storageTargetOf(rt.toolEnv())); err != nil {
-		rt.log.Warn("storage of user code is off: fix the S3_* variables of .env", "err", err)
-	}
-
-	rt.agents, err = newAgentHost(rt)
-	if err != nil {
-		return nil, err
-	}
-
-	// The gate decides whether agents and workflows start.
-	if err := rt.resolveGate(ctx); err != nil {
-		return nil, err
+	rt.onGateOpen = rt.announce
+	if opts.host == "0.0.0.0" {
+		if rt.agents.apiKeys, err = devAPIKeys(c, proj); err != nil {
+			return nil, err
+		}
 	}
 
 	// 4. Editor types (and the compile they need), then the user's schema.
@@ -409,7 +302,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 
 	// 5. Serve the endpoints.
 	rt.apiURL = "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.apiPort))
-	api, err := newServer(rt)
+	api, err := newDevServer(rt)
 	if err != nil {
 		return nil, err
 	}
@@ -435,6 +328,43 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	return rt, nil
 }
 
+// newDevServer builds dev's API: the shared routes and devRoutes behind a
+// guard bound as rt.opts says, with the keys of rt.agents (--listen).
+func newDevServer(rt *devRuntime) (*server, error) {
+	cfg := httpGuardConfig{BindHost: rt.opts.host, AllowedHosts: rt.opts.allowedHosts, AllowedOrigins: rt.opts.allowedOrigins}
+	if rt.agents != nil {
+		cfg.APIKeys = rt.agents.apiKeys
+	}
+	return newServer(rt.runtimeCore, cfg, devRoutes(rt))
+}
+
+// devRoutes are the routes only `svc dev` serves. rt may be nil when only
+// the description is needed (the contract).
+func devRoutes(rt *devRuntime) []route {
+	return []route{
+		{"GET", "/api/dev/env", "the local credentials `svc env` prints; loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, rt.handleDevEnv},
+	}
+}
+
+// handleDevEnv serves the session's local credentials to `svc env`, the one
+// place that prints them. The guard has checked Host, Origin and, under
+// --listen, the dev key; on top, the caller must be on this machine and
+// show the token of .svc/runtime.json, proof that it can read the
+// project's private state, where the keys are kept anyway.
+func (rt *devRuntime) handleDevEnv(w http.ResponseWriter, r *http.Request) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if addr, perr := netip.ParseAddr(host); err != nil || perr != nil || !addr.Unmap().IsLoopback() {
+		writeAPIError(w, http.StatusForbidden, apiError{Code: "not_loopback", Message: "the local credentials are served to this machine only"})
+		return
+	}
+	if rt.devToken == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get(devTokenHeader)), []byte(rt.devToken)) != 1 {
+		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token", Message: "send the token of .svc/" + devRuntimeFileName + " in " + devTokenHeader + " (svc env does)"})
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": rt.toolEnv()})
+}
+
 // devRuntimeFileName is the file under .svc where a running svc dev says
 // where it is; the CLI finds the runtime of its project there and nowhere else.
 const devRuntimeFileName = "runtime.json"
@@ -456,20 +386,6 @@ type devRuntimeFile struct {
 // dev-only routes.
 const devTokenHeader = "X-Svc-Dev-Token"
 
-// devToolEnvVars are the variables `svc env` prints: what a tool (aws,
-// rclone, psql) needs to reach the session's database and object storage.
-var devToolEnvVars = []string{"DATABASE_URL", "S3_ENDPOINT", "S3_BUCKET", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"}
-
-// toolEnv returns devToolEnvVars as agents and workflows see them (.env
-// included, which the object storage adopts).
-func (rt *devRuntime) toolEnv() map[string]string {
-	env := make(map[string]string, len(devToolEnvVars))
-	for _, k := range devToolEnvVars {
-		env[k] = rt.baseEnv[k]
-	}
-	return env
-}
-
 // readDotEnv reads the project's optional .env (nil when absent).
 func readDotEnv(proj *project) (map[string]string, error) {
 	b, err := os.ReadFile(filepath.Join(proj.Dir, ".env"))
@@ -484,37 +400,6 @@ func readDotEnv(proj *project) (map[string]string, error) {
 		return nil, &cliError{Code: codeGeneric, Message: err.Error(), Hint: "fix .env at the project root"}
 	}
 	return userEnv, nil
-}
-
-// devS3KeyVars are the variables holding the object-storage keys, access
-// key first, with the length in bytes of a minted one.
-var devS3KeyVars = []struct {
-	name   string
-	length int
-}{{"S3_ACCESS_KEY_ID", 10}, {"S3_SECRET_ACCESS_KEY", 20}}
-
-// s3Keys returns the object-storage keys: those minted once into the
-// secret store, each replaced by the value .env sets. The server adopts
-// the keys of .env so that what process.env carries is what it accepts;
-// a value it cannot accept fails the boot naming .env and the variable.
-func (rt *devRuntime) s3Keys(ctx context.Context, userEnv map[string]string) (key, secret string, err error) {
-	keys := make([]string, len(devS3KeyVars))
-	for i, v := range devS3KeyVars {
-		if keys[i], err = rt.secrets.getOrMint(ctx, v.name, v.length); err != nil {
-			return "", "", err
-		}
-		set, ok := userEnv[v.name]
-		if !ok {
-			continue
-		}
-		if set == "" || strings.ContainsAny(set, "/ \t\r\n") {
-			return "", "", failf(codeGeneric, "set it to a non-empty value without '/' or spaces, or remove it from .env to use the minted one (`svc env` prints it)",
-				".env sets %s to a value object storage cannot accept: empty, or holding '/' or white space", v.name)
-		}
-		keys[i] = set
-		rt.log.Info("object storage adopts the key of .env", "var", v.name)
-	}
-	return keys[0], keys[1], nil
 }
 
 // displayHost is the host written into URLs for a bind address.
@@ -537,124 +422,14 @@ func redactURL(s string) string {
 	return s
 }
 
-// serve runs h on ln until the runtime closes; an unexpected serve error
-// ends the session.
-func (rt *devRuntime) serve(ln net.Listener, h http.Handler, name string) {
-	srv := newHTTPServer(h)
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			select {
-			case rt.fatal <- fmt.Errorf("%s server: %w", name, err):
-			default:
-			}
-		}
-	}()
-	rt.closers = append(rt.closers, srv.Shutdown)
-}
-
-// close stops everything bootDev started, in reverse order, each with a
-// fresh bounded context.
-func (rt *devRuntime) close() {
-	for i := len(rt.closers) - 1; i >= 0; i-- {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		if err := rt.closers[i](ctx); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			rt.log.Warn("shutdown", "err", err)
-		}
-		cancel()
-	}
-	rt.closers = nil
-}
-
-// gateState returns the current boot gate.
-func (rt *devRuntime) gateState() gateState {
-	if g := rt.gate.Load(); g != nil {
-		return *g
-	}
-	return gateState{Reason: gateNoProvider}
-}
-
-// firstRunKey is the svc.kv key set once a run completes in this project.
-const firstRunKey = "first_run_completed"
-
-// resolveGate resolves the model provider (DESIGN §5) and sets the gate.
-func (rt *devRuntime) resolveGate(ctx context.Context) error {
-	var stored *storedProvider
-	if b, ok, err := rt.secrets.get(ctx, "model_provider"); err != nil {
-		return err
-	} else if ok {
-		stored = new(storedProvider)
-		if err := json.Unmarshal(b, stored); err != nil {
-			return fmt.Errorf("stored model provider: %w", err)
-		}
-	}
-	var firstRun bool
-	err := rt.db.QueryRow(ctx, `select exists(select 1 from svc.kv where key = $1)`, firstRunKey).Scan(&firstRun)
-	if err != nil {
-		return fmt.Errorf("read first-run marker: %w", err)
-	}
-	p, g := resolveGate(providerFromEnv(rt.c.getenv), stored, firstRun)
-	rt.provider.Store(p)
-	rt.gate.Store(&g)
-	return nil
-}
-
-// storeProvider stores a model-provider credential; a closed gate opens
-// without a restart and the payload line is printed again.
-func (rt *devRuntime) storeProvider(ctx context.Context, p storedProvider) error {
-	b, _ := json.Marshal(p)
-	if err := rt.secrets.put(ctx, "model_provider", b); err != nil {
-		return err
-	}
-	wasOpen := rt.gateState().Open
-	if err := rt.resolveGate(ctx); err != nil {
-		return err
-	}
-	if !wasOpen && rt.gateState().Open {
-		rt.log.Info("boot gate opened", "reason", rt.gateState().Reason)
-		rt.engine.resumeAll()
-		rt.announce()
-	}
-	return nil
-}
-
-// vmEnv is process.env for agents and workflows: system secrets, the
-// resolved model provider, then the user's .env (which wins).
-func (rt *devRuntime) vmEnv() map[string]string {
-	env := map[string]string{}
-	if p := rt.provider.Load(); p != nil {
-		for k, v := range p.env() {
-			env[k] = v
-		}
-	}
-	for k, v := range rt.baseEnv {
-		env[k] = v
-	}
-	return env
-}
-
-// recompile compiles the catalog, swaps it in and regenerates the editor
-// types, logging every file that failed with file:line. While the gate is
-// closed the catalog is compiled (for types and errors) but nothing runs.
+// recompile compiles the catalog (runtime.compile) and regenerates the
+// editor types from it.
 func (rt *devRuntime) recompile() {
-	began := time.Now()
-	cat, cerr := compileCatalog(rt.proj.Dir, rt.log)
-	if cerr != nil {
-		rt.log.Error("compile failed", "err", cerr.Error())
-		return
+	if cat := rt.compile(); cat != nil {
+		if err := writeTypes(rt.proj.stateDir(), cat); err != nil {
+			rt.log.Error("generate types", "err", err)
+		}
 	}
-	for _, name := range sortedKeys(cat.Failed) {
-		rt.log.Error("compile failed", "name", name, "err", cat.Failed[name].Error())
-	}
-	rt.catalog.Store(cat)
-	if err := writeTypes(rt.proj.stateDir(), cat); err != nil {
-		rt.log.Error("generate types", "err", err)
-	}
-	if rt.engine != nil && rt.gateState().Open {
-		rt.engine.resumeAll()
-	}
-	rt.log.Info("compiled", "workflows", len(cat.Workflows), "agents", len(cat.Agents), "failed", len(cat.Failed), "dur", time.Since(began).Round(time.Millisecond))
 }
 
 // autoMigrateOn reports whether auto-migrate is on for this session: the
@@ -685,27 +460,6 @@ func (rt *devRuntime) autoMigrate(ctx context.Context) {
 		rt.log.Warn("auto-migrate: destructive change not applied", "file", res.File, "what", strings.Join(res.Destructive, "; "), "todo", res.Summary)
 	case res.Applied:
 		rt.log.Info("auto-migrate applied", "file", res.File, "summary", res.Summary)
-	}
-}
-
-// openCatalog is the catalog the engine may run: nil while the gate is closed.
-func (rt *devRuntime) openCatalog() *catalog {
-	if !rt.gateState().Open {
-		return nil
-	}
-	return rt.catalog.Load()
-}
-
-// markFirstRun records once that a run completed in this project (a later
-// boot opens the gate with reason first-run-completed).
-func (rt *devRuntime) markFirstRun() {
-	if rt.firstRunMarked.Swap(true) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := rt.db.Exec(ctx, `insert into svc.kv(key, value) values($1, to_jsonb(now())) on conflict do nothing`, firstRunKey); err != nil {
-		rt.log.Warn("record first run", "err", err)
 	}
 }
 

@@ -65,7 +65,7 @@ type fuzzRuntime struct {
 	dir       string // the current journal directory
 	journals  int    // journaling iterations on dir
 	rotations int    // journal directories given up so far
-	rt        *devRuntime
+	rt        *runtimeCore
 	srv       *server
 }
 
@@ -114,13 +114,13 @@ func (fr *fuzzRuntime) tryOpen() error {
 	if err != nil {
 		return fmt.Errorf("open the engine on %s: %w", fr.dir, err)
 	}
-	rt := &devRuntime{log: discardLogger(), engine: e, proj: &project{Dir: fr.parent}, apiURL: "http://127.0.0.1:4242"}
+	rt := &runtimeCore{log: discardLogger(), engine: e, proj: &project{Dir: fr.parent}, apiURL: "http://127.0.0.1:4242"}
 	rt.catalog.Store(fr.cat)
 	rt.gate.Store(&gateState{Open: true, Reason: gateProviderEnv})
 	rt.provider.Store(&modelProvider{Kind: providerOpenAI, APIKey: "sk-test"})
 	rt.agents = agentTestHost(fuzzModel{})
 	rt.agents.record = e.recordTurn
-	srv, err := newServer(rt)
+	srv, err := newTestServer(rt)
 	if err != nil {
 		return err
 	}

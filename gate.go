@@ -28,48 +28,6 @@ type gateState struct {
 	Reason string `json:"reason"`
 }
 
-// Provider kinds the outbound model clients speak.
-const (
-	providerOpenAI    = "openai"            // OpenAI chat completions
-	providerAnthropic = "anthropic"         // Anthropic messages
-	providerCompat    = "openai-compatible" // any OpenAI-compatible server (Ollama, vLLM, llama.cpp)
-)
-
-// modelProvider is the resolved model-provider credential.
-type modelProvider struct {
-	Kind    string // providerOpenAI, providerAnthropic or providerCompat
-	APIKey  string
-	BaseURL string // empty: the vendor's default
-	Model   string // SVC_MODEL, default model id
-}
-
-// env returns the provider as the environment variables injected into
-// agents and workflows.
-func (p *modelProvider) env() map[string]string {
-	m := map[string]string{}
-	switch p.Kind {
-	case providerOpenAI:
-		m["OPENAI_API_KEY"] = p.APIKey
-		if p.BaseURL != "" {
-			m["OPENAI_BASE_URL"] = p.BaseURL
-		}
-	case providerAnthropic:
-		m["ANTHROPIC_API_KEY"] = p.APIKey
-		if p.BaseURL != "" {
-			m["ANTHROPIC_BASE_URL"] = p.BaseURL
-		}
-	case providerCompat:
-		m["SVC_MODEL_BASE_URL"] = p.BaseURL
-		if p.APIKey != "" {
-			m["SVC_MODEL_API_KEY"] = p.APIKey
-		}
-	}
-	if p.Model != "" {
-		m["SVC_MODEL"] = p.Model
-	}
-	return m
-}
-
 // providerFromEnv resolves a provider from the environment, first match
 // wins: OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL. Nil when none.
 func providerFromEnv(getenv func(string) string) *modelProvider {

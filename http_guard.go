@@ -1,9 +1,11 @@
 package main
 
-// The HTTP guard (issue 8): the one middleware in front of both servers.
+// The HTTP guard (issue 8): the one middleware in front of every server.
 // On the API it decides, before any route runs, whether a request may reach
 // it: its Host (DNS rebinding), its Origin (cross-site requests), CORS
-// preflights, and its credential. On the API and on object storage it
+// preflights, and its credential through the host's check (httpGuardAuth:
+// dev's keys or loopback here, the box's signatures, identity tokens and
+// wire keys in box_auth.go). On the API and on object storage it
 // paces request bodies, so a client that sends a byte now and then cannot
 // hold a connection open.
 
@@ -68,8 +70,24 @@ type httpGuardConfig struct {
 	// APIKeys, when non-nil, is the credential every route requires
 	// (--listen: the dev key, then SVC_API_KEYS). Nil, the runtime's own
 	// routes and the console need none and the chat wires take any
-	// non-empty credential (loopback).
+	// non-empty credential (loopback). Used when Auth is nil.
 	APIKeys []string
+	// Auth, when set, is the host's own credential check in place of
+	// APIKeys (the box: signatures, identity tokens, wire keys).
+	Auth httpGuardAuth
+	// Public accepts any Host and any Origin: for a server facing the
+	// internet (the box) whose every route asks for an explicit credential
+	// (a header, never a cookie or the caller's address), which neither a
+	// cross-site page nor a DNS-rebound name can borrow.
+	Public bool
+}
+
+// httpGuardAuth is a host's credential check, run by the guard after the
+// Host and Origin checks and before any route. It answers a refused
+// request itself and reports whether r goes on; it may replace r's body
+// or headers (r is the guard's own shallow copy).
+type httpGuardAuth interface {
+	admit(w http.ResponseWriter, r *http.Request) bool
 }
 
 // httpGuard is the middleware in front of a server's routes. Built by
@@ -78,10 +96,11 @@ type httpGuardConfig struct {
 type httpGuard struct {
 	next    http.Handler
 	access  bool
+	public  bool
 	bind    netip.Addr
 	hosts   map[string]bool // normalized AllowedHosts
 	origins map[string]bool // normalized AllowedOrigins
-	keys    [][]byte        // nil: loopback, no key required
+	auth    httpGuardAuth
 
 	// bodyGrace and bodyMinRate pace request bodies (httpGuardBodyGrace,
 	// httpGuardBodyMinRate in bytes per second).
@@ -103,9 +122,9 @@ func newHTTPGuard(next http.Handler, cfg httpGuardConfig) (*httpGuard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new http guard: bind address %q is not an IP address", cfg.BindHost)
 	}
-	g := &httpGuard{next: next, access: cfg.Access, bind: addr.Unmap(), hosts: map[string]bool{}, origins: map[string]bool{},
-		bodyGrace: httpGuardBodyGrace, bodyMinRate: httpGuardBodyMinRate}
-	if cfg.Access && cfg.APIKeys == nil && !g.bind.IsLoopback() {
+	g := &httpGuard{next: next, access: cfg.Access, public: cfg.Public, bind: addr.Unmap(), hosts: map[string]bool{}, origins: map[string]bool{},
+		auth: cfg.Auth, bodyGrace: httpGuardBodyGrace, bodyMinRate: httpGuardBodyMinRate}
+	if cfg.Access && cfg.Auth == nil && cfg.APIKeys == nil && !g.bind.IsLoopback() {
 		return nil, fmt.Errorf("new http guard: a server bound to %s needs API keys", bind)
 	}
 	for _, h := range cfg.AllowedHosts {
@@ -122,16 +141,51 @@ func newHTTPGuard(next http.Handler, cfg httpGuardConfig) (*httpGuard, error) {
 		}
 		g.origins[n.String()] = true
 	}
-	if cfg.APIKeys != nil {
-		g.keys = [][]byte{}
-		for _, k := range cfg.APIKeys {
-			if k == "" {
-				return nil, errors.New("new http guard: empty API key")
-			}
-			g.keys = append(g.keys, []byte(k))
+	if g.auth == nil {
+		keys, err := newHTTPGuardKeys(cfg.APIKeys)
+		if err != nil {
+			return nil, err
 		}
+		g.auth = keys
 	}
 	return g, nil
+}
+
+// httpGuardPrincipalKey is the request-context key under which a
+// credential check names who a request acts for when that is not the
+// credential's text: the box records an identity token's user, stable
+// across the token's renewals.
+type httpGuardPrincipalKey struct{}
+
+// httpGuardPrincipal returns who r acts for, which scopes durable
+// sessions: what the credential check recorded, else the credential.
+func httpGuardPrincipal(r *http.Request) string {
+	if p, ok := r.Context().Value(httpGuardPrincipalKey{}).(string); ok {
+		return p
+	}
+	return wireCredential(r)
+}
+
+// httpGuardKeys is dev's credential check: on loopback (keys nil) the
+// runtime's routes need none and the chat wires any non-empty one; under
+// --listen every route needs one of keys.
+type httpGuardKeys struct {
+	keys [][]byte // nil: loopback, no key required
+}
+
+// newHTTPGuardKeys returns the check of keys (nil: loopback).
+func newHTTPGuardKeys(keys []string) (*httpGuardKeys, error) {
+	k := &httpGuardKeys{}
+	if keys != nil {
+		k.keys = [][]byte{}
+		for _, key := range keys {
+			if key == "" {
+				return nil, errors.New("new http guard: empty API key")
+			}
+			k.keys = append(k.keys, []byte(key))
+		}
+	}
+	return k, nil
 }
 
 // httpGuardList splits a comma-separated list from the environment and
@@ -320,18 +374,16 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-// admit checks Host, Origin and credential, answers preflights and the
-// console's key link, and reports whether the request goes on to the
-// routes. A console cookie becomes the Authorization header it stands for,
-// so the routes see one credential.
+// admit checks Host and Origin, answers preflights, then asks the host's
+// credential check; it reports whether the request goes on to the routes.
 func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
-	if !g.hostAllowed(r.Host) {
+	if !g.public && !g.hostAllowed(r.Host) {
 		writeAPIError(w, http.StatusForbidden, apiError{Code: "host_not_allowed",
 			Message: fmt.Sprintf("host %q is not allowed (a DNS-rebinding guard): use localhost (with --listen, an IP address too) or add the name to SVC_ALLOWED_HOSTS", r.Host)})
 		return false
 	}
 	origin := r.Header.Get("Origin")
-	allowed := origin != "" && g.originAllowed(origin, r.Host)
+	allowed := origin != "" && (g.public || g.originAllowed(origin, r.Host))
 	if r.Method == http.MethodOptions && origin != "" {
 		g.preflight(w, r, allowed)
 		return false
@@ -345,6 +397,14 @@ func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 		w.Header().Set("Access-Control-Allow-Origin", origin)
 		w.Header().Add("Vary", "Origin")
 	}
+	return g.auth.admit(w, r)
+}
+
+// admit checks the credential, answers the console's key link, and
+// reports whether the request goes on to the routes. A console cookie
+// becomes the Authorization header it stands for, so the routes see one
+// credential.
+func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
 	if g.keys != nil && r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("key") {
 		g.consoleLogin(w, r)
 		return false
@@ -381,7 +441,7 @@ func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 
 // keyValid reports whether cred is one of the keys, comparing each in
 // constant time.
-func (g *httpGuard) keyValid(cred string) bool {
+func (g *httpGuardKeys) keyValid(cred string) bool {
 	ok := 0
 	for _, k := range g.keys {
 		ok |= subtle.ConstantTimeCompare([]byte(cred), k)
@@ -410,7 +470,7 @@ func (g *httpGuard) preflight(w http.ResponseWriter, r *http.Request, allowed bo
 
 // consoleLogin serves GET /?key=<key>: a valid key becomes an HttpOnly,
 // SameSite=Strict cookie and the browser goes on to the console.
-func (g *httpGuard) consoleLogin(w http.ResponseWriter, r *http.Request) {
+func (g *httpGuardKeys) consoleLogin(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.Query().Get("key")
 	if !g.keyValid(key) {
 		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "auth",

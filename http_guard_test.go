@@ -342,7 +342,8 @@ func TestHTTPGuardConsoleLogin(t *testing.T) {
 // TestHTTPGuardServer checks that the API server answers through the guard,
 // built from the runtime's bind address and keys.
 func TestHTTPGuardServer(t *testing.T) {
-	listen := &devRuntime{log: discardLogger(), opts: devOptions{host: "0.0.0.0"}, agents: &agentHost{apiKeys: []string{"dev-key"}}}
+	core := func() *runtimeCore { return &runtimeCore{log: discardLogger()} }
+	listen := &devRuntime{runtimeCore: &runtimeCore{log: discardLogger(), agents: &agentHost{apiKeys: []string{"dev-key"}}}, opts: devOptions{host: "0.0.0.0"}}
 	tests := []struct {
 		name    string
 		rt      *devRuntime
@@ -350,13 +351,13 @@ func TestHTTPGuardServer(t *testing.T) {
 		headers map[string]string
 		want    int
 	}{
-		{"loopback, no credential", &devRuntime{log: discardLogger()}, "127.0.0.1:4242", nil, 200},
-		{"loopback, evil host", &devRuntime{log: discardLogger()}, "evil.example", nil, 403},
+		{"loopback, no credential", &devRuntime{runtimeCore: core()}, "127.0.0.1:4242", nil, 200},
+		{"loopback, evil host", &devRuntime{runtimeCore: core()}, "evil.example", nil, 403},
 		{"--listen, no credential", listen, "10.231.7.1:4242", nil, 401},
 		{"--listen, dev key", listen, "10.231.7.1:4242", map[string]string{"Authorization": "Bearer dev-key"}, 200},
 	}
 	for _, tt := range tests {
-		srv, err := newServer(tt.rt)
+		srv, err := newDevServer(tt.rt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,8 +365,8 @@ func TestHTTPGuardServer(t *testing.T) {
 			t.Errorf("%s: GET /api/contract = %d %s; want %d", tt.name, rec.Code, rec.Body, tt.want)
 		}
 	}
-	if _, err := newServer(&devRuntime{log: discardLogger(), opts: devOptions{host: "0.0.0.0"}}); err == nil {
-		t.Errorf("newServer bound to 0.0.0.0 without keys succeeded; want an error")
+	if _, err := newDevServer(&devRuntime{runtimeCore: core(), opts: devOptions{host: "0.0.0.0"}}); err == nil {
+		t.Errorf("newDevServer bound to 0.0.0.0 without keys succeeded; want an error")
 	}
 }
 
@@ -434,7 +435,7 @@ func guardTestS3(t *testing.T) *s3TestEnv {
 // TestHTTPGuardSlowBodyCut checks that a client sending one body byte every
 // 200 ms is cut off, on the API and on unauthenticated object storage.
 func TestHTTPGuardSlowBodyCut(t *testing.T) {
-	srv, err := newServer(&devRuntime{log: discardLogger()})
+	srv, err := newTestServer(&runtimeCore{log: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +563,7 @@ func TestHTTPGuardLongAnswers(t *testing.T) {
 
 	env := newWiresEnv(t, "")
 	env.rt.agents.models = func(*modelProvider) modelClient { return guardTestSlowModel{pause: wait} }
-	srv, err := newServer(env.rt)
+	srv, err := newTestServer(env.rt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -461,7 +461,7 @@ export default defineAgent({
 	}
 	h := agentTestHost(&agentScript{})
 	h.platform = e.runner.platform
-	res, _ := agentTestTurn(t, h, ag, &wireRequest{Agent: "helper", Messages: []chatMessage{{Role: "user", Content: `call lookup {"id":"o1"}`}}})
+	res, _ := agentTestTurn(t, h, ag, &agentRequest{Agent: "helper", Messages: []chatMessage{{Role: "user", Content: `call lookup {"id":"o1"}`}}})
 	if got := agentToolResults(res); len(got) != 1 || got[0].Content != `{"total":"12.50"}` || got[0].IsError {
 		t.Errorf("tool results = %+v; want the order's exact total", got)
 	}

@@ -12,6 +12,7 @@
 //	dev                        boot the local runtime: PostgreSQL, journal, object storage, endpoints
 //	workflows list|schema|start list workflows, read their schemas, start runs
 //	runs list|get|cancel       inspect and cancel workflow runs
+//	serve [--addr :8080] [--data DIR] [dir]  run a project as a box (the deployed container)
 //	link                       register a deployed container with a control plane
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
 //	control-plane              serve a control plane (database from DATABASE_URL)
@@ -34,7 +35,11 @@
 //	SVC_DEV_PORT_OFFSET  added to every dev port (API 4242, PostgreSQL 4243, object storage 4244)
 //	SVC_DATABASE_URL     use this PostgreSQL instead of starting one
 //	SVC_CONTROL_PLANE_URL the control plane of svc login, whoami and the verbs that need one (credentials: $XDG_CONFIG_HOME/svc/credentials.json)
-//	DATABASE_URL         svc control-plane's PostgreSQL; SVC_MASTER_KEY its 32-byte secrets key (hex or base64; else a 0600 key file)
+//	DATABASE_URL         svc serve's and svc control-plane's PostgreSQL; SVC_MASTER_KEY its 32-byte secrets key (hex or base64; else a 0600 key file)
+//	HMAC_SECRET          svc serve's signing secret, instead of the one minted on its first boot
+//	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
+//	SVC_API_KEYS         keys the chat wires accept (svc serve; svc dev --listen)
+//	SVC_S3_ENDPOINT      external object storage (svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
 //	                     model provider resolution (see the README's boot gate section)
@@ -49,10 +54,14 @@
 //
 //	commands     main.go (wiring only), cli.go (verb table, envelope, exit codes), cli_workflows.go
 //	             (workflows and runs verbs), cli_target.go (--agent: a box through the control plane),
-//	             cli_link.go (svc link), cli_login.go (login, logout, whoami), cli_env.go,
-//	             cli_terminal_*.go, version.go, agent_setup.go (coding-agent skill and MCP files)
-//	dev boot     devenv.go (svc dev: services, migrations, engine, gate, edits), project.go, postgres.go
+//	             cli_link.go (svc link), cli_login.go (login, logout, whoami), cli_serve.go (svc serve),
+//	             cli_env.go, cli_terminal_*.go, version.go, agent_setup.go (coding-agent skill and MCP files)
+//	runtime      runtime.go (what dev and the box share: migrations, engine, secrets, object
+//	             storage, agents, gate, compile)
+//	dev boot     devenv.go (svc dev: services, typegen, auto-migrate, dev routes), project.go, postgres.go
 //	             (the local cluster), childenv.go, watch.go, gate.go
+//	box          box.go (handshake, signing secret, challenge, teaching, identity), box_auth.go (the
+//	             box's credential check)
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
 //	             api_workflows.go (workflows and runs), wires.go (OpenAI chat, Anthropic, AG-UI),
 //	             wire_responses.go (OpenAI Responses), console.go, contract.go

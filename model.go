@@ -6,6 +6,48 @@ import (
 	"fmt"
 )
 
+// Provider kinds the outbound model clients speak.
+const (
+	providerOpenAI    = "openai"            // OpenAI chat completions
+	providerAnthropic = "anthropic"         // Anthropic messages
+	providerCompat    = "openai-compatible" // any OpenAI-compatible server (Ollama, vLLM, llama.cpp)
+)
+
+// modelProvider is the resolved model-provider credential.
+type modelProvider struct {
+	Kind    string // providerOpenAI, providerAnthropic or providerCompat
+	APIKey  string
+	BaseURL string // empty: the vendor's default
+	Model   string // SVC_MODEL, default model id
+}
+
+// env returns the provider as the environment variables injected into
+// agents and workflows.
+func (p *modelProvider) env() map[string]string {
+	m := map[string]string{}
+	switch p.Kind {
+	case providerOpenAI:
+		m["OPENAI_API_KEY"] = p.APIKey
+		if p.BaseURL != "" {
+			m["OPENAI_BASE_URL"] = p.BaseURL
+		}
+	case providerAnthropic:
+		m["ANTHROPIC_API_KEY"] = p.APIKey
+		if p.BaseURL != "" {
+			m["ANTHROPIC_BASE_URL"] = p.BaseURL
+		}
+	case providerCompat:
+		m["SVC_MODEL_BASE_URL"] = p.BaseURL
+		if p.APIKey != "" {
+			m["SVC_MODEL_API_KEY"] = p.APIKey
+		}
+	}
+	if p.Model != "" {
+		m["SVC_MODEL"] = p.Model
+	}
+	return m
+}
+
 // chatMessage is one message of a conversation, independent of the wire
 // that carried it and of the provider that answers it.
 type chatMessage struct {

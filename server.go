@@ -1,16 +1,13 @@
 package main
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"time"
 )
 
@@ -24,44 +21,40 @@ type route struct {
 	handler               http.HandlerFunc
 }
 
-// server is the HTTP surface of the runtime. It owns its ServeMux and the
-// guard in front of it (http_guard.go).
+// server is the HTTP surface of a runtime, whichever host runs it. It owns
+// its ServeMux and the guard in front of it (http_guard.go).
 type server struct {
-	rt    *devRuntime
+	rt    *runtimeCore
 	log   *slog.Logger
 	mux   *http.ServeMux
 	guard *httpGuard
 }
 
-// newServer builds the server for rt, registers every route and puts the
-// guard in front of them: bound as rt.opts says, with the keys of rt.agents.
-func newServer(rt *devRuntime) (*server, error) {
+// newServer builds the server for rt: the shared routes, then the host's
+// own (dev's, the box's), all behind one guard built from guard.
+func newServer(rt *runtimeCore, guard httpGuardConfig, hostRoutes []route) (*server, error) {
 	s := &server{rt: rt, log: rt.log, mux: http.NewServeMux()}
-	for _, r := range routeTable(s) {
+	for _, r := range append(routeTable(s), hostRoutes...) {
 		s.mux.HandleFunc(r.method+" "+r.path, r.handler)
 	}
 	// Anything else under a wire's prefix answers in that wire's error shape.
 	for _, p := range wireFallbackPatterns() {
 		s.mux.HandleFunc(p, s.handleWireUnknown)
 	}
-	cfg := httpGuardConfig{Access: true, BindHost: rt.opts.host, AllowedHosts: rt.opts.allowedHosts, AllowedOrigins: rt.opts.allowedOrigins}
-	if rt.agents != nil {
-		cfg.APIKeys = rt.agents.apiKeys
-	}
+	guard.Access = true
 	var err error
-	if s.guard, err = newHTTPGuard(s.mux, cfg); err != nil {
+	if s.guard, err = newHTTPGuard(s.mux, guard); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// routeTable is the one list of routes. s may be nil when only the
-// description is needed (the contract).
+// routeTable is the one list of the routes every host serves. s may be
+// nil when only the description is needed (the contract).
 func routeTable(s *server) []route {
 	return []route{
 		{"GET", "/api/contract", "the contract the CLI advertises (same payload as `svc dev --print-contract`)", s.handleContract},
 		{"GET", "/api/health", "liveness and identity of the running runtime: project_dir, local_dev_installation_id", s.handleHealth},
-		{"GET", "/api/dev/env", "the local credentials `svc env` prints; loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, s.handleDevEnv},
 		{"PUT", "/api/settings/model-provider", "store a model-provider credential (encrypted); opens a closed boot gate", s.handleStoreProvider},
 		{"GET", "/api/workflows", "list workflows (what `svc workflows list` prints)", s.handleListWorkflows},
 		{"GET", "/api/workflows/{name}/schema", "a workflow's input and output JSON Schemas", s.handleWorkflowSchema},
@@ -164,25 +157,6 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, status, map[string]any{"ok": status == http.StatusOK, "project_dir": s.rt.proj.Dir,
 		"local_dev_installation_id": installation, "gate": s.rt.gateState(), "journal": jh})
-}
-
-// handleDevEnv serves the session's local credentials to `svc env`, the one
-// place that prints them. The guard has checked Host, Origin and, under
-// --listen, the dev key; on top, the caller must be on this machine and
-// show the token of .svc/runtime.json, proof that it can read the
-// project's private state, where the keys are kept anyway.
-func (s *server) handleDevEnv(w http.ResponseWriter, r *http.Request) {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if addr, perr := netip.ParseAddr(host); err != nil || perr != nil || !addr.Unmap().IsLoopback() {
-		writeAPIError(w, http.StatusForbidden, apiError{Code: "not_loopback", Message: "the local credentials are served to this machine only"})
-		return
-	}
-	if s.rt.devToken == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get(devTokenHeader)), []byte(s.rt.devToken)) != 1 {
-		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token", Message: "send the token of .svc/" + devRuntimeFileName + " in " + devTokenHeader + " (svc env does)"})
-		return
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": s.rt.toolEnv()})
 }
 
 // handleStoreProvider stores a model-provider credential and opens the gate.

@@ -169,7 +169,7 @@ type turnOutput struct {
 // session (also after a failure, so tools that already ran are not lost or
 // run twice) and records the turn as a run. emit receives the turn's events
 // as they happen.
-func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider, wire, credential string, wr *wireRequest, emit func(agentEvent)) (*agentResult, error) {
+func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider, wire, credential string, wr *agentRequest, emit func(agentEvent)) (*agentResult, error) {
 	started := time.Now()
 	if p == nil {
 		return nil, fmt.Errorf("%w: set OPENAI_API_KEY or ANTHROPIC_API_KEY (or SVC_MODEL_BASE_URL), or store a credential in the console", errNoModelProvider)
@@ -229,7 +229,7 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 
 // recordTurn records a finished turn in the runs API; a failure to record
 // is logged, never returned (the turn itself happened).
-func (h *agentHost) recordTurn(agent, wire string, wr *wireRequest, input []chatMessage, res *agentResult, turnErr error, started time.Time) {
+func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []chatMessage, res *agentResult, turnErr error, started time.Time) {
 	if h.record == nil {
 		return
 	}

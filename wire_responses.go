@@ -159,7 +159,7 @@ func responsesInvalid(param, format string, args ...any) *wireError {
 // messages join the agent's instructions; the input items become the
 // turn's messages and approvals; previous_response_id (or the response the
 // input's references name) is the kept response the turn continues.
-func (c *responsesWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError) {
+func (c *responsesWire) decode(r *http.Request, body []byte) (*agentRequest, *wireError) {
 	if e := wireDecodeJSON(body, &c.req); e != nil {
 		return nil, e
 	}
@@ -172,7 +172,7 @@ func (c *responsesWire) decode(r *http.Request, body []byte) (*wireRequest, *wir
 	case len(req.Conversation) > 0 && string(req.Conversation) != "null":
 		return nil, responsesInvalid("conversation", "conversations are not supported: continue with previous_response_id or an x-svc-session header")
 	}
-	wr := &wireRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxOutputTokens, Temperature: req.Temperature}
+	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxOutputTokens, Temperature: req.Temperature}
 	var system []string
 	if req.Instructions != "" {
 		system = append(system, req.Instructions)
@@ -230,7 +230,7 @@ func (c *responsesWire) decode(r *http.Request, body []byte) (*wireRequest, *wir
 // (the last item_reference, replayed mcp_call or mcp_approval_request, or
 // mcp_approval_response); messages before such a reference are already in
 // that response's session and are dropped.
-func (c *responsesWire) decodeInput(wr *wireRequest, system *[]string) (*responsesID, *wireError) {
+func (c *responsesWire) decodeInput(wr *agentRequest, system *[]string) (*responsesID, *wireError) {
 	raw := c.req.Input
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -297,7 +297,7 @@ func (*responsesWire) writeError(w http.ResponseWriter, e *wireError) {
 
 // open returns the answer: whole, or a stream of events once the turn
 // produces its first one.
-func (c *responsesWire) open(w http.ResponseWriter, wr *wireRequest) wireAnswer {
+func (c *responsesWire) open(w http.ResponseWriter, wr *agentRequest) wireAnswer {
 	return &responsesAnswer{w: w, c: c, agent: wr.Agent, stream: wr.Stream, created: time.Now().Unix(), output: []map[string]any{}}
 }
 

@@ -87,30 +87,13 @@ func wireErrorFor(err error) *wireError {
 	return &wireError{Status: http.StatusInternalServerError, Kind: wireErrInternal, Message: err.Error()}
 }
 
-// wireRequest is a chat request decoded from any wire.
-type wireRequest struct {
-	Agent           string
-	System          string // the client's system text, after the agent's instructions
-	Messages        []chatMessage
-	ClientTools     []toolSpec
-	Stream          bool
-	IncludeUsage    bool // OpenAI stream_options.include_usage
-	MaxTokens       int
-	Temperature     *float64
-	SessionKey      string                    // durable session ("" = none)
-	SessionFrom     string                    // the stored session a new one continues (Responses: the previous response)
-	ConversationKey string                    // grouping only
-	Approvals       map[string]approvalAnswer // AG-UI resume entries, by tool call id
-	ThreadID, RunID string                    // AG-UI
-}
-
 // wireCodec is one wire's request decoding and response encoding.
 type wireCodec interface {
 	name() string
-	decode(r *http.Request, body []byte) (*wireRequest, *wireError)
+	decode(r *http.Request, body []byte) (*agentRequest, *wireError)
 	writeError(w http.ResponseWriter, e *wireError)
 	// open returns the writer of the answer to wr: streamed or whole.
-	open(w http.ResponseWriter, wr *wireRequest) wireAnswer
+	open(w http.ResponseWriter, wr *agentRequest) wireAnswer
 }
 
 // wireAnswer writes the answer of one turn: its events as they happen,
@@ -126,8 +109,8 @@ type wireAnswer interface {
 // the turn ends, then one JSON response.
 type wireWhole struct {
 	w          http.ResponseWriter
-	wr         *wireRequest
-	respond    func(w http.ResponseWriter, wr *wireRequest, res *agentResult)
+	wr         *agentRequest
+	respond    func(w http.ResponseWriter, wr *agentRequest, res *agentResult)
 	writeError func(w http.ResponseWriter, e *wireError)
 }
 
@@ -141,12 +124,11 @@ func (a wireWhole) finish(res *agentResult) { a.respond(a.w, a.wr, res) }
 func (a wireWhole) fail(e *wireError) { a.writeError(a.w, e) }
 
 // newAgentHost builds the agents' runtime side for rt: the outbound model
-// clients, the session store over rt.db, and the credentials the wires
-// accept (any non-empty one on loopback; with --listen the project's dev
-// key, minted once into .svc/dev-api-key, or one of SVC_API_KEYS).
-func newAgentHost(rt *devRuntime) (*agentHost, error) {
+// clients and the session store over rt.db. The host sets the credentials
+// the wires accept (apiKeys: dev --listen, see devAPIKeys).
+func newAgentHost(rt *runtimeCore) *agentHost {
 	hc := &http.Client{Timeout: 10 * time.Minute}
-	h := &agentHost{
+	return &agentHost{
 		log:      rt.log,
 		env:      rt.vmEnv,
 		platform: rt.platform,
@@ -154,20 +136,28 @@ func newAgentHost(rt *devRuntime) (*agentHost, error) {
 		sessions: newSessionStore(rt.db),
 		record:   rt.engine.recordTurn,
 	}
-	if rt.opts.host != "0.0.0.0" {
-		return h, nil
-	}
-	key, err := devAPIKey(rt.proj.stateDir(devAPIKeyFile))
+}
+
+// devAPIKeys are the keys `svc dev --listen` requires on every route: the
+// project's dev key, minted once into .svc/dev-api-key, then those of
+// SVC_API_KEYS.
+func devAPIKeys(c *cmd, proj *project) ([]string, error) {
+	key, err := devAPIKey(proj.stateDir(devAPIKeyFile))
 	if err != nil {
 		return nil, err
 	}
-	h.apiKeys = append(h.apiKeys, key)
-	for _, k := range strings.Split(rt.c.getenv("SVC_API_KEYS"), ",") {
+	return append([]string{key}, apiKeysFromEnv(c.getenv("SVC_API_KEYS"))...), nil
+}
+
+// apiKeysFromEnv splits a comma-separated key list (SVC_API_KEYS).
+func apiKeysFromEnv(s string) []string {
+	var keys []string
+	for _, k := range strings.Split(s, ",") {
 		if k = strings.TrimSpace(k); k != "" {
-			h.apiKeys = append(h.apiKeys, k)
+			keys = append(keys, k)
 		}
 	}
-	return h, nil
+	return keys
 }
 
 // devAPIKey returns the key stored at path, minting it (0600) on first use.
@@ -200,7 +190,7 @@ func wireCredential(r *http.Request) string {
 
 // sessionFromHeaders reads x-svc-session and x-svc-conversation: both sent
 // means a durable session (the conversation key is then ignored).
-func sessionFromHeaders(r *http.Request, wr *wireRequest) *wireError {
+func sessionFromHeaders(r *http.Request, wr *agentRequest) *wireError {
 	wr.SessionKey = strings.TrimSpace(r.Header.Get(wireHeaderSession))
 	if wr.SessionKey == "" {
 		wr.ConversationKey = strings.TrimSpace(r.Header.Get(wireHeaderConversation))
@@ -213,10 +203,10 @@ func sessionFromHeaders(r *http.Request, wr *wireRequest) *wireError {
 
 // serveChat is the flow every wire shares: body, decode, gate, agent, then
 // the turn, answered whole or streamed. The guard checked the credential
-// (http_guard.go); it scopes durable sessions.
+// (http_guard.go); who it stands for scopes durable sessions.
 func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) {
 	h := s.rt.agents
-	cred := wireCredential(r)
+	cred := httpGuardPrincipal(r)
 	body, err := readBody(r)
 	if err != nil {
 		c.writeError(w, &wireError{Status: http.StatusRequestEntityTooLarge, Kind: wireErrTooLarge, Message: err.Error()})
@@ -437,7 +427,7 @@ type openAIToolCall struct {
 // completions, AG-UI) into wr.Messages; system and developer text goes to
 // system. errText marks a failed tool result (AG-UI). It reports whether
 // the role is known.
-func appendOpenAIStyle(wr *wireRequest, system *[]string, role string, content json.RawMessage, calls []openAIToolCall, toolCallID, errText string) bool {
+func appendOpenAIStyle(wr *agentRequest, system *[]string, role string, content json.RawMessage, calls []openAIToolCall, toolCallID, errText string) bool {
 	text := wireText(content)
 	switch role {
 	case "system", "developer":
@@ -481,7 +471,7 @@ type openAIRequest struct {
 
 // decode reads a chat-completions request: system and developer messages
 // join the agent's instructions; content parts keep their text.
-func (openAIWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError) {
+func (openAIWire) decode(r *http.Request, body []byte) (*agentRequest, *wireError) {
 	var req openAIRequest
 	if e := wireDecodeJSON(body, &req); e != nil {
 		return nil, e
@@ -492,7 +482,7 @@ func (openAIWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError
 	if len(req.Messages) == 0 {
 		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "messages", Message: "messages must not be empty"}
 	}
-	wr := &wireRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
+	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
 	if req.MaxCompletionTokens > 0 {
 		wr.MaxTokens = req.MaxCompletionTokens
 	}
@@ -582,7 +572,7 @@ func openAIToolCalls(pending []pendingCall, indexed bool) []openAIToolCall {
 }
 
 // openAIRespond writes a whole chat.completion.
-func openAIRespond(w http.ResponseWriter, wr *wireRequest, res *agentResult) {
+func openAIRespond(w http.ResponseWriter, wr *agentRequest, res *agentResult) {
 	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
 	if t := res.text(); t != "" {
 		msg["content"] = t
@@ -600,7 +590,7 @@ func openAIRespond(w http.ResponseWriter, wr *wireRequest, res *agentResult) {
 // openAIStream streams chat.completion.chunk events ending data: [DONE].
 type openAIStream struct {
 	w       http.ResponseWriter
-	wr      *wireRequest
+	wr      *agentRequest
 	sse     *wireSSE
 	id      string
 	created int64
@@ -608,7 +598,7 @@ type openAIStream struct {
 }
 
 // open answers whole, or streams chunks when the request streams.
-func (c openAIWire) open(w http.ResponseWriter, wr *wireRequest) wireAnswer {
+func (c openAIWire) open(w http.ResponseWriter, wr *agentRequest) wireAnswer {
 	if !wr.Stream {
 		return wireWhole{w: w, wr: wr, respond: openAIRespond, writeError: c.writeError}
 	}
@@ -748,7 +738,7 @@ func anthropicBlocks(raw json.RawMessage) ([]anthropicBlock, error) {
 
 // decode reads a messages request: tool_result blocks become tool results,
 // tool_use blocks the assistant's calls.
-func (anthropicWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError) {
+func (anthropicWire) decode(r *http.Request, body []byte) (*agentRequest, *wireError) {
 	var req anthropicRequest
 	if e := wireDecodeJSON(body, &req); e != nil {
 		return nil, e
@@ -759,7 +749,7 @@ func (anthropicWire) decode(r *http.Request, body []byte) (*wireRequest, *wireEr
 	if len(req.Messages) == 0 {
 		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "messages: at least one message is required"}
 	}
-	wr := &wireRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature, System: wireText(req.System)}
+	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature, System: wireText(req.System)}
 	for _, t := range req.Tools {
 		if t.Name != "" {
 			wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
@@ -849,7 +839,7 @@ func anthropicMessage(id, model string) map[string]any {
 }
 
 // anthropicRespond writes a whole message.
-func anthropicRespond(w http.ResponseWriter, wr *wireRequest, res *agentResult) {
+func anthropicRespond(w http.ResponseWriter, wr *agentRequest, res *agentResult) {
 	msg := anthropicMessage(randomID("msg_", 12), wr.Agent)
 	content := []anthropicBlock{}
 	if t := res.text(); t != "" {
@@ -867,7 +857,7 @@ func anthropicRespond(w http.ResponseWriter, wr *wireRequest, res *agentResult) 
 // anthropicStream streams message_start … message_stop with event: lines.
 type anthropicStream struct {
 	w        http.ResponseWriter
-	wr       *wireRequest
+	wr       *agentRequest
 	sse      *wireSSE
 	block    int  // index of the open content block, or of the next one
 	textOpen bool // the text block at index block is open
@@ -875,7 +865,7 @@ type anthropicStream struct {
 }
 
 // open answers whole, or streams events when the request streams.
-func (c anthropicWire) open(w http.ResponseWriter, wr *wireRequest) wireAnswer {
+func (c anthropicWire) open(w http.ResponseWriter, wr *agentRequest) wireAnswer {
 	if !wr.Stream {
 		return wireWhole{w: w, wr: wr, respond: anthropicRespond, writeError: c.writeError}
 	}
@@ -1068,7 +1058,7 @@ type aguiInput struct {
 // stateless), context entries join the instructions, resume entries answer
 // pending approvals (resolved = approved unless the payload says
 // {"approved": false}; cancelled = refused).
-func (a aguiWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError) {
+func (a aguiWire) decode(r *http.Request, body []byte) (*agentRequest, *wireError) {
 	var in aguiInput
 	if e := wireDecodeJSON(body, &in); e != nil {
 		return nil, e
@@ -1079,7 +1069,7 @@ func (a aguiWire) decode(r *http.Request, body []byte) (*wireRequest, *wireError
 	if len(*in.ThreadID) > sessionMaxKeyLength {
 		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "threadId", Message: fmt.Sprintf("threadId is at most %d bytes", sessionMaxKeyLength)}
 	}
-	wr := &wireRequest{Agent: r.PathValue("agent"), Stream: true, ThreadID: *in.ThreadID, RunID: in.RunID, SessionKey: *in.ThreadID, ClientTools: in.Tools}
+	wr := &agentRequest{Agent: r.PathValue("agent"), Stream: true, ThreadID: *in.ThreadID, RunID: in.RunID, SessionKey: *in.ThreadID, ClientTools: in.Tools}
 	if a.agentInBody {
 		wr.Agent = in.ForwardedProps.Agent
 		if wr.Agent == "" {
@@ -1122,7 +1112,7 @@ func (aguiWire) writeError(w http.ResponseWriter, e *wireError) {
 
 // aguiStream writes the run's AG-UI events.
 type aguiStream struct {
-	wr      *wireRequest
+	wr      *agentRequest
 	sse     *wireSSE
 	openMsg string // the text message in progress
 	lastMsg string // the assistant message of the latest model call
@@ -1130,7 +1120,7 @@ type aguiStream struct {
 
 // open starts the event stream at once with RUN_STARTED: the agent-UI wire
 // always streams, and reports later failures as RUN_ERROR events.
-func (aguiWire) open(w http.ResponseWriter, wr *wireRequest) wireAnswer {
+func (aguiWire) open(w http.ResponseWriter, wr *agentRequest) wireAnswer {
 	s := &aguiStream{wr: wr, sse: newWireSSE(w)}
 	s.sse.send("", map[string]string{"type": "RUN_STARTED", "threadId": wr.ThreadID, "runId": wr.RunID})
 	return s

@@ -18,7 +18,7 @@ import (
 // wiresEnv is the HTTP surface over the test agent "helper", answered by
 // an agentScript, with durable sessions when it has a database.
 type wiresEnv struct {
-	rt     *devRuntime
+	rt     *runtimeCore
 	url    string
 	script *agentScript
 }
@@ -36,7 +36,7 @@ func newWiresEnv(t *testing.T, dbURL string) *wiresEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.close() })
-	rt := &devRuntime{log: discardLogger(), engine: e, proj: &project{Dir: t.TempDir()}, apiURL: "http://127.0.0.1:4242"}
+	rt := &runtimeCore{log: discardLogger(), engine: e, proj: &project{Dir: t.TempDir()}, apiURL: "http://127.0.0.1:4242"}
 	rt.catalog.Store(cat)
 	rt.gate.Store(&gateState{Open: true, Reason: gateProviderEnv})
 	rt.provider.Store(&modelProvider{Kind: providerOpenAI, APIKey: "sk-test"})
@@ -57,9 +57,9 @@ func newWiresEnv(t *testing.T, dbURL string) *wiresEnv {
 
 // wiresServe serves rt's HTTP surface on loopback until the test ends and
 // returns its URL.
-func wiresServe(t *testing.T, rt *devRuntime) string {
+func wiresServe(t *testing.T, rt *runtimeCore) string {
 	t.Helper()
-	srv, err := newServer(rt)
+	srv, err := newTestServer(rt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+#
+# The box: `svc serve` running a project (DESIGN §7). Build from the svc
+# repository, giving it the project to serve as the named context "project":
+#
+#   docker build --build-context project=../my-agent -t my-agent:1.0.0 .
+#   docker run -p 8080:8080 -v my-agent-data:/data -e SVC_IMAGE_TAG=1.0.0 \
+#     -e SVC_CONTROL_PLANE_URL=https://cp.example.com -e OPENAI_API_KEY my-agent:1.0.0
+#
+# Without --build-context the image serves the starter project of `svc init`.
+# The project's node_modules (npm ci) must be in it: packages are bundled
+# when the box compiles. State lives in the /data volume: the journal, the
+# box's secret store key, built-in object storage and, unless DATABASE_URL
+# names an external PostgreSQL, a PostgreSQL cluster (Debian's server is in
+# the image for that).
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/svc . && /out/svc init /out/app
+
+# The project served; replaced by --build-context project=DIR.
+FROM scratch AS project
+COPY --from=build /out/app /
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends postgresql ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin svc \
+ && mkdir -p /data /app && chown svc:svc /data && chmod 0700 /data
+COPY --from=build /out/svc /usr/local/bin/svc
+COPY --from=project / /app
+USER svc:svc
+VOLUME /data
+EXPOSE 8080
+ENV SVC_IMAGE_TAG=dev
+ENTRYPOINT ["/usr/local/bin/svc", "serve", "--addr", ":8080", "--data", "/data", "/app"]

@@ -1,0 +1,307 @@
+package main
+
+// The box (`svc serve`, DESIGN §7): the shared runtime (runtime.go) serving
+// a deployed project, with the box's own side of the deployment loop: the
+// public handshake, the signing secret and its proof, teaching, and the
+// identity it verifies console and CLI traffic with (box_auth.go).
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Names and limits of the box.
+const (
+	// boxWellKnown is the handshake route; the signed challenge and teach
+	// routes sit under it.
+	boxWellKnown = "/.well-known/svc"
+	// boxSecretName and boxTeachingName are the box's entries in its
+	// encrypted secret store.
+	boxSecretName   = "box_signing_secret"
+	boxTeachingName = "box_teaching"
+	// boxSecretBytes is the size of a minted signing secret (hex-encoded).
+	boxSecretBytes = 32
+	// boxMaxChallenge bounds a challenge, in bytes.
+	boxMaxChallenge = 1024
+	// boxMaxID bounds a taught organization or installation id, in bytes.
+	boxMaxID = 200
+	// boxArmTimeout bounds the JWKS fetch that arms the box at boot and
+	// when it is taught.
+	boxArmTimeout = 5 * time.Second
+)
+
+// boxDefaultControlPlane is the control plane a box trusts when it was
+// never taught one and SVC_CONTROL_PLANE_URL is unset (SPEC §5). A var so
+// a build can set it: -ldflags "-X main.boxDefaultControlPlane=https://…".
+var boxDefaultControlPlane = "https://control.svc.dev"
+
+// Identity states of the handshake (SPEC §3 identity verification).
+const (
+	boxArmed   = "armed"
+	boxUnarmed = "unarmed"
+)
+
+// boxHandshake is GET /.well-known/svc: public, no secret in it.
+type boxHandshake struct {
+	AgentProtocolVersion int    `json:"agent_protocol_version"`
+	ImageTag             string `json:"image_tag"`
+	Identity             string `json:"identity"`
+	ControlPlane         string `json:"control_plane"`
+	Taught               bool   `json:"taught"`
+	OrganizationID       string `json:"organization_id,omitempty"`
+	InstallationID       string `json:"installation_id,omitempty"`
+}
+
+// boxTeaching is what the control plane taught the box (POST
+// /.well-known/svc/teach), kept in its secret store across restarts.
+type boxTeaching struct {
+	OrganizationID  string `json:"organization_id"`
+	InstallationID  string `json:"installation_id"`
+	ControlPlaneURL string `json:"control_plane_url"`
+}
+
+// validate checks a teaching before anything is stored.
+func (t boxTeaching) validate() error {
+	for _, f := range [...][2]string{{"organization_id", t.OrganizationID}, {"installation_id", t.InstallationID}} {
+		if f[1] == "" || len(f[1]) > boxMaxID || strings.IndexFunc(f[1], boxIDForeign) >= 0 {
+			return fmt.Errorf("%s must be 1-%d characters of letters, digits, '-', '_' and '.'", f[0], boxMaxID)
+		}
+	}
+	return boxCheckURL(t.ControlPlaneURL)
+}
+
+// boxIDForeign reports whether r may not appear in a taught id.
+func boxIDForeign(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+}
+
+// boxCheckURL checks a control plane URL: http or https with a host.
+func boxCheckURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("control plane URL %q: want http(s)://host[:port][/path]", s)
+	}
+	return nil
+}
+
+// boxOptions are the validated flags and environment of `svc serve`.
+type boxOptions struct {
+	addr     string // listen address
+	dataDir  string // absolute state directory
+	imageTag string // SVC_IMAGE_TAG
+	// hmacSecret is HMAC_SECRET: when set it wins over the stored secret.
+	hmacSecret string
+	// controlPlane is SVC_CONTROL_PLANE_URL, "" when unset.
+	controlPlane string
+	// apiKeys are SVC_API_KEYS: keys the chat wires accept.
+	apiKeys []string
+}
+
+// boxRuntime is a running box: the shared runtime, the signature verifier
+// of its secret, what it was taught and the identity verifier it arms.
+// Built by bootBox; the teaching and verifier change atomically.
+type boxRuntime struct {
+	*runtimeCore
+	opts    boxOptions
+	signer  *signVerifier
+	secret  []byte
+	keys    *httpGuardKeys // opts.apiKeys, accepted on the chat wires
+	taught  atomic.Pointer[boxTeaching]
+	ident   atomic.Pointer[identVerifier]
+	trusted atomic.Pointer[string] // the control plane URL of ident
+	teachMu sync.Mutex             // one teaching at a time
+}
+
+// boxSigningSecret returns the signing secret: HMAC_SECRET when set, else
+// the one stored in the box's secret store, minted (32 random bytes,
+// hex-encoded) on the first boot, which alone logs it, once, at WARN.
+func (b *boxRuntime) boxSigningSecret(ctx context.Context) ([]byte, error) {
+	if b.opts.hmacSecret != "" {
+		b.log.Info("signing secret from HMAC_SECRET")
+		return []byte(b.opts.hmacSecret), nil
+	}
+	v, ok, err := b.secrets.get(ctx, boxSecretName)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return v, nil
+	}
+	raw := make([]byte, boxSecretBytes)
+	rand.Read(raw)
+	minted := []byte(hex.EncodeToString(raw))
+	if err := b.secrets.put(ctx, boxSecretName, minted); err != nil {
+		return nil, err
+	}
+	b.log.Warn("first boot: minted the signing secret; it is shown only now: pass it to svc link --secret (HMAC_SECRET overrides it)",
+		"signing_secret", string(minted))
+	return minted, nil
+}
+
+// loadTeaching reads what the box was taught on an earlier boot.
+func (b *boxRuntime) loadTeaching(ctx context.Context) error {
+	v, ok, err := b.secrets.get(ctx, boxTeachingName)
+	if err != nil || !ok {
+		return err
+	}
+	var t boxTeaching
+	if err := json.Unmarshal(v, &t); err != nil {
+		return fmt.Errorf("read the box's teaching: %w", err)
+	}
+	b.taught.Store(&t)
+	return nil
+}
+
+// controlPlane returns the control plane the box trusts and why: taught >
+// SVC_CONTROL_PLANE_URL > boxDefaultControlPlane.
+func (b *boxRuntime) controlPlane() (cpURL, source string) {
+	switch t := b.taught.Load(); {
+	case t != nil:
+		return t.ControlPlaneURL, "taught"
+	case b.opts.controlPlane != "":
+		return b.opts.controlPlane, "SVC_CONTROL_PLANE_URL"
+	}
+	return boxDefaultControlPlane, "built-in default"
+}
+
+// boxUntaught stands for the organization and installation of a box never
+// taught: no token carries it, so its verifier admits nobody, yet it
+// fetches the JWKS and so reports whether the box could verify.
+const boxUntaught = "(untaught)"
+
+// arm builds the identity verifier for the trusted control plane and what
+// the box was taught, and fetches its JWKS once (bounded) so the
+// handshake can say armed. A verifier that could not fetch keeps trying
+// on the next token (at most once per identRefetchEvery).
+func (b *boxRuntime) arm(ctx context.Context) {
+	cpURL, source := b.controlPlane()
+	org, aud := boxUntaught, boxUntaught
+	if t := b.taught.Load(); t != nil {
+		org, aud = t.OrganizationID, t.InstallationID
+	}
+	v, err := newIdentVerifier(cpURL, org, aud, nil, nil)
+	if err != nil {
+		b.log.Error("identity verifier", "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, boxArmTimeout)
+	defer cancel()
+	_, ferr := v.refresh(ctx, nil)
+	b.ident.Store(v)
+	b.trusted.Store(&cpURL)
+	if ferr != nil {
+		b.log.Warn("identity unarmed: cannot reach the control plane's keys; console and CLI traffic is answered 401 until it can",
+			"control_plane", cpURL, "source", source, "jwks", cpURL+identJWKS, "err", ferr,
+			"hint", "set SVC_CONTROL_PLANE_URL to your control plane, or link the box with svc link")
+		return
+	}
+	b.log.Info("identity armed", "control_plane", cpURL, "source", source, "taught", b.taught.Load() != nil)
+}
+
+// identity reports armed once the verifier holds the control plane's keys.
+func (b *boxRuntime) identity() string {
+	if v := b.ident.Load(); v != nil && v.keys.Load() != nil {
+		return boxArmed
+	}
+	return boxUnarmed
+}
+
+// handshake is the public handshake document.
+func (b *boxRuntime) handshake() boxHandshake {
+	cpURL, _ := b.controlPlane()
+	h := boxHandshake{AgentProtocolVersion: agentProtocolVersion, ImageTag: b.opts.imageTag, Identity: b.identity(), ControlPlane: cpURL}
+	if t := b.taught.Load(); t != nil {
+		h.Taught, h.OrganizationID, h.InstallationID = true, t.OrganizationID, t.InstallationID
+	}
+	return h
+}
+
+// routes are the box's own routes, beside the shared ones.
+func (b *boxRuntime) routes() []route {
+	return []route{
+		{"GET", boxWellKnown, "the box's public handshake: agent protocol, image tag, identity state, trusted control plane, teaching", b.handleHandshake},
+		{"POST", boxWellKnown + "/challenge", `signed: proves the signing secret; {"challenge":"…"} answered {"mac":"<hex HMAC-SHA256(secret, challenge)>"}`, b.handleChallenge},
+		{"POST", boxWellKnown + "/teach", "signed: teaches the organization, installation and control plane URL; answers the handshake", b.handleTeach},
+	}
+}
+
+// handleHandshake serves GET /.well-known/svc.
+func (b *boxRuntime) handleHandshake(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, b.handshake())
+}
+
+// handleChallenge answers a signed challenge with its MAC under the
+// signing secret; the guard verified the signature (box_auth.go).
+func (b *boxRuntime) handleChallenge(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Challenge string `json:"challenge"`
+	}
+	if !boxDecode(w, r, &in) {
+		return
+	}
+	if in.Challenge == "" || len(in.Challenge) > boxMaxChallenge {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_challenge", Message: fmt.Sprintf("challenge must be 1-%d bytes", boxMaxChallenge)})
+		return
+	}
+	m := hmac.New(sha256.New, b.secret)
+	m.Write([]byte(in.Challenge))
+	writeJSON(w, http.StatusOK, map[string]string{"mac": hex.EncodeToString(m.Sum(nil))})
+}
+
+// handleTeach stores a signed teaching, arms against its control plane and
+// answers the handshake document.
+func (b *boxRuntime) handleTeach(w http.ResponseWriter, r *http.Request) {
+	var t boxTeaching
+	if !boxDecode(w, r, &t) {
+		return
+	}
+	t.ControlPlaneURL = strings.TrimSuffix(t.ControlPlaneURL, "/")
+	if err := t.validate(); err != nil {
+		writeAPIError(w, http.StatusUnprocessableEntity, apiError{Code: "invalid_teaching", Message: err.Error()})
+		return
+	}
+	b.teachMu.Lock()
+	defer b.teachMu.Unlock()
+	v, _ := json.Marshal(t)
+	if err := b.secrets.put(r.Context(), boxTeachingName, v); err != nil {
+		b.log.Error("store teaching", "err", err)
+		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "could not store the teaching"})
+		return
+	}
+	b.taught.Store(&t)
+	b.log.Info("taught", "organization", t.OrganizationID, "installation", t.InstallationID, "control_plane", t.ControlPlaneURL)
+	b.arm(r.Context())
+	writeJSON(w, http.StatusOK, b.handshake())
+}
+
+// boxDecode reads r's JSON body into v, answering 400 or 413 itself.
+func boxDecode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := readBody(r)
+	if errors.Is(err, errBodyTooLarge) {
+		writeAPIError(w, http.StatusRequestEntityTooLarge, apiError{Code: "too_large", Message: err.Error()})
+		return false
+	}
+	if err == nil {
+		if err = edgeJSON.check(body); err == nil {
+			err = json.Unmarshal(body, v)
+		}
+	}
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: err.Error()})
+		return false
+	}
+	return true
+}

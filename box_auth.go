@@ -1,0 +1,82 @@
+package main
+
+// The box's credential check (SPEC §5, DESIGN §7), the one middleware's
+// (http_guard.go) for `svc serve`:
+//
+//   - GET /.well-known/svc is public;
+//   - the rest of /.well-known/svc/ must be signed by the control plane;
+//   - any request carrying a signature is verified (control plane traffic,
+//     proxied or not) and, when valid, admitted to every route;
+//   - the chat wires take a key of SVC_API_KEYS or an identity token;
+//   - every other route (runs, workflows, console) takes an identity token
+//     for the organization and installation the box was taught.
+//
+// A refusal is 401 naming the check that failed, never the secret; on a
+// chat wire it has that wire's error shape.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// admit decides whether r may reach its route (httpGuardAuth).
+func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
+	path := r.URL.Path
+	if path == boxWellKnown && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return true
+	}
+	if strings.HasPrefix(path, boxWellKnown+"/") || boxSigned(r) {
+		if err := b.signer.verifyRequest(r, maxRequestBody); err != nil {
+			var se *signError
+			if !errors.As(err, &se) {
+				b.log.Warn("signed request", "path", path, "err", err)
+			}
+			boxRefuse(w, r, "signature", err.Error()+": the control plane signs this route with the box's signing secret")
+			return false
+		}
+		return true
+	}
+	cred := wireCredential(r)
+	if httpGuardWire(path) != nil && b.keys.keyValid(cred) {
+		return true
+	}
+	v := b.ident.Load()
+	if v == nil || b.taught.Load() == nil {
+		boxRefuse(w, r, "untaught", "this box was never linked, so it admits no console or CLI traffic yet: run svc link")
+		return false
+	}
+	c, err := v.verify(r.Context(), identBearer(r))
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, errIdentMissing) {
+			msg += ": send Authorization: Bearer <identity token> (svc --agent and the console get one from the control plane)"
+		}
+		if errors.Is(err, errIdentNoKeys) {
+			msg += ": this box is unarmed (it has not reached its control plane's keys; set SVC_CONTROL_PLANE_URL or re-link it)"
+		}
+		boxRefuse(w, r, "identity", msg)
+		return false
+	}
+	// A durable session belongs to the user, not to one of the tokens
+	// that are renewed every few minutes.
+	*r = *r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, "identity:"+c.Org+"/"+c.Sub))
+	return true
+}
+
+// boxSigned reports whether r carries any of the signature headers.
+func boxSigned(r *http.Request) bool {
+	return r.Header.Get(signSignatureHeader) != "" || r.Header.Get(signTimestampHeader) != "" || r.Header.Get(signNonceHeader) != ""
+}
+
+// boxRefuse answers 401 with code and msg, in the wire's shape on a chat
+// wire.
+func boxRefuse(w http.ResponseWriter, r *http.Request, code, msg string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="svc"`)
+	if wire := httpGuardWire(r.URL.Path); wire != nil {
+		wire.writeError(w, &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth, Message: msg})
+		return
+	}
+	writeAPIError(w, http.StatusUnauthorized, apiError{Code: code, Message: msg})
+}
