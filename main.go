@@ -79,7 +79,7 @@
 //	             schema_ts.go (JSON Schema), automigrate.go and migrate.go (src/schema.ts to migrations)
 //	agents       agent.go (the agent loop and tools), session.go (durable sessions), model.go,
 //	             providers.go (model provider clients)
-//	services     s3.go and s3_multipart.go (the built-in object storage), storage_client.go (an S3
+//	services     s3.go, s3_multipart.go and s3_sigv4.go (the built-in object storage), storage_client.go (an S3
 //	             client sharing the server's signing code), secrets.go (encrypted secrets), files.go
 //	             (atomic writes and private modes)
 //	deployment   cp_server.go, cp_store.go, cp_device.go, cp_link.go, cp_client.go (the control
