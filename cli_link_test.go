@@ -383,6 +383,9 @@ func TestLinkRules(t *testing.T) {
 func TestAgentTarget(t *testing.T) {
 	w := newLinkWorld(t)
 	box := w.startLinkBox()
+	if !strings.Contains(box.stderr.String(), `msg="the database lacks what src/schema.ts declares; queries of it will fail" missing="create table greetings`) {
+		t.Errorf("a box of a project without its migrations: want the boot to warn of the missing table:\n%s", box.stderr.String())
+	}
 	for _, slug := range []string{"demo", "bare"} {
 		httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": slug, "name": slug}, nil)
 	}
