@@ -14,8 +14,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -304,4 +307,35 @@ func boxDecode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// warnSchemaDrift logs at WARN what src/schema.ts declares that the box's
+// database still lacks once the committed migrations ran. A box runs no
+// auto-migrate, so a project deployed before `svc dev` wrote its
+// migrations would fail only at its first query; the log says so at boot.
+// It only reads (the shadow schema is rolled back), and a failure to check
+// is logged, never fatal.
+func (b *boxRuntime) warnSchemaDrift(ctx context.Context, pgURL string) {
+	if _, err := os.Stat(filepath.Join(b.proj.Dir, amSchemaFile)); err != nil {
+		return
+	}
+	tables, err := amLoadSchema(ctx, b.proj.Dir, io.Discard)
+	var changes []amChange
+	if err == nil {
+		changes, err = amPlan(ctx, pgURL, tables)
+	}
+	if err != nil {
+		b.log.Warn("could not compare "+amSchemaFile+" with the database", "err", err)
+		return
+	}
+	var what []string
+	for _, c := range changes {
+		if c.What != "" {
+			what = append(what, c.What)
+		}
+	}
+	if len(what) > 0 {
+		b.log.Warn("the database lacks what "+amSchemaFile+" declares; queries of it will fail", "missing", strings.Join(what, "; "),
+			"hint", "run svc dev once so auto-migrate writes .svc/migrations, commit them and redeploy: a box applies committed migrations only")
+	}
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -15,15 +13,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// standInBox is a STAND-IN for `svc serve`'s side of the link contract
-// (DESIGN §7): the handshake, the signed challenge and the signed teach,
-// with knobs to misbehave. The end-to-end tests against the real box use
-// startBox once that branch is merged; this one lets the control plane and
-// the CLI be tested on their own.
+// standInBox is a FAKE box at the edge: it speaks the link contract of
+// `svc serve` (DESIGN §7: the handshake, the signed challenge, the signed
+// teach) with knobs to misbehave in the ways a real box cannot: speak
+// protocol 14, answer the challenge with a MAC of another secret, refuse
+// teaching, report no identity state or stay unarmed although its control
+// plane is reachable. Everything a real box can do is tested against
+// startLinkBox's real `svc serve`.
 type standInBox struct {
 	*httptest.Server
 	secret   []byte
@@ -35,7 +36,7 @@ type standInBox struct {
 	taught   linkTeaching
 }
 
-// newStandInBox starts a stand-in box holding secret.
+// newStandInBox starts a fake box holding secret.
 func newStandInBox(t testing.TB, secret string) *standInBox {
 	b := &standInBox{secret: []byte(secret), protocol: linkMinProtocol, identity: linkArmed}
 	v, err := newSignVerifier(b.secret, nil)
@@ -75,9 +76,7 @@ func newStandInBox(t testing.TB, secret string) *standInBox {
 		if b.wrongMAC {
 			key = []byte("another-secret-entirely")
 		}
-		m := hmac.New(sha256.New, key)
-		m.Write([]byte(in.Challenge))
-		writeJSON(w, 200, map[string]string{"mac": hex.EncodeToString(m.Sum(nil))})
+		writeJSON(w, 200, map[string]string{"mac": boxMAC(key, in.Challenge)})
 	}))
 	mux.HandleFunc("POST /.well-known/svc/teach", signed(func(w http.ResponseWriter, body []byte) {
 		if b.noTeach {
@@ -86,37 +85,6 @@ func newStandInBox(t testing.TB, secret string) *standInBox {
 		}
 		json.Unmarshal(body, &b.taught)
 		writeJSON(w, 200, hs())
-	}))
-	// The box commands, behind an identity token for the taught
-	// organization and installation, as the real box gates them.
-	gated := func(h func(w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			b.mu.Lock()
-			taught := b.taught
-			b.mu.Unlock()
-			v, err := newIdentVerifier(taught.ControlPlaneURL, taught.OrganizationID, taught.InstallationID, nil, nil)
-			if err == nil {
-				_, err = v.verify(r.Context(), identBearer(r))
-			}
-			if err != nil {
-				cpError(w, 401, codeAuth, "identity token refused: "+err.Error())
-				return
-			}
-			h(w, r)
-		}
-	}
-	mux.HandleFunc("GET /api/workflows", gated(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]any{"schema_version": 1, "items": []workflowItem{{Name: "greet", Trigger: "POST /api/workflows/greet/start"}}})
-	}))
-	mux.HandleFunc("GET /api/workflows/{name}/schema", gated(func(w http.ResponseWriter, r *http.Request) {
-		if r.PathValue("name") != "greet" {
-			cpError(w, 404, codeWorkflowNotFound, "no workflow "+r.PathValue("name"))
-			return
-		}
-		writeJSON(w, 200, map[string]any{"schema_version": 1, "schema": map[string]any{"input": nil, "output": nil}})
-	}))
-	mux.HandleFunc("POST /api/workflows/{name}/start", gated(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, startReceipt{SchemaVersion: 1, WorkflowName: r.PathValue("name"), Status: "started", RunID: "run-1", WorldRunID: "wrun-1", Trigger: "POST /api/workflows/greet/start"})
 	}))
 	b.Server = httptest.NewServer(mux)
 	t.Cleanup(b.Close)
@@ -192,8 +160,62 @@ func (w *linkWorld) deployments() int {
 	return n
 }
 
+// linkBox is a real `svc serve` of a fresh scaffold on a fresh database,
+// trusting the world's control plane, the fake model provider opening its
+// gate, with the signing secret its first boot logged.
+type linkBox struct {
+	*boxProcess
+	secret string
+}
+
+// startLinkBox starts a real box for w.
+func (w *linkWorld) startLinkBox() *linkBox {
+	w.t.Helper()
+	model := newFakeProvider(w.t)
+	b := startBox(w.t, projectDir(w.t), w.t.TempDir(), baseEnv("DATABASE_URL="+testPostgresURL(w.t), "SVC_CONTROL_PLANE_URL="+w.cp.url,
+		"SVC_IMAGE_TAG=1.2.3", "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL+"/v1"))
+	return &linkBox{boxProcess: b, secret: boxMintedSecret(w.t, b)}
+}
+
+// boxMintedSecret waits (bounded) for the signing secret a box's first
+// boot logs at WARN and returns it.
+func boxMintedSecret(t testing.TB, b *boxProcess) string {
+	t.Helper()
+	var m []string
+	eventually(t, 10*time.Second, "the signing secret in the box's first boot log", func() bool {
+		m = boxSecretLine.FindStringSubmatch(b.stderr.String())
+		return m != nil
+	})
+	return m[1]
+}
+
+// checkOutputs fails unless the signing secret is absent from every
+// output kept and from the boxes' stdout, and appears in each box's log
+// once (its first boot's WARN line).
+func (w *linkWorld) checkOutputs(secrets []string, boxes ...*linkBox) {
+	w.t.Helper()
+	w.cp.stop()
+	outs := append(w.outputs, w.cp.stdout.String(), w.cp.stderr.String())
+	for _, b := range boxes {
+		b.stop()
+		outs = append(outs, b.stdout.String())
+		if n := strings.Count(b.stderr.String(), b.secret); n != 1 {
+			w.t.Errorf("the box's log holds its secret %d times; want once, on its first boot", n)
+		}
+	}
+	for _, o := range outs {
+		for _, s := range secrets {
+			if strings.Contains(o, s) {
+				w.t.Fatalf("a signing secret appears in a process's output:\n%s", o)
+			}
+		}
+	}
+}
+
 // TestLinkRules runs every rule of SPEC §4.2 `svc link` in order, with
-// the CLI and the control plane as processes and a stand-in box: flags
+// the CLI, the control plane and two boxes (svc serve) as processes, and
+// the fake box only for what a real one cannot do (protocol 14, a MAC of
+// another secret, refusing teaching, unarmed or silent on identity): flags
 // before the network, already linked, not signed in, no agents, unknown
 // slug, box too old, unreachable, secret mismatch, teaching refused, then
 // a link (armed), a re-link that updates the one deployment, idempotent
@@ -201,10 +223,12 @@ func (w *linkWorld) deployments() int {
 // of any process holds the secret.
 func TestLinkRules(t *testing.T) {
 	w := newLinkWorld(t)
-	secret := "box-secret-" + strings.Repeat("k", 24)
-	box := newStandInBox(t, secret)
+	box := w.startLinkBox()
+	secret := box.secret
+	fake := newStandInBox(t, secret)
 	dir := t.TempDir()
-	flags := []string{"--agent", "demo", "--url", box.URL, "--secret", secret, "--tag", "1.2.3"}
+	flags := []string{"--agent", "demo", "--url", box.url, "--secret", secret, "--tag", "1.2.3"}
+	fakeFlags := []string{"--agent", "demo", "--url", fake.URL, "--secret", secret, "--tag", "1.2.3"}
 	wantFail := func(name string, args []string, exit int, code string) {
 		t.Helper()
 		_, env, got := w.link(dir, args...)
@@ -237,19 +261,23 @@ func TestLinkRules(t *testing.T) {
 	wantFail("an unknown slug", append([]string{"--agent", "nope"}, flags[2:]...), 4, codeNotFound)
 
 	// Rules 3–6: handshake, proof and teaching fail closed.
-	box.set(func(b *standInBox) { b.protocol = 14 })
-	wantFail("a box speaking protocol 14", flags, 1, linkCodeTooOld)
-	box.set(func(b *standInBox) { b.protocol = linkMinProtocol })
+	fake.set(func(b *standInBox) { b.protocol = 14 })
+	wantFail("a box speaking protocol 14", fakeFlags, 1, linkCodeTooOld)
+	fake.set(func(b *standInBox) { b.protocol = linkMinProtocol })
 	wantFail("an unreachable box", []string{"--agent", "demo", "--url", "http://127.0.0.1:1", "--secret", secret, "--tag", "1"}, 1, linkCodeUnreachable)
 	wantFail("a wrong secret", append(flags[:4:4], "--secret", "not-the-box-secret-0123", "--tag", "1.2.3"), 1, linkCodeMismatch)
-	box.set(func(b *standInBox) { b.wrongMAC = true })
-	wantFail("a MAC of another secret", flags, 1, linkCodeMismatch)
-	box.set(func(b *standInBox) { b.wrongMAC, b.noTeach = false, true })
-	wantFail("a box refusing teaching", flags, 1, linkCodeTeach)
+	wantFail("not a box", []string{"--agent", "demo", "--url", w.cp.url, "--secret", secret, "--tag", "1"}, 1, linkCodeNotABox)
+	fake.set(func(b *standInBox) { b.wrongMAC = true })
+	wantFail("a MAC of another secret", fakeFlags, 1, linkCodeMismatch)
+	fake.set(func(b *standInBox) { b.wrongMAC, b.noTeach = false, true })
+	wantFail("a box refusing teaching", fakeFlags, 1, linkCodeTeach)
 	if n := w.deployments(); n != 0 {
 		t.Fatalf("%d deployments after failed links; want none saved", n)
 	}
-	box.set(func(b *standInBox) { b.noTeach = false })
+	if h := boxHandshakeOf(t, box.url); h.Taught {
+		t.Fatalf("the box was taught by a failed link: %+v", h)
+	}
+	fake.set(func(b *standInBox) { b.noTeach = false })
 
 	// A link: every field of the payload, the files, the box taught.
 	os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("node_modules/\n.svc/\n"), 0o644)
@@ -260,7 +288,7 @@ func TestLinkRules(t *testing.T) {
 	abs, _ := filepath.EvalSymlinks(dir)
 	if p.SchemaVersion != 1 || p.Agent.Slug != "demo" || p.Agent.Name != "Demo" || p.Agent.ID == "" || p.OrganizationID == "" ||
 		p.LocalDevInstallation.ID == "" || p.LocalDevInstallation.OrganizationSlug != "default" ||
-		p.Deployment.ID == "" || p.Deployment.URL != box.URL || p.Deployment.ImageTag != "1.2.3" || p.Deployment.Status != cpStatusRegistered || p.Deployment.LastActiveAt != nil ||
+		p.Deployment.ID == "" || p.Deployment.URL != box.url || p.Deployment.ImageTag != "1.2.3" || p.Deployment.Status != cpStatusRegistered || p.Deployment.LastActiveAt != nil ||
 		(p.TargetDir != dir && p.TargetDir != abs) || p.IdentityVerification.State != linkArmed || p.IdentityVerification.Warning != nil {
 		t.Fatalf("link payload = %+v", p)
 	}
@@ -279,8 +307,8 @@ func TestLinkRules(t *testing.T) {
 	if err != nil || proj.Link == nil || proj.Link.ControlPlaneURL != w.cp.url || proj.Link.Agent.Slug != "demo" || proj.Link.LocalDevInstallationID != p.LocalDevInstallation.ID {
 		t.Fatalf(".svc/project.json = %+v, %v", proj.Link, err)
 	}
-	if box.taught.OrganizationID != p.OrganizationID || box.taught.ControlPlaneURL != w.cp.url || box.taught.InstallationID == "" {
-		t.Fatalf("the box was taught %+v", box.taught)
+	if h := boxHandshakeOf(t, box.url); !h.Taught || h.OrganizationID != p.OrganizationID || h.ControlPlane != w.cp.url || h.InstallationID == "" || h.Identity != boxArmed {
+		t.Fatalf("the box's handshake after link = %+v", h)
 	}
 	mcp, _ := os.ReadFile(filepath.Join(dir, ".mcp.json"))
 	if !strings.Contains(string(mcp), `"mcp"`) || strings.Contains(string(mcp), secret) {
@@ -289,9 +317,9 @@ func TestLinkRules(t *testing.T) {
 
 	// Rule 2: a re-link of the same agent updates its one deployment; the
 	// coding-agent files are not rewritten.
-	box2 := newStandInBox(t, secret+"2")
-	p2, env, code := w.link(dir, "--agent", "demo", "--url", box2.URL+"/", "--secret", secret+"2", "--tag", "sha256:"+strings.Repeat("ab", 32), "--agents", "claude-code,codex")
-	if code != 0 || p2.Deployment.ID != p.Deployment.ID || p2.Deployment.URL != box2.URL || !strings.HasPrefix(p2.Deployment.ImageTag, "sha256:") || w.deployments() != 1 {
+	box2 := w.startLinkBox()
+	p2, env, code := w.link(dir, "--agent", "demo", "--url", box2.url+"/", "--secret", box2.secret, "--tag", "sha256:"+strings.Repeat("ab", 32), "--agents", "claude-code,codex")
+	if code != 0 || p2.Deployment.ID != p.Deployment.ID || p2.Deployment.URL != box2.url || !strings.HasPrefix(p2.Deployment.ImageTag, "sha256:") || w.deployments() != 1 {
 		t.Fatalf("re-link = %d %+v %+v; want the same deployment, new URL and tag", code, env.Error, p2.Deployment)
 	}
 	if len(p2.FilesWritten) != 0 {
@@ -299,7 +327,7 @@ func TestLinkRules(t *testing.T) {
 	}
 	// Already linked to demo: another agent needs --force.
 	wantFailLinked := func() {
-		_, env, code := w.link(dir, "--agent", "other", "--url", box2.URL, "--secret", secret+"2", "--tag", "1", "--no-agents")
+		_, env, code := w.link(dir, "--agent", "other", "--url", box2.url, "--secret", box2.secret, "--tag", "1", "--no-agents")
 		if code != 1 || !strings.Contains(env.Error.Message, "already linked") {
 			t.Fatalf("link to another agent without --force = %d %+v; want exit 1", code, env.Error)
 		}
@@ -308,8 +336,8 @@ func TestLinkRules(t *testing.T) {
 
 	// Unarmed and silent boxes link, with a warning naming SVC_CONTROL_PLANE_URL.
 	for _, tt := range []struct{ identity, want string }{{linkUnarmed, linkUnarmed}, {"", linkUnknown}} {
-		box2.set(func(b *standInBox) { b.identity = tt.identity })
-		p, env, code := w.link(dir, "--agent", "other", "--url", box2.URL, "--secret", secret+"2", "--tag", "1", "--no-agents", "--force")
+		fake.set(func(b *standInBox) { b.identity = tt.identity })
+		p, env, code := w.link(dir, "--agent", "other", "--url", fake.URL, "--secret", secret, "--tag", "1", "--no-agents", "--force")
 		if code != 0 || p.IdentityVerification.State != tt.want || p.IdentityVerification.Warning == nil || !strings.Contains(*p.IdentityVerification.Warning, "SVC_CONTROL_PLANE_URL="+w.cp.url) {
 			t.Fatalf("link of a box with identity %q = %d %+v %+v", tt.identity, code, env.Error, p.IdentityVerification)
 		}
@@ -318,7 +346,7 @@ func TestLinkRules(t *testing.T) {
 		}
 	}
 	// Human mode prints the warning too.
-	out, _, _ := w.run(dir, "link", "--agent", "other", "--url", box2.URL, "--secret", secret+"2", "--tag", "1", "--no-agents")
+	out, _, _ := w.run(dir, "link", "--agent", "other", "--url", fake.URL, "--secret", secret, "--tag", "1", "--no-agents")
 	if !strings.Contains(out, "SVC_CONTROL_PLANE_URL") {
 		t.Fatalf("human link output lacks the warning:\n%s", out)
 	}
@@ -334,34 +362,34 @@ func TestLinkRules(t *testing.T) {
 		}
 		return ""
 	}
-	code = run(context.Background(), []string{"link", "--url", box2.URL, "--secret", secret + "2", "--tag", "2"},
+	code = run(context.Background(), []string{"link", "--url", box2.url, "--secret", box2.secret, "--tag", "2"},
 		cliIO{stdin: strings.NewReader("2\ncursor\n"), stdout: &stdout, stderr: &stderr, getenv: getenv, stdinTerminal: true, dir: tty})
 	w.outputs = append(w.outputs, stdout.String(), stderr.String())
 	if code != 0 || !strings.Contains(stderr.String(), "2. other") || !strings.Contains(stdout.String(), "agent other") || !strings.Contains(stdout.String(), ".cursor/mcp.json") {
 		t.Fatalf("interactive link = %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 
-	w.cp.stop()
-	for _, o := range append(w.outputs, w.cp.stdout.String(), w.cp.stderr.String()) {
-		if strings.Contains(o, secret) {
-			t.Fatalf("the signing secret appears in a process's output:\n%s", o)
-		}
+	if h := boxHandshakeOf(t, box2.url); !h.Taught || h.Identity != boxArmed || h.ControlPlane != w.cp.url {
+		t.Fatalf("box2's handshake after the links = %+v", h)
 	}
+	w.checkOutputs([]string{secret, box2.secret}, box, box2)
 }
 
 // TestAgentTarget runs `svc workflows … --agent <installationId>` and
 // `svc runs … --agent`: resolved through the control plane (a process),
-// then the (stand-in) box called directly with an identity token: not
+// then the box (svc serve) called directly with an identity token: not
 // signed in exit 2, an unknown installation or one without a deployment
 // exit 4, the box's payloads and exit codes as locally.
 func TestAgentTarget(t *testing.T) {
 	w := newLinkWorld(t)
-	secret := "box-secret-" + strings.Repeat("t", 24)
-	box := newStandInBox(t, secret)
+	box := w.startLinkBox()
+	if !strings.Contains(box.stderr.String(), `msg="the database lacks what src/schema.ts declares; queries of it will fail" missing="create table greetings`) {
+		t.Errorf("a box of a project without its migrations: want the boot to warn of the missing table:\n%s", box.stderr.String())
+	}
 	for _, slug := range []string{"demo", "bare"} {
 		httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": slug, "name": slug}, nil)
 	}
-	p, env, code := w.link(t.TempDir(), "--agent", "demo", "--url", box.URL, "--secret", secret, "--tag", "1", "--no-agents")
+	p, env, code := w.link(t.TempDir(), "--agent", "demo", "--url", box.url, "--secret", box.secret, "--tag", "1", "--no-agents")
 	if code != 0 {
 		t.Fatalf("link = %d %+v", code, env.Error)
 	}
@@ -378,6 +406,8 @@ func TestAgentTarget(t *testing.T) {
 		{"unknown installation", []string{"workflows", "list", "--agent", "ins_nope"}, 4, codeNotFound},
 		{"no registered deployment", []string{"workflows", "list", "--agent", bare.ID}, 4, codeNotFound},
 		{"unknown workflow", []string{"workflows", "schema", "nope", "--agent", ldi}, 4, codeWorkflowNotFound},
+		{"invalid input", []string{"workflows", "start", "greet", "--input", `{"name":""}`, "--agent", ldi}, 1, "schema_validation"},
+		{"unknown run", []string{"runs", "get", "run-nope", "--agent", ldi}, 4, "run_not_found"},
 	} {
 		out, _, code := w.run(dir, append([]string{"--json"}, tt.args...)...)
 		if e := cpEnvelope(t, strings.TrimSpace(out), nil); code != tt.exit || e.Error == nil || e.Error.Code != tt.code {
@@ -385,18 +415,26 @@ func TestAgentTarget(t *testing.T) {
 		}
 	}
 	var list struct{ Items []workflowItem }
-	if out, _, code := w.run(dir, "--json", "workflows", "list", "--agent", ldi); code != 0 || !cpEnvelope(t, strings.TrimSpace(out), &list).OK || len(list.Items) != 1 || list.Items[0].Name != "greet" {
+	if out, _, code := w.run(dir, "--json", "workflows", "list", "--agent", ldi); code != 0 || !cpEnvelope(t, strings.TrimSpace(out), &list).OK || len(list.Items) != 2 || list.Items[0].Name != "greet" {
 		t.Fatalf("workflows list --agent = %d %s", code, out)
 	}
 	var rc startReceipt
-	if out, _, code := w.run(dir, "--json", "workflows", "start", "greet", "--agent", ldi); code != 0 || !cpEnvelope(t, strings.TrimSpace(out), &rc).OK || rc.RunID != "run-1" {
+	if out, _, code := w.run(dir, "--json", "workflows", "start", "ping", "--agent", ldi); code != 0 || !cpEnvelope(t, strings.TrimSpace(out), &rc).OK || rc.RunID == "" || rc.Status != "started" {
 		t.Fatalf("workflows start --agent = %d %s", code, out)
+	}
+	var runs struct{ Items []runRecord }
+	if out, _, code := w.run(dir, "--json", "runs", "list", "--agent", ldi); code != 0 || !cpEnvelope(t, strings.TrimSpace(out), &runs).OK || len(runs.Items) != 1 || runs.Items[0].RunID != rc.RunID {
+		t.Fatalf("runs list --agent = %d %s", code, out)
 	}
 	if out, _, code := w.run(dir, "workflows", "schema", "greet", "--agent", p.Deployment.ID); code != 4 {
 		t.Fatalf("a deployment id is not an installation id: %d %s", code, out)
 	}
-	// A box that refuses the token is exit 2, as a 401 is locally.
-	box.set(func(b *standInBox) { b.taught.InstallationID = "ins_other" })
+	// A box taught another installation refuses the token: exit 2, as a
+	// 401 is locally.
+	teach, _ := json.Marshal(boxTeaching{OrganizationID: p.OrganizationID, InstallationID: "ins_other", ControlPlaneURL: w.cp.url})
+	if rep := boxDo(t, "POST", box.url+boxWellKnown+"/teach", teach, []byte(box.secret), time.Now(), "", nil); rep.status != 200 {
+		t.Fatalf("teach another installation = %d %s", rep.status, rep.body)
+	}
 	if out, _, code := w.run(dir, "--json", "workflows", "list", "--agent", ldi); code != 2 {
 		t.Fatalf("a box refusing the token = %d %s; want exit 2", code, out)
 	}
@@ -484,18 +522,17 @@ func TestDevControlPlane(t *testing.T) {
 
 // BenchmarkLink measures `svc link` end to end on loopback: the CLI as a
 // process (sign-in file, agent list, handshake), the control plane's
-// proof, teaching and record on PostgreSQL, and the files. The box is the
-// stand-in until the real one is merged. Run:
+// proof, teaching and record on PostgreSQL, the box's (svc serve) answers,
+// and the files. Run:
 // go test -run '^$' -bench BenchmarkLink -benchtime 20x .
 func BenchmarkLink(b *testing.B) {
 	w := newLinkWorld(b)
-	secret := "box-secret-" + strings.Repeat("b", 24)
-	box := newStandInBox(b, secret)
+	box := w.startLinkBox()
 	httpJSONAuth(b, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": "demo", "name": "Demo"}, nil)
 	dir := b.TempDir()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, env, code := w.link(dir, "--agent", "demo", "--url", box.URL, "--secret", secret, "--tag", fmt.Sprint(i), "--agents", "all"); code != 0 {
+		if _, env, code := w.link(dir, "--agent", "demo", "--url", box.url, "--secret", box.secret, "--tag", fmt.Sprint(i), "--agents", "all"); code != 0 {
 			b.Fatalf("link = %d %+v", code, env.Error)
 		}
 	}

@@ -170,6 +170,7 @@ func bootBox(ctx context.Context, c *cmd, opts boxOptions, proj *project) (_ *bo
 		return nil, err
 	}
 	b.compile()
+	b.warnSchemaDrift(ctx, pgURL)
 	if !b.gateState().Open {
 		b.log.Warn("boot gate closed: no model provider; agents and workflows are not started",
 			"hint", "set OPENAI_API_KEY or ANTHROPIC_API_KEY (or SVC_MODEL_BASE_URL) on the container")
