@@ -534,11 +534,97 @@ func (s *cpStore) deploymentSecret(ctx context.Context, id string) ([]byte, erro
 	if err := s.db.QueryRow(ctx, `SELECT signing_secret FROM cp.deployments WHERE id = $1`, id).Scan(&sealed); err != nil {
 		return nil, fmt.Errorf("deployment %s secret: %w", id, err)
 	}
+	return s.openDeploymentSecret(id, sealed)
+}
+
+// openDeploymentSecret decrypts the sealed signing secret of deployment id.
+func (s *cpStore) openDeploymentSecret(id string, sealed []byte) ([]byte, error) {
 	secret, err := secretOpen(s.aead, sealed, []byte("deployment:"+id))
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s secret: %w (was the master key replaced?)", id, err)
 	}
 	return secret, nil
+}
+
+// cpProxyCaller is who a proxied request acts for: a user (a credential)
+// or an organization (an API key).
+type cpProxyCaller struct {
+	userID    string
+	apiKeyOrg string
+}
+
+// proxyCaller returns the caller of a live API key or user credential;
+// errCPNotFound when tok is neither.
+func (s *cpStore) proxyCaller(ctx context.Context, tok string) (cpProxyCaller, error) {
+	var org, user *string
+	err := s.db.QueryRow(ctx, `SELECT org_id, NULL FROM cp.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+		UNION ALL SELECT NULL, user_id FROM cp.credentials WHERE token_hash = $1 AND revoked_at IS NULL LIMIT 1`, cpHash(tok)).Scan(&org, &user)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return cpProxyCaller{}, errCPNotFound
+	case err != nil:
+		return cpProxyCaller{}, fmt.Errorf("proxy caller: %w", err)
+	case org != nil:
+		return cpProxyCaller{apiKeyOrg: *org}, nil
+	}
+	return cpProxyCaller{userID: *user}, nil
+}
+
+// cpProxyDeployment is where a proxied request goes: the deployment, the
+// status the proxy last recorded and its decrypted signing secret.
+type cpProxyDeployment struct {
+	id, url, status string
+	lastActive      *time.Time
+	secret          []byte
+}
+
+// cpProxyNotFound is a proxied request's 404: what is missing (code
+// not_found or no_deployment) and a message saying which.
+type cpProxyNotFound struct{ code, msg string }
+
+// Error is the message.
+func (e *cpProxyNotFound) Error() string { return e.msg }
+
+// proxyTarget returns the deployment of agentRef (id or slug) in orgRef
+// (id or slug) when the caller may reach it: a member's credential or the
+// organization's API key. A stranger's organization is reported missing,
+// like an unknown one; a miss is a *cpProxyNotFound.
+func (s *cpStore) proxyTarget(ctx context.Context, c cpProxyCaller, orgRef, agentRef string) (cpProxyDeployment, error) {
+	var d cpProxyDeployment
+	var orgSlug string
+	var agentID, depID, depURL, status *string
+	var sealed []byte
+	err := s.db.QueryRow(ctx, `SELECT o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
+		FROM cp.organizations o
+		LEFT JOIN cp.agents a ON a.org_id = o.id AND (a.id = $2 OR a.slug = $2)
+		LEFT JOIN cp.deployments d ON d.agent_id = a.id
+		WHERE (o.id = $1 OR o.slug = $1)
+		AND (o.id = $3 OR EXISTS (SELECT 1 FROM cp.memberships m WHERE m.org_id = o.id AND m.user_id = $4))`,
+		orgRef, agentRef, c.apiKeyOrg, c.userID).Scan(&orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return d, &cpProxyNotFound{codeNotFound, fmt.Sprintf("no organization %q of yours", orgRef)}
+	case err != nil:
+		return d, fmt.Errorf("proxy target: %w", err)
+	case agentID == nil:
+		return d, &cpProxyNotFound{codeNotFound, fmt.Sprintf("no agent %q in organization %s", agentRef, orgSlug)}
+	case depID == nil:
+		return d, &cpProxyNotFound{"no_deployment", fmt.Sprintf("agent %s of organization %s has no deployment: run svc link", agentRef, orgSlug)}
+	}
+	d.id, d.url, d.status = *depID, *depURL, *status
+	d.secret, err = s.openDeploymentSecret(d.id, sealed)
+	return d, err
+}
+
+// setDeploymentStatus records the status the proxy saw of deployment id
+// at now; active also sets last_active_at.
+func (s *cpStore) setDeploymentStatus(ctx context.Context, id, status string, now time.Time) error {
+	_, err := s.db.Exec(ctx, `UPDATE cp.deployments SET status = $2,
+		last_active_at = CASE WHEN $2 = 'active' THEN $3 ELSE last_active_at END WHERE id = $1`, id, status, now)
+	if err != nil {
+		return fmt.Errorf("set deployment %s status: %w", id, err)
+	}
+	return nil
 }
 
 // createAPIKey mints an API key of org named name and returns it (the only
