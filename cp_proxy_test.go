@@ -18,8 +18,9 @@ import (
 )
 
 // cpHoldProvider serves the fake provider through a gate: once armed, the
-// next answer pauses after its first flushed event until released, so a
-// test can tell a stream that is passed on from one that is buffered.
+// next streamed answer pauses after its second event (an OpenAI stream's
+// role, then its first piece of text) until released, so a test can tell
+// a stream that is passed on from one that is buffered.
 type cpHoldProvider struct {
 	*httptest.Server
 	fake *fakeProvider
@@ -54,18 +55,17 @@ func (p *cpHoldProvider) arm() (release func()) {
 	return sync.OnceFunc(func() { close(gate) })
 }
 
-// cpHoldWriter blocks after its first flush until its gate closes.
+// cpHoldWriter blocks after its second flush until its gate closes.
 type cpHoldWriter struct {
 	http.ResponseWriter
 	gate    chan struct{}
-	flushed bool
+	flushes int
 }
 
-// Flush flushes, then, the first time, waits for the gate.
+// Flush flushes, then, the second time, waits for the gate.
 func (h *cpHoldWriter) Flush() {
 	http.NewResponseController(h.ResponseWriter).Flush()
-	if !h.flushed {
-		h.flushed = true
+	if h.flushes++; h.flushes == 2 {
 		select {
 		case <-h.gate:
 		case <-time.After(30 * time.Second):
@@ -218,7 +218,7 @@ func TestControlPlaneProxy(t *testing.T) {
 	go func() { line, _ := cpFirstEvent(sse); first <- line }()
 	select {
 	case line := <-first:
-		if !strings.HasPrefix(line, "data: {") {
+		if !strings.HasPrefix(line, "data: {") || strings.Contains(line, "four") {
 			t.Errorf("first event = %q", line)
 		}
 	case <-time.After(20 * time.Second):
