@@ -94,9 +94,10 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 		cpError(w, http.StatusUnauthorized, codeAuth, "send a user credential (svc login) or an API key of the organization: Authorization: Bearer <credential> or x-api-key: <key>")
 		return
 	}
-	c, err := s.store.proxyCaller(ctx, cred)
-	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusUnauthorized, codeAuth, "the credential or API key is unknown or revoked")
+	c, d, err := s.store.proxyTarget(ctx, cred, r.PathValue("org"), r.PathValue("agent"))
+	var miss *cpProxyMiss
+	if errors.As(err, &miss) {
+		cpError(w, miss.status, miss.code, miss.msg)
 		return
 	}
 	if err != nil {
@@ -115,16 +116,6 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.apiKeyOrg != "" && httpGuardWire(clean) == nil {
 		cpError(w, http.StatusForbidden, "forbidden", "an API key reaches the chat wires only (/openai/, /anthropic/, /agui/, /chat): use a user credential (svc login) for "+clean)
-		return
-	}
-	d, err := s.store.proxyTarget(ctx, c, r.PathValue("org"), r.PathValue("agent"))
-	var nf *cpProxyNotFound
-	if errors.As(err, &nf) {
-		cpError(w, http.StatusNotFound, nf.code, nf.msg)
-		return
-	}
-	if err != nil {
-		s.internal(w, r, err)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, cpProxyMaxBody+1))

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"path"
 	"regexp"
 	"strings"
@@ -553,23 +554,6 @@ type cpProxyCaller struct {
 	apiKeyOrg string
 }
 
-// proxyCaller returns the caller of a live API key or user credential;
-// errCPNotFound when tok is neither.
-func (s *cpStore) proxyCaller(ctx context.Context, tok string) (cpProxyCaller, error) {
-	var org, user *string
-	err := s.db.QueryRow(ctx, `SELECT org_id, NULL FROM cp.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
-		UNION ALL SELECT NULL, user_id FROM cp.credentials WHERE token_hash = $1 AND revoked_at IS NULL LIMIT 1`, cpHash(tok)).Scan(&org, &user)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return cpProxyCaller{}, errCPNotFound
-	case err != nil:
-		return cpProxyCaller{}, fmt.Errorf("proxy caller: %w", err)
-	case org != nil:
-		return cpProxyCaller{apiKeyOrg: *org}, nil
-	}
-	return cpProxyCaller{userID: *user}, nil
-}
-
 // cpProxyDeployment is where a proxied request goes: the deployment, the
 // status the proxy last recorded and its decrypted signing secret.
 type cpProxyDeployment struct {
@@ -578,42 +562,60 @@ type cpProxyDeployment struct {
 	secret          []byte
 }
 
-// cpProxyNotFound is a proxied request's 404: what is missing (code
-// not_found or no_deployment) and a message saying which.
-type cpProxyNotFound struct{ code, msg string }
+// cpProxyMiss is why a proxied request goes nowhere: its status (401 for
+// an unknown credential, 404 for a missing organization, agent or
+// deployment), code and message.
+type cpProxyMiss struct {
+	status    int
+	code, msg string
+}
 
 // Error is the message.
-func (e *cpProxyNotFound) Error() string { return e.msg }
+func (e *cpProxyMiss) Error() string { return e.msg }
 
-// proxyTarget returns the deployment of agentRef (id or slug) in orgRef
-// (id or slug) when the caller may reach it: a member's credential or the
-// organization's API key. A stranger's organization is reported missing,
-// like an unknown one; a miss is a *cpProxyNotFound.
-func (s *cpStore) proxyTarget(ctx context.Context, c cpProxyCaller, orgRef, agentRef string) (cpProxyDeployment, error) {
+// proxyTarget resolves a proxied request in one query: the caller of tok
+// (a live API key or user credential), and the deployment of agentRef (id
+// or slug) in orgRef (id or slug) when the caller may reach it: a
+// member's credential or the organization's API key. A stranger's
+// organization is reported missing, like an unknown one. A miss is a
+// *cpProxyMiss.
+func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string) (cpProxyCaller, cpProxyDeployment, error) {
+	var c cpProxyCaller
 	var d cpProxyDeployment
-	var orgSlug string
-	var agentID, depID, depURL, status *string
+	var keyOrg, user, orgSlug, agentID, depID, depURL, status *string
 	var sealed []byte
-	err := s.db.QueryRow(ctx, `SELECT o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
-		FROM cp.organizations o
-		LEFT JOIN cp.agents a ON a.org_id = o.id AND (a.id = $2 OR a.slug = $2)
-		LEFT JOIN cp.deployments d ON d.agent_id = a.id
-		WHERE (o.id = $1 OR o.slug = $1)
-		AND (o.id = $3 OR EXISTS (SELECT 1 FROM cp.memberships m WHERE m.org_id = o.id AND m.user_id = $4))`,
-		orgRef, agentRef, c.apiKeyOrg, c.userID).Scan(&orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
+	err := s.db.QueryRow(ctx, `WITH caller AS (
+			SELECT org_id, NULL AS user_id FROM cp.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+			UNION ALL SELECT NULL, user_id FROM cp.credentials WHERE token_hash = $1 AND revoked_at IS NULL
+			LIMIT 1)
+		SELECT c.org_id, c.user_id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
+		FROM caller c
+		LEFT JOIN cp.organizations o ON (o.id = $2 OR o.slug = $2)
+			AND (o.id = c.org_id OR EXISTS (SELECT 1 FROM cp.memberships m WHERE m.org_id = o.id AND m.user_id = c.user_id))
+		LEFT JOIN cp.agents a ON a.org_id = o.id AND (a.id = $3 OR a.slug = $3)
+		LEFT JOIN cp.deployments d ON d.agent_id = a.id`,
+		cpHash(tok), orgRef, agentRef).Scan(&keyOrg, &user, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return d, &cpProxyNotFound{codeNotFound, fmt.Sprintf("no organization %q of yours", orgRef)}
+		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown or revoked"}
 	case err != nil:
-		return d, fmt.Errorf("proxy target: %w", err)
+		return c, d, fmt.Errorf("proxy target: %w", err)
+	case keyOrg != nil:
+		c.apiKeyOrg = *keyOrg
+	default:
+		c.userID = *user
+	}
+	switch {
+	case orgSlug == nil:
+		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no organization %q of yours", orgRef)}
 	case agentID == nil:
-		return d, &cpProxyNotFound{codeNotFound, fmt.Sprintf("no agent %q in organization %s", agentRef, orgSlug)}
+		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no agent %q in organization %s", agentRef, *orgSlug)}
 	case depID == nil:
-		return d, &cpProxyNotFound{"no_deployment", fmt.Sprintf("agent %s of organization %s has no deployment: run svc link", agentRef, orgSlug)}
+		return c, d, &cpProxyMiss{http.StatusNotFound, "no_deployment", fmt.Sprintf("agent %s of organization %s has no deployment: run svc link", agentRef, *orgSlug)}
 	}
 	d.id, d.url, d.status = *depID, *depURL, *status
 	d.secret, err = s.openDeploymentSecret(d.id, sealed)
-	return d, err
+	return c, d, err
 }
 
 // setDeploymentStatus records the status the proxy saw of deployment id
