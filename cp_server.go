@@ -5,7 +5,9 @@ package main
 // tokens and their JWKS, as a JSON API on PostgreSQL. Errors are
 // {"error":{"code","message"}}. Every route but the sign-in ones, the
 // device page and the JWKS needs a user credential: "Authorization: Bearer
-// <credential>", or the console cookie on the device page.
+// <credential>", or the console cookie on the device page. Any other path
+// /{org}/{agent}/... is the signed proxy to the agent's deployment
+// (cp_proxy.go), which takes the organization's API keys too.
 
 import (
 	"context"
@@ -44,7 +46,7 @@ type cpCaller struct {
 type cpCallerKey struct{}
 
 // cpRoute is one route of the control plane; public routes need no
-// credential.
+// credential (or check their own); "" as method means any.
 type cpRoute struct {
 	method, path string
 	public       bool
@@ -63,6 +65,7 @@ type cpServer struct {
 	mux    *http.ServeMux
 	public map[string]bool // patterns of the public routes
 	guard  *httpGuard
+	proxy  *http.Transport // the proxy's connections to the boxes (cp_proxy.go)
 }
 
 // newCPServer builds the server over store, issuing tokens as the control
@@ -71,9 +74,9 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 	if store == nil || issuer == nil || baseURL == "" || log == nil {
 		return nil, errors.New("new control plane server: want a store, an issuer, a URL and a logger")
 	}
-	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}}
+	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport()}
 	for _, r := range s.routes() {
-		pattern := r.method + " " + r.path
+		pattern := strings.TrimSpace(r.method + " " + r.path)
 		s.mux.HandleFunc(pattern, r.handler)
 		s.public[pattern] = r.public
 	}
@@ -98,11 +101,14 @@ func (s *cpServer) routes() []cpRoute {
 		{"GET", "/api/orgs/{org}/agents", false, s.handleListAgents},
 		{"POST", "/api/orgs/{org}/agents", false, s.handleCreateAgent},
 		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", false, s.handleLocalDevInstallation},
+		{"GET", "/api/orgs/{org}/agents/{agent}/deployment", false, s.handleGetDeployment},
 		{"PUT", "/api/orgs/{org}/agents/{agent}/deployment", false, s.handleRecordDeployment},
 		{"POST", "/api/orgs/{org}/agents/{agent}/link", false, s.handleLink},
 		{"POST", "/api/installations/{id}/resolve", false, s.handleResolve},
 		{"GET", "/api/orgs/{org}/api-keys", false, s.handleListAPIKeys},
 		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},
+		// The proxy checks its own callers: user credentials and API keys.
+		{"", "/{org}/{agent}/{path...}", true, s.handleProxy},
 	}
 }
 
@@ -306,6 +312,26 @@ func (s *cpServer) handleLocalDevInstallation(w http.ResponseWriter, r *http.Req
 		return
 	}
 	writeJSON(w, http.StatusOK, in)
+}
+
+// handleGetDeployment answers the agent's deployment with its status
+// (registered, active, unreachable, rejected; cp_proxy.go); 404
+// no_deployment when it has none.
+func (s *cpServer) handleGetDeployment(w http.ResponseWriter, r *http.Request) {
+	_, a, ok := s.orgAgent(w, r)
+	if !ok {
+		return
+	}
+	d, err := s.store.deploymentOf(r.Context(), a.ID)
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusNotFound, "no_deployment", fmt.Sprintf("agent %s has no deployment: run svc link", a.Slug))
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // cpDeploymentRecord is the payload of PUT …/deployment: the deployment
@@ -527,6 +553,7 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	defer s.proxy.CloseIdleConnections()
 	if err := srv.Shutdown(shutdown); err != nil {
 		return fmt.Errorf("svc control-plane: shut down: %w", err)
 	}

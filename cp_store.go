@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"path"
 	"regexp"
 	"strings"
@@ -534,11 +535,98 @@ func (s *cpStore) deploymentSecret(ctx context.Context, id string) ([]byte, erro
 	if err := s.db.QueryRow(ctx, `SELECT signing_secret FROM cp.deployments WHERE id = $1`, id).Scan(&sealed); err != nil {
 		return nil, fmt.Errorf("deployment %s secret: %w", id, err)
 	}
+	return s.openDeploymentSecret(id, sealed)
+}
+
+// openDeploymentSecret decrypts the sealed signing secret of deployment id.
+func (s *cpStore) openDeploymentSecret(id string, sealed []byte) ([]byte, error) {
 	secret, err := secretOpen(s.aead, sealed, []byte("deployment:"+id))
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s secret: %w (was the master key replaced?)", id, err)
 	}
 	return secret, nil
+}
+
+// cpProxyCaller is who a proxied request acts for: a user (a credential)
+// or an organization (an API key).
+type cpProxyCaller struct {
+	userID    string
+	apiKeyOrg string
+}
+
+// cpProxyDeployment is where a proxied request goes: the deployment, the
+// status the proxy last recorded and its decrypted signing secret.
+type cpProxyDeployment struct {
+	id, url, status string
+	lastActive      *time.Time
+	secret          []byte
+}
+
+// cpProxyMiss is why a proxied request goes nowhere: its status (401 for
+// an unknown credential, 404 for a missing organization, agent or
+// deployment), code and message.
+type cpProxyMiss struct {
+	status    int
+	code, msg string
+}
+
+// Error is the message.
+func (e *cpProxyMiss) Error() string { return e.msg }
+
+// proxyTarget resolves a proxied request in one query: the caller of tok
+// (a live API key or user credential), and the deployment of agentRef (id
+// or slug) in orgRef (id or slug) when the caller may reach it: a
+// member's credential or the organization's API key. A stranger's
+// organization is reported missing, like an unknown one. A miss is a
+// *cpProxyMiss.
+func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string) (cpProxyCaller, cpProxyDeployment, error) {
+	var c cpProxyCaller
+	var d cpProxyDeployment
+	var keyOrg, user, orgSlug, agentID, depID, depURL, status *string
+	var sealed []byte
+	err := s.db.QueryRow(ctx, `WITH caller AS (
+			SELECT org_id, NULL AS user_id FROM cp.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+			UNION ALL SELECT NULL, user_id FROM cp.credentials WHERE token_hash = $1 AND revoked_at IS NULL
+			LIMIT 1)
+		SELECT c.org_id, c.user_id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
+		FROM caller c
+		LEFT JOIN cp.organizations o ON (o.id = $2 OR o.slug = $2)
+			AND (o.id = c.org_id OR EXISTS (SELECT 1 FROM cp.memberships m WHERE m.org_id = o.id AND m.user_id = c.user_id))
+		LEFT JOIN cp.agents a ON a.org_id = o.id AND (a.id = $3 OR a.slug = $3)
+		LEFT JOIN cp.deployments d ON d.agent_id = a.id`,
+		cpHash(tok), orgRef, agentRef).Scan(&keyOrg, &user, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown or revoked"}
+	case err != nil:
+		return c, d, fmt.Errorf("proxy target: %w", err)
+	case keyOrg != nil:
+		c.apiKeyOrg = *keyOrg
+	default:
+		c.userID = *user
+	}
+	switch {
+	case orgSlug == nil:
+		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no organization %q of yours", orgRef)}
+	case agentID == nil:
+		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no agent %q in organization %s", agentRef, *orgSlug)}
+	case depID == nil:
+		return c, d, &cpProxyMiss{http.StatusNotFound, "no_deployment", fmt.Sprintf("agent %s of organization %s has no deployment: run svc link", agentRef, *orgSlug)}
+	}
+	d.id, d.url, d.status = *depID, *depURL, *status
+	d.secret, err = s.openDeploymentSecret(d.id, sealed)
+	return c, d, err
+}
+
+// setDeploymentStatus records the status the proxy saw of deployment id
+// at now; active also sets last_active_at.
+func (s *cpStore) setDeploymentStatus(ctx context.Context, id, status string, now time.Time) error {
+	_, err := s.db.Exec(ctx, `UPDATE cp.deployments SET status = $2,
+		last_active_at = CASE WHEN $2 = 'active' THEN $3 ELSE last_active_at END WHERE id = $1`, id, status, now)
+	if err != nil {
+		return fmt.Errorf("set deployment %s status: %w", id, err)
+	}
+	return nil
 }
 
 // createAPIKey mints an API key of org named name and returns it (the only
