@@ -36,6 +36,12 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 			boxRefuse(w, r, "signature", err.Error()+": the control plane signs this route with the box's signing secret")
 			return false
 		}
+		// The control plane names the caller it proxies for; durable
+		// sessions are scoped to that caller (only a signed request may
+		// say so).
+		if p := r.Header.Get(signPrincipalHeader); p != "" {
+			*r = *r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, "signed:"+p))
+		}
 		return true
 	}
 	cred := wireCredential(r)

@@ -137,6 +137,7 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out.Header = cpProxyHeaders(r.Header, cpProxyCredentialHeaders)
+	out.Header.Set(signPrincipalHeader, c.principal())
 	signRequest(out, body, d.secret, s.now())
 	resp, err := s.proxy.RoundTrip(out)
 	if err != nil {

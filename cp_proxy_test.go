@@ -196,6 +196,28 @@ func TestControlPlaneProxy(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "echo: hello there") {
 		t.Fatalf("chat through the proxy = %d %s", resp.StatusCode, body)
 	}
+	// A durable session belongs to the caller the control plane proxies
+	// for: the same x-svc-session key from another credential is another
+	// session (the box scopes it by the signed principal header).
+	for _, turn := range []struct{ cred, text string }{{f.key, "alpha from the key"}, {f.admin, "beta from the admin"}} {
+		req, _ := http.NewRequest("POST", f.proxy+"/openai/v1/chat/completions", bytes.NewReader(cpProxyChat(turn.text, false)))
+		req.Header.Set("Authorization", "Bearer "+turn.cred)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Svc-Session", "shared-key")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("session turn %q = %d %s", turn.text, resp.StatusCode, b)
+		}
+	}
+	reqs := f.model.fake.requests()
+	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "beta from the admin") || strings.Contains(last, "alpha from the key") {
+		t.Errorf("the admin's turn in session shared-key carried another caller's history: %s", last)
+	}
 	if d := f.deployment(t); d.Status != cpStatusActive || d.LastActiveAt == nil {
 		t.Errorf("after a proxied call: %+v; want active with last_active_at", d)
 	}

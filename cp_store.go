@@ -552,6 +552,16 @@ func (s *cpStore) openDeploymentSecret(id string, sealed []byte) ([]byte, error)
 type cpProxyCaller struct {
 	userID    string
 	apiKeyOrg string
+	apiKeyID  string
+}
+
+// principal names the caller to the box (signed, in the principal header),
+// which scopes its durable chat sessions to that caller.
+func (c cpProxyCaller) principal() string {
+	if c.apiKeyID != "" {
+		return "cp-key:" + c.apiKeyID
+	}
+	return "cp-user:" + c.userID
 }
 
 // cpProxyDeployment is where a proxied request goes: the deployment, the
@@ -582,26 +592,26 @@ func (e *cpProxyMiss) Error() string { return e.msg }
 func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string) (cpProxyCaller, cpProxyDeployment, error) {
 	var c cpProxyCaller
 	var d cpProxyDeployment
-	var keyOrg, user, orgSlug, agentID, depID, depURL, status *string
+	var keyOrg, keyID, user, orgSlug, agentID, depID, depURL, status *string
 	var sealed []byte
 	err := s.db.QueryRow(ctx, `WITH caller AS (
-			SELECT org_id, NULL AS user_id FROM cp.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
-			UNION ALL SELECT NULL, user_id FROM cp.credentials WHERE token_hash = $1 AND revoked_at IS NULL
+			SELECT org_id, id AS key_id, NULL AS user_id FROM cp.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+			UNION ALL SELECT NULL, NULL, user_id FROM cp.credentials WHERE token_hash = $1 AND revoked_at IS NULL
 			LIMIT 1)
-		SELECT c.org_id, c.user_id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
+		SELECT c.org_id, c.key_id, c.user_id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
 		FROM caller c
 		LEFT JOIN cp.organizations o ON (o.id = $2 OR o.slug = $2)
 			AND (o.id = c.org_id OR EXISTS (SELECT 1 FROM cp.memberships m WHERE m.org_id = o.id AND m.user_id = c.user_id))
 		LEFT JOIN cp.agents a ON a.org_id = o.id AND (a.id = $3 OR a.slug = $3)
 		LEFT JOIN cp.deployments d ON d.agent_id = a.id`,
-		cpHash(tok), orgRef, agentRef).Scan(&keyOrg, &user, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
+		cpHash(tok), orgRef, agentRef).Scan(&keyOrg, &keyID, &user, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown or revoked"}
 	case err != nil:
 		return c, d, fmt.Errorf("proxy target: %w", err)
 	case keyOrg != nil:
-		c.apiKeyOrg = *keyOrg
+		c.apiKeyOrg, c.apiKeyID = *keyOrg, *keyID
 	default:
 		c.userID = *user
 	}

@@ -36,6 +36,10 @@ const (
 	signTimestampHeader = "x-svc-timestamp"
 	signNonceHeader     = "x-svc-nonce"
 	signSignatureHeader = "x-svc-signature"
+	// signPrincipalHeader names, on a signed request the control plane
+	// proxies, the caller it acts for (cp-user:<id> or cp-key:<id>); a box
+	// honours it only on a request whose signature verified.
+	signPrincipalHeader = "x-svc-principal"
 	// signVersionPrefix starts the signature header's value; a later scheme
 	// gets a new prefix.
 	signVersionPrefix = "v1="
