@@ -19,17 +19,19 @@ export async function runsPage(ctx) {
   const status = ctx.params.get("status") ?? "";
   const workflow = ctx.params.get("workflow") ?? "";
   const { items: workflows } = await api("GET", "/api/workflows");
-  const filter = (key) => (e) => {
-    const p = new URLSearchParams(ctx.params);
-    if (e.target.value) p.set(key, e.target.value);
-    else p.delete(key);
+  // A filter change reads both selectors, so a change made while the
+  // previous list is still shown keeps the other filter as the user sees it.
+  const filter = () => {
+    const p = new URLSearchParams();
+    if (statusSel.value) p.set("status", statusSel.value);
+    if (workflowSel.value) p.set("workflow", workflowSel.value);
     location.hash = `#/runs${p.size ? "?" + p : ""}`;
   };
-  const filters = el("div", { class: "filters" },
-    el("label", {}, "Status ", el("select", { id: "filter-status", onchange: filter("status") }, el("option", { value: "" }, "any"),
-      statuses.map((s) => el("option", { value: s, selected: s === status }, s)))),
-    el("label", {}, "Workflow ", el("select", { id: "filter-workflow", onchange: filter("workflow") }, el("option", { value: "" }, "any"),
-      workflows.map((w) => el("option", { value: w.name, selected: w.name === workflow }, w.name)))));
+  const statusSel = el("select", { id: "filter-status", onchange: filter }, el("option", { value: "" }, "any"),
+    statuses.map((s) => el("option", { value: s, selected: s === status }, s)));
+  const workflowSel = el("select", { id: "filter-workflow", onchange: filter }, el("option", { value: "" }, "any"),
+    workflows.map((w) => el("option", { value: w.name, selected: w.name === workflow }, w.name)));
+  const filters = el("div", { class: "filters" }, el("label", {}, "Status ", statusSel), el("label", {}, "Workflow ", workflowSel));
   const body = el("div", {});
   const query = new URLSearchParams();
   if (status) query.set("status", status);
