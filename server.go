@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -72,7 +70,7 @@ func routeTable(s *server) []route {
 		{"GET", "/anthropic/v1/models/{model}", "one agent as a model (Anthropic shape)", s.handleAnthropicModel},
 		{"POST", "/agui/{agent}", "agent-UI wire: AG-UI RunAgentInput body, SSE of AG-UI events; threadId = durable session", s.handleAGUI},
 		{"POST", "/chat", "the agent-UI wire with the agent named in forwardedProps.agent (the console's chat)", s.handleChat},
-		{"GET", "/", "the local console", s.handleConsole},
+		{"GET", "/", "the web console: index.html, its files under /console/", consoleHandler("")},
 	}
 }
 
@@ -185,16 +183,4 @@ func (s *server) handleStoreProvider(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"gate": s.rt.gateState()})
-}
-
-// handleConsole serves the minimal local console: status, and a form to
-// store a model-provider credential while the gate is closed.
-func (s *server) handleConsole(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/" {
-		http.NotFound(w, r)
-		return
-	}
-	g := s.rt.gateState()
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	fmt.Fprintf(w, consoleHTML, html.EscapeString(s.rt.proj.Dir), g.Open, html.EscapeString(g.Reason))
 }

@@ -1,0 +1,237 @@
+// The web console in headless Chromium (Debian's chromium, driven by
+// playwright-core): each page exercised by clicks and typing against a
+// real `svc dev`. Run by TestConsoleInChromium (console_test.go), which
+// writes the project's workflows: greet and ping (the scaffold's), waiter
+// (sleeps an hour), hooked (waits on a hook), shapes (a schema with nested
+// objects, arrays, an enum, a union and an optional field).
+// Environment: SVC_URL (the dev emulator), SVC_ARTIFACTS (screenshot dir).
+// Any browser console error fails the test, except the refusals a step
+// provokes on purpose (expectConsoleError).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const base = process.env.SVC_URL;
+const artifacts = process.env.SVC_ARTIFACTS;
+const chromiumPath = process.env.SVC_CHROMIUM ?? "/usr/bin/chromium";
+const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"];
+const timeout = 30_000;
+
+let browser, context, page;
+const consoleErrors = [];
+const expected = []; // patterns of console errors a step provokes, each allowed once
+
+before(async () => {
+  mkdirSync(artifacts, { recursive: true });
+  browser = await chromium.launch({ executablePath: chromiumPath, args: flags });
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  context.setDefaultTimeout(timeout);
+  page = await context.newPage();
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    const i = expected.findIndex((re) => re.test(m.text()));
+    if (i >= 0) expected.splice(i, 1);
+    else consoleErrors.push(m.text());
+  });
+  page.on("pageerror", (e) => consoleErrors.push(`uncaught: ${e.message}`));
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** expectConsoleError allows one browser console error matching re (a refusal the step provokes). */
+const expectConsoleError = (re) => expected.push(re);
+
+/** shot saves a full-page screenshot under SVC_ARTIFACTS and prints its path. */
+async function shot(name) {
+  const path = join(artifacts, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  console.log(`screenshot: ${path}`);
+}
+
+/** noConsoleErrors fails the step when the page logged an unexpected error. */
+function noConsoleErrors() {
+  assert.deepEqual(consoleErrors, [], "browser console errors");
+}
+
+/** jsonEditor reads the playground's raw JSON editor as a value. */
+const jsonEditor = async () => JSON.parse(await page.locator("#input-json").inputValue());
+
+/** startAndOpenRun clicks Start, checks the receipt and follows it to the run page; it returns the run id. */
+async function startAndOpenRun(name) {
+  await page.getByRole("button", { name: "Start run" }).click();
+  const link = page.locator("#run-link");
+  await link.waitFor();
+  await shot(`${name}-receipt`);
+  const runId = await link.textContent();
+  await link.click();
+  await page.locator("#run").waitFor();
+  return runId;
+}
+
+/** waitStatus waits until the run page shows status. */
+const waitStatus = (status) => page.locator("#run-status .badge", { hasText: status }).waitFor({ timeout });
+
+test("first load lists the workflows (and measures bytes and time to interactive)", async () => {
+  await page.goto(base + "/");
+  await page.locator("#workflows").waitFor();
+  const names = await page.locator("#workflows tbody tr td:first-child").allTextContents();
+  for (const n of ["greet", "ping", "waiter", "hooked", "shapes"]) assert.ok(names.includes(n), `${n} in ${names}`);
+  const m = await page.evaluate(() => {
+    const nav = performance.getEntriesByType("navigation")[0];
+    const res = performance.getEntriesByType("resource");
+    const files = res.filter((r) => new URL(r.name).pathname.startsWith("/console/"));
+    const sum = (list, k) => list.reduce((a, r) => a + r[k], 0);
+    return {
+      requests: res.length + 1,
+      transferBytes: nav.transferSize + sum(res, "transferSize"),
+      staticBytes: nav.transferSize + sum(files, "transferSize"),
+      staticDecodedBytes: nav.decodedBodySize + sum(files, "decodedBodySize"),
+      domContentLoadedMs: Math.round(nav.domContentLoadedEventEnd),
+      interactiveMs: Math.round(performance.getEntriesByName("svc-console-interactive")[0].startTime),
+    };
+  });
+  console.log(`console first load: ${JSON.stringify(m)}`);
+  assert.ok(m.transferBytes > 0 && m.interactiveMs > 0);
+  await shot("workflows");
+  noConsoleErrors();
+});
+
+let greetRun;
+
+test("playground: the generated form and the JSON editor stay in sync; a start shows the receipt and a live timeline", async () => {
+  await page.getByRole("link", { name: "greet", exact: true }).click();
+  const name = page.getByLabel("name", { exact: true });
+  await name.fill("Ada");
+  assert.deepEqual(await jsonEditor(), { name: "Ada" });
+  await page.locator("#input-json").fill('{"name": "Grace"}');
+  assert.equal(await page.getByLabel("name", { exact: true }).inputValue(), "Grace");
+  await page.locator("#input-json").fill('{"name": "Gr');
+  await page.locator("#json-note", { hasText: "Not JSON yet" }).waitFor();
+  assert.equal(await page.getByLabel("name", { exact: true }).inputValue(), "Grace");
+  await page.locator("#input-json").fill('{"name": "Grace"}');
+  await shot("playground-greet");
+  greetRun = await startAndOpenRun("greet");
+  await page.locator("#timeline li.sleep").waitFor();
+  await shot("run-greet-live");
+  await waitStatus("completed");
+  const kinds = await page.locator("#timeline li.call b").allTextContents();
+  assert.deepEqual(kinds, ["step", "step", "sleep"]);
+  assert.match(await page.locator("#run-output").textContent(), /Hello, Grace!/);
+  assert.match(await page.locator("#timeline li.sleep .wake").textContent(), /woke at/);
+  await shot("run-greet-completed");
+  noConsoleErrors();
+});
+
+test("a failing schema shows the violation and starts nothing", async () => {
+  await page.goto(base + "/#/workflows/greet");
+  await page.locator("#input-json").fill("{}");
+  expectConsoleError(/status of 422/);
+  await page.getByRole("button", { name: "Start run" }).click();
+  const err = page.locator("#start-result .error");
+  await err.waitFor();
+  assert.match(await err.textContent(), /name/);
+  assert.equal(await page.locator("#start-result .violations li").count() > 0, true);
+  await shot("playground-violation");
+  noConsoleErrors();
+});
+
+test("prefill from an earlier run", async () => {
+  await page.goto(base + `/#/workflows/greet?from=${greetRun}`);
+  await page.locator("#prefill").waitFor();
+  assert.equal(await page.getByLabel("name", { exact: true }).inputValue(), "Grace");
+  assert.deepEqual(await jsonEditor(), { name: "Grace" });
+  noConsoleErrors();
+});
+
+test("the form draws nested objects, arrays, enums, unions and optional fields", async () => {
+  await page.goto(base + "/#/workflows/shapes");
+  await page.getByLabel("first", { exact: true }).fill("Ada");
+  await page.getByLabel("include age (optional)").check();
+  await page.getByLabel("age", { exact: true }).fill("36");
+  await page.getByRole("button", { name: "Add tags item" }).click();
+  await page.getByRole("button", { name: "Add tags item" }).click();
+  const tags = page.getByLabel("tags item", { exact: true });
+  await tags.nth(0).fill("math");
+  await tags.nth(1).fill("engines");
+  await page.getByLabel("color", { exact: true }).selectOption({ label: "green" });
+  await page.getByLabel("contact: one of").selectOption({ label: "phone" });
+  await page.getByLabel("phone", { exact: true }).fill("555");
+  await page.getByLabel("include note (optional)").check();
+  await page.getByLabel("note", { exact: true }).fill("hi");
+  assert.deepEqual(await jsonEditor(), { user: { first: "Ada", age: 36 }, tags: ["math", "engines"], color: "green", contact: { phone: "555" }, note: "hi" });
+  await shot("playground-shapes-form");
+  await page.locator("#input-json").fill(JSON.stringify({ user: { first: "Bo" }, tags: [], color: "red", contact: { email: "bo@example.com" } }));
+  assert.equal(await page.getByLabel("first", { exact: true }).inputValue(), "Bo");
+  assert.equal(await page.getByLabel("age", { exact: true }).count(), 0, "optional age is toggled off");
+  assert.equal(await page.getByLabel("contact: one of").inputValue(), "0");
+  assert.equal(await page.getByLabel("email", { exact: true }).inputValue(), "bo@example.com");
+  assert.equal(await page.getByLabel("include note (optional)").isChecked(), false);
+  await shot("playground-shapes-json");
+  await startAndOpenRun("shapes");
+  await waitStatus("completed");
+  assert.match(await page.locator("#run-output").textContent(), /bo@example.com/);
+  noConsoleErrors();
+});
+
+test("cancel a sleeping run", async () => {
+  await page.goto(base + "/#/workflows/waiter");
+  await page.locator("#no-schema").waitFor(); // raw JSON alone: no schema
+  await startAndOpenRun("waiter");
+  const wake = page.locator("#timeline li.sleep .wake");
+  await wake.waitFor();
+  assert.match(await wake.textContent(), /wakes at/);
+  await shot("run-waiter-sleeping");
+  await page.getByRole("button", { name: "Cancel run" }).click();
+  await waitStatus("cancelled");
+  assert.equal(await page.getByRole("button", { name: "Cancel run" }).count(), 0);
+  await shot("run-waiter-cancelled");
+  noConsoleErrors();
+});
+
+test("resume a hook from the run page", async () => {
+  await page.goto(base + "/#/workflows/hooked");
+  await startAndOpenRun("hooked");
+  const payload = page.getByLabel("Hook payload");
+  await payload.waitFor();
+  await payload.fill('{"approved": true}');
+  await shot("run-hooked-waiting");
+  await page.getByRole("button", { name: "Resume hook" }).click();
+  await waitStatus("completed");
+  assert.match(await page.locator("#run-output").textContent(), /"approved": true/);
+  assert.match(await page.locator("#logs").textContent(), /waiting for the hook/);
+  await shot("run-hooked-completed");
+  noConsoleErrors();
+});
+
+test("runs list filters by status and workflow", async () => {
+  await page.goto(base + "/#/runs");
+  await page.locator("#runs").waitFor();
+  await page.locator("#filter-status").selectOption("cancelled");
+  await page.waitForURL(/status=cancelled/);
+  await page.locator("#runs tbody tr").first().waitFor();
+  await page.waitForFunction(() => [...document.querySelectorAll("#runs tbody tr td:nth-child(2)")].every((td) => td.textContent === "waiter"));
+  assert.deepEqual(await page.locator("#runs tbody tr td:nth-child(3)").allTextContents(), ["cancelled"]);
+  await page.locator("#filter-status").selectOption("");
+  await page.locator("#filter-workflow").selectOption("greet");
+  await page.waitForURL(/workflow=greet/);
+  await page.waitForFunction(() => {
+    const cells = [...document.querySelectorAll("#runs tbody tr td:nth-child(2)")];
+    return cells.length > 0 && cells.every((td) => td.textContent === "greet");
+  });
+  await shot("runs-filtered");
+  noConsoleErrors();
+});
+
+test("settings stores a model-provider credential", async () => {
+  await page.getByRole("link", { name: "Settings" }).click();
+  await page.locator("#gate-state", { hasText: "open" }).waitFor();
+  await page.getByLabel("API key").fill("sk-console-test");
+  await page.getByRole("button", { name: "Store credential" }).click();
+  await page.locator("#provider-result", { hasText: "Stored." }).waitFor();
+  await shot("settings");
+  noConsoleErrors();
+});

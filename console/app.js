@@ -1,0 +1,77 @@
+// The svc web console (DESIGN §10): hash-routed pages over the runtime
+// API, plain ES modules, no framework. Each page is an async function
+// (ctx, ...route captures) returning its element; ctx.params is the
+// route's query and ctx.every(ms, fn) polls fn while the page is shown
+// (until fn returns false).
+
+import { api, el, errorBox } from "./dom.js";
+import { workflowsPage, playgroundPage } from "./workflows.js";
+import { runsPage, runPage } from "./runs.js";
+import { settingsPage } from "./settings.js";
+
+/** routes maps a hash path to its page and nav entry. */
+const routes = [
+  [/^\/workflows$/, "workflows", workflowsPage],
+  [/^\/workflows\/([^/]+)$/, "workflows", playgroundPage],
+  [/^\/runs$/, "runs", runsPage],
+  [/^\/runs\/([^/]+)$/, "runs", runPage],
+  [/^\/settings$/, "settings", (ctx) => settingsPage(ctx, showGate)],
+];
+
+let visit = 0; // the current navigation; older pages stop polling and never draw
+let interactive = false;
+
+/** showGate shows the boot gate in the header when it is closed. */
+function showGate(g) {
+  const node = document.getElementById("gate");
+  node.replaceChildren(g.open ? "" : el("a", { href: "#/settings", class: "badge failed" }, `gate closed: ${g.reason}`));
+}
+
+/** every polls fn each ms after it settles while visit n is current, until fn returns false. */
+function every(n, ms, fn) {
+  const tick = async () => {
+    if (n !== visit) return;
+    let again = true;
+    try {
+      again = (await fn()) !== false;
+    } catch {
+      again = true; // a transient failure (the runtime restarting): try again
+    }
+    if (again && n === visit) setTimeout(tick, ms);
+  };
+  setTimeout(tick, ms);
+}
+
+/** route draws the page of location.hash. */
+async function route() {
+  const n = ++visit;
+  const hash = location.hash.slice(1) || "/workflows";
+  const q = hash.indexOf("?");
+  const path = q < 0 ? hash : hash.slice(0, q);
+  const params = new URLSearchParams(q < 0 ? "" : hash.slice(q + 1));
+  const main = document.getElementById("page");
+  const match = routes.map(([re, nav, page]) => [path.match(re), nav, page]).find(([m]) => m);
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("current", a.dataset.page === match?.[1]);
+  let node;
+  if (!match) {
+    node = el("section", {}, el("h1", {}, "Not found"), el("p", {}, "No page at ", el("code", {}, path), ". ", el("a", { href: "#/workflows" }, "Workflows")));
+  } else {
+    const ctx = { params, every: (ms, fn) => every(n, ms, fn) };
+    try {
+      node = await match[2](ctx, ...match[0].slice(1).map(decodeURIComponent));
+    } catch (err) {
+      node = el("section", {}, el("h1", {}, "Could not load this page"), errorBox(err));
+    }
+  }
+  if (n !== visit) return;
+  main.replaceChildren(node);
+  document.body.dataset.page = match?.[1] ?? "none";
+  if (!interactive) {
+    interactive = true;
+    performance.mark("svc-console-interactive");
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();
+api("GET", "/api/health").then((h) => showGate(h.gate), () => {});

@@ -1,0 +1,86 @@
+// The console's small shared helpers: building elements, calling the
+// runtime API, formatting values and times.
+
+/** The URL prefix of the runtime API ("" = the server of this page). */
+const apiBase = document.querySelector('meta[name="svc-api-base"]')?.content ?? "";
+
+/**
+ * el builds an element: attrs are attributes, except on* (listeners) and
+ * value (the live property, so a textarea shows it); false, null and
+ * undefined attributes are left out; children are nodes or text.
+ */
+export function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "value") e.value = v;
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+
+/** APIError is a refused API call: the runtime's error code, message and schema violations. */
+export class APIError extends Error {
+  constructor(status, body, fallback) {
+    super(body?.error?.message ?? fallback);
+    this.status = status;
+    this.code = body?.error?.code ?? "http_" + status;
+    this.violations = body?.error?.violations ?? [];
+  }
+}
+
+/**
+ * api calls the runtime API and returns the decoded JSON body; body is a
+ * value (sent as JSON) or a string (sent as is). A refusal throws APIError.
+ */
+export async function api(method, path, body) {
+  const init = { method, credentials: "same-origin", headers: {} };
+  if (body !== undefined) {
+    init.headers["content-type"] = "application/json";
+    init.body = typeof body === "string" ? body : JSON.stringify(body);
+  }
+  const r = await fetch(apiBase + path, init);
+  const text = await r.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!r.ok) throw new APIError(r.status, data, `${method} ${path}: HTTP ${r.status}`);
+  return data;
+}
+
+/** pretty is v as indented JSON ("" for undefined). */
+export const pretty = (v) => (v === undefined ? "" : JSON.stringify(v, null, 2));
+
+/** when formats an RFC 3339 time for people, in local time. */
+export const when = (t) => (t ? new Date(t).toLocaleString() : "");
+
+/** duration formats milliseconds briefly: 850 ms, 3.2 s, 4 min 5 s, 2 h 1 min. */
+export function duration(ms) {
+  if (ms === undefined || ms === null || Number.isNaN(ms)) return "";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+/** badge is a run or step status as a coloured label. */
+export const badge = (status) => el("span", { class: `badge ${status}` }, status);
+
+/** errorBox shows a failure: its message and, for a schema violation, each path and message. */
+export function errorBox(err) {
+  const list = (err.violations ?? []).map((v) => el("li", {}, el("code", {}, v.path || "/"), " ", v.message));
+  return el("div", { class: "error", role: "alert" }, el("p", {}, err.message), list.length ? el("ul", { class: "violations" }, list) : null);
+}
+
+/** codeBlock shows a JSON value in a <pre>. */
+export const codeBlock = (v, attrs = {}) => el("pre", { class: "json", ...attrs }, pretty(v));

@@ -1,0 +1,203 @@
+// The runs pages: the list with filters, and a run's live timeline (steps,
+// attempts, errors, sleeps, hooks, children, logs) with cancel and hook
+// resume.
+
+import { api, el, errorBox, codeBlock, when, duration, badge } from "./dom.js";
+
+/** statuses are the run states the list filters on (workflow_history.go runStates). */
+const statuses = ["queued", "pending", "running", "waiting", "completed", "failed", "cancelled"];
+
+/** terminal reports whether a run status is final. */
+const terminal = (s) => s === "completed" || s === "failed" || s === "cancelled";
+
+/** listInterval and runInterval are how often the pages poll while shown (ms). */
+const listInterval = 2000;
+const runInterval = 1000;
+
+/** runsPage lists runs newest first, filtered by ?status= and ?workflow=, refreshing while shown. */
+export async function runsPage(ctx) {
+  const status = ctx.params.get("status") ?? "";
+  const workflow = ctx.params.get("workflow") ?? "";
+  const { items: workflows } = await api("GET", "/api/workflows");
+  // A filter change reads both selectors, so a change made while the
+  // previous list is still shown keeps the other filter as the user sees it.
+  const filter = () => {
+    const p = new URLSearchParams();
+    if (statusSel.value) p.set("status", statusSel.value);
+    if (workflowSel.value) p.set("workflow", workflowSel.value);
+    location.hash = `#/runs${p.size ? "?" + p : ""}`;
+  };
+  const statusSel = el("select", { id: "filter-status", onchange: filter }, el("option", { value: "" }, "any"),
+    statuses.map((s) => el("option", { value: s, selected: s === status }, s)));
+  const workflowSel = el("select", { id: "filter-workflow", onchange: filter }, el("option", { value: "" }, "any"),
+    workflows.map((w) => el("option", { value: w.name, selected: w.name === workflow }, w.name)));
+  const filters = el("div", { class: "filters" }, el("label", {}, "Status ", statusSel), el("label", {}, "Workflow ", workflowSel));
+  const body = el("div", {});
+  const query = new URLSearchParams();
+  if (status) query.set("status", status);
+  if (workflow) query.set("workflow", workflow);
+
+  let older = false; // a later page is shown: stop refreshing the first
+  const load = async () => {
+    const page = await api("GET", `/api/runs?${query}`);
+    if (older) return;
+    const rows = el("tbody", {}, page.items.map(runRow));
+    const table = el("table", { class: "list", id: "runs" }, el("thead", {}, el("tr", {}, ["Run", "Workflow", "Status", "Trigger", "Created", "Duration"].map((h) => el("th", {}, h)))), rows);
+    const more = page.nextCursor ? el("button", { type: "button", class: "small", onclick: async (e) => {
+      older = true;
+      e.target.disabled = true;
+      const next = await api("GET", `/api/runs?${query}&cursor=${encodeURIComponent(page.nextCursor)}`);
+      rows.append(...next.items.map(runRow));
+      page.nextCursor = next.nextCursor;
+      if (!next.nextCursor) e.target.remove();
+      else e.target.disabled = false;
+    } }, "Older runs") : null;
+    body.replaceChildren(
+      page.queued.length ? el("div", {}, el("h2", {}, "Queued"), el("ul", { id: "queued" }, page.queued.map((q) => el("li", {}, badge("queued"), ` ${q.workflowName} · ${when(q.createdAt)} · `, el("code", {}, JSON.stringify(q.input)))))) : null,
+      page.items.length ? table : el("p", { class: "muted" }, "No runs match."), more);
+  };
+  await load();
+  ctx.every(listInterval, load);
+  return el("section", {}, el("h1", {}, "Runs"), filters, body);
+}
+
+/** runRow is one run in the list. */
+function runRow(r) {
+  const ms = r.endedAt ? new Date(r.endedAt) - new Date(r.createdAt) : undefined;
+  return el("tr", {},
+    el("td", {}, el("a", { href: `#/runs/${encodeURIComponent(r.runId)}` }, el("code", {}, r.runId.slice(0, 8)))),
+    el("td", {}, r.workflowName || r.agent || ""),
+    el("td", {}, badge(r.status)),
+    el("td", {}, r.trigger),
+    el("td", {}, when(r.createdAt)),
+    el("td", {}, duration(ms)));
+}
+
+/** runPage shows one run, polling GET /api/runs/{id} until it is terminal; it redraws only when the run changed. */
+export async function runPage(ctx, id) {
+  const path = `/api/runs/${encodeURIComponent(id)}`;
+  const view = el("section", { id: "run" });
+  const hookForms = new Map(); // token → its resume form, kept across redraws
+  let shown = "";
+  const load = async () => {
+    const { run } = await api("GET", path);
+    const text = JSON.stringify(run);
+    if (text !== shown) {
+      shown = text;
+      view.replaceChildren(...runView(run, hookForms, load).flat().filter(Boolean));
+    }
+    return terminal(run.status);
+  };
+  if (!(await load())) ctx.every(runInterval, async () => { if (await load()) return false; });
+  return view;
+}
+
+/** runView draws a run: header, actions, input and outcome, timeline, logs. */
+function runView(run, hookForms, reload) {
+  const actions = el("div", { class: "actions" });
+  const actionResult = el("div", { id: "action-result" });
+  if (!terminal(run.status)) {
+    actions.append(el("button", { id: "cancel", type: "button", class: "danger", onclick: async (e) => {
+      e.target.disabled = true;
+      try {
+        await api("POST", `/api/runs/${encodeURIComponent(run.runId)}/cancel`);
+        await reload();
+      } catch (err) {
+        actionResult.replaceChildren(errorBox(err));
+        e.target.disabled = false;
+      }
+    } }, "Cancel run"));
+  }
+  if (run.workflowName && !run.agent) {
+    actions.append(el("a", { class: "button", href: `#/workflows/${encodeURIComponent(run.workflowName)}?from=${encodeURIComponent(run.runId)}` }, "Open in playground with this input"));
+  }
+  const ms = run.endedAt ? new Date(run.endedAt) - new Date(run.createdAt) : undefined;
+  const facts = [
+    ["Run", el("code", {}, run.runId)],
+    ["Trace", el("code", {}, run.traceId)],
+    ["Trigger", run.trigger],
+    ["Version", run.version ? el("code", {}, run.version) : null],
+    ["Parent", run.parentRunId ? el("a", { href: `#/runs/${encodeURIComponent(run.parentRunId)}` }, el("code", {}, run.parentRunId)) : null],
+    ["Agent", run.agent ? `${run.agent} (${run.wire}${run.sessionId ? ", session " + run.sessionId : ""})` : null],
+    ["Created", when(run.createdAt)],
+    ["Ended", run.endedAt ? `${when(run.endedAt)} (${duration(ms)})` : null],
+  ].filter(([, v]) => v);
+  return [
+    el("h1", {}, run.workflowName || run.agent || "run", " ", el("span", { id: "run-status" }, badge(run.status))),
+    el("p", { class: "muted", id: "live" }, terminal(run.status) ? "Ended." : "Live: refreshed every second."),
+    el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
+    actions, actionResult,
+    el("h2", {}, "Input"), codeBlock(run.input, { id: "run-input" }),
+    run.output !== undefined ? [el("h2", {}, "Output"), codeBlock(run.output, { id: "run-output" })] : null,
+    run.error ? [el("h2", {}, "Error"), errorView(run.error)] : null,
+    el("h2", {}, "Timeline"),
+    run.steps.length ? el("ol", { class: "timeline", id: "timeline" }, run.steps.map((c) => callView(c, hookForms, reload))) : el("p", { class: "muted" }, "Nothing yet."),
+    el("h2", {}, "Logs"),
+    logsView(run),
+  ];
+}
+
+/** errorView shows a run or step error with its source-mapped stack. */
+const errorView = (e) => el("div", { class: "error" }, el("p", {}, el("b", {}, e.name || "Error"), ": ", e.message), e.stack ? el("pre", { class: "stack" }, e.stack) : null);
+
+/** callView draws one timeline entry by kind: step (attempts), sleep (wake time), hook (resume form), start/startAndWait (child link). */
+function callView(c, hookForms, reload) {
+  const head = el("div", { class: "call-head" }, el("span", { class: "seq" }, `#${c.seq}`), el("b", {}, c.kind), c.name ? el("code", {}, c.name) : null, badge(c.status),
+    c.durationMs !== undefined ? el("span", { class: "muted" }, duration(c.durationMs)) : null);
+  const body = [];
+  switch (c.kind) {
+    case "step":
+      for (const a of c.attempts ?? []) {
+        body.push(el("div", { class: a.error ? "attempt failed" : "attempt" }, `attempt ${a.attempt}: `, a.error ? `failed (${a.error.name || "Error"}: ${a.error.message})` : "ok",
+          ` in ${duration(new Date(a.endedAt) - new Date(a.startedAt))}`));
+      }
+      if (c.inflight) body.push(el("div", { class: "attempt" }, `attempt ${c.inflight.attempt}: running since ${when(c.inflight.startedAt)}`));
+      break;
+    case "sleep":
+      if (c.until) body.push(el("div", { class: "wake" }, c.status === "completed" ? "woke at " : "wakes at ", el("time", { datetime: c.until }, when(c.until))));
+      break;
+    case "hook":
+      body.push(el("div", {}, "token ", el("code", { class: "token" }, c.token)));
+      if (c.status === "waiting") {
+        if (!hookForms.has(c.token)) hookForms.set(c.token, hookForm(c.token, reload));
+        body.push(hookForms.get(c.token));
+      }
+      break;
+    case "start":
+    case "startAndWait":
+      if (c.childRunId) body.push(el("div", {}, "child run ", el("a", { class: "child", href: `#/runs/${encodeURIComponent(c.childRunId)}` }, el("code", {}, c.childRunId))));
+      else if (c.queueId) body.push(el("div", { class: "muted" }, "child queued (its workflow is serial)"));
+      break;
+  }
+  if (c.error) body.push(errorView(c.error));
+  if (c.result !== undefined) body.push(el("details", {}, el("summary", {}, "result"), codeBlock(c.result)));
+  return el("li", { class: `call ${c.kind} ${c.status}`, "data-seq": c.seq }, head, body);
+}
+
+/** hookForm resumes a waiting hook with a JSON payload. */
+function hookForm(token, reload) {
+  const area = el("textarea", { class: "json small", rows: 3, spellcheck: "false", "aria-label": "Hook payload", value: "{}" });
+  const out = el("div", {});
+  const send = async (e) => {
+    e.preventDefault();
+    try {
+      await api("POST", `/api/hooks/${encodeURIComponent(token)}`, area.value);
+      out.replaceChildren(el("p", { class: "note" }, "Resumed."));
+      await reload();
+    } catch (err) {
+      out.replaceChildren(errorBox(err));
+    }
+  };
+  return el("form", { class: "hook-form", onsubmit: send }, area, el("button", { type: "submit" }, "Resume hook"), out);
+}
+
+/** logsView is the run's console lines: time, level, where (workflow or step#attempt), message. */
+function logsView(run) {
+  const logs = run.logs ?? [];
+  if (!logs.length) return el("p", { class: "muted" }, "No logs.");
+  return el("div", {},
+    el("table", { class: "logs", id: "logs" }, el("tbody", {}, logs.map((l) => el("tr", { class: l.level },
+      el("td", {}, new Date(l.at).toLocaleTimeString()), el("td", {}, l.level),
+      el("td", {}, l.step ? `${l.step}#${l.attempt}` : "workflow"), el("td", {}, el("pre", {}, l.message)))))),
+    run.logsDropped ? el("p", { class: "muted" }, `${run.logsDropped} more lines were dropped (the per-run limit).`) : null);
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// consoleChromium is Debian's chromium, which the console tests drive
+// through playwright-core (never a browser download).
+const consoleChromium = "/usr/bin/chromium"
+
+// TestConsoleHandler checks the embedded files: index.html at / with the
+// API base, the modules and stylesheet with their types, revalidation by
+// ETag, the policy headers, and 404 for anything else.
+func TestConsoleHandler(t *testing.T) {
+	h := consoleHandler("https://box.example.com/x")
+	get := func(path, etag string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", path, nil)
+		if etag != "" {
+			r.Header.Set("If-None-Match", etag)
+		}
+		w := httptest.NewRecorder()
+		h(w, r)
+		return w
+	}
+	index := get("/", "")
+	if index.Code != 200 || !strings.HasPrefix(index.Header().Get("Content-Type"), "text/html") ||
+		!strings.Contains(index.Body.String(), `content="https://box.example.com/x"`) || strings.Contains(index.Body.String(), consoleAPIBaseMark) {
+		t.Fatalf("GET / = %d %q\n%s", index.Code, index.Header().Get("Content-Type"), index.Body)
+	}
+	csp := index.Header().Get("Content-Security-Policy")
+	if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "connect-src 'self' https://box.example.com") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("CSP = %q", csp)
+	}
+	for path, typ := range map[string]string{"/console/app.js": "text/javascript", "/console/schemaform.js": "text/javascript", "/console/style.css": "text/css"} {
+		w := get(path, "")
+		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), typ) || w.Body.Len() == 0 {
+			t.Errorf("GET %s = %d %q (%d bytes); want 200 %s", path, w.Code, w.Header().Get("Content-Type"), w.Body.Len(), typ)
+		}
+		if again := get(path, w.Header().Get("ETag")); again.Code != http.StatusNotModified {
+			t.Errorf("GET %s with its ETag = %d; want 304", path, again.Code)
+		}
+	}
+	for _, path := range []string{"/console/", "/console/nope.js", "/index.html", "/app.js", "/console/../console.go"} {
+		if w := get(path, ""); w.Code != 404 {
+			t.Errorf("GET %s = %d; want 404", path, w.Code)
+		}
+	}
+	if csp := consoleCSP(""); !strings.Contains(csp, "connect-src 'self';") {
+		t.Errorf("CSP of the local console = %q; want connect-src 'self' alone", csp)
+	}
+}
+
+// TestConsoleInChromium drives the console in headless Chromium against a
+// real svc dev (conformance/console.test.mjs): the workflows list, the
+// playground's form and JSON editor in both directions, a start to a
+// completed timeline, a schema violation, prefill from a run, a schema
+// with nested objects, arrays, an enum, a union and an optional field,
+// cancelling a sleeping run, resuming a hook, the runs filters and the
+// settings form. Screenshots go to conformance/artifacts/.
+func TestConsoleInChromium(t *testing.T) {
+	if _, err := os.Stat(consoleChromium); err != nil {
+		t.Fatalf("console tests need Debian's chromium at %s (apt-get install -y chromium; .ci/run installs it): %v", consoleChromium, err)
+	}
+	dir := projectDir(t)
+	writeFile(t, dir, "workflows/waiter.workflow.ts", `import { sleep } from "svc";
+export default async function waiter() { "use workflow"; await sleep("1h"); return "woke"; }`)
+	writeFile(t, dir, "workflows/hooked.workflow.ts", `import { createHook } from "svc";
+export default async function hooked() {
+  "use workflow";
+  const h = createHook();
+  console.log("waiting for the hook");
+  return await h;
+}`)
+	writeFile(t, dir, "workflows/shapes.workflow.ts", `export const inputSchema = {
+  type: "object",
+  properties: {
+    user: { type: "object", properties: { first: { type: "string" }, age: { type: "integer", minimum: 0 } }, required: ["first"] },
+    tags: { type: "array", items: { type: "string" } },
+    color: { enum: ["red", "green", "blue"] },
+    contact: { anyOf: [
+      { title: "email", type: "object", properties: { email: { type: "string" } }, required: ["email"], additionalProperties: false },
+      { title: "phone", type: "object", properties: { phone: { type: "string" } }, required: ["phone"], additionalProperties: false },
+    ] },
+    note: { type: "string" },
+  },
+  required: ["user", "tags", "color", "contact"],
+  additionalProperties: false,
+} as const;
+export default async function shapes(input: unknown) { "use workflow"; return input; }`)
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk"))
+	artifacts, err := filepath.Abs(filepath.Join("conformance", "artifacts", t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(artifacts)
+	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
+}
