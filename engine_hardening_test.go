@@ -776,7 +776,7 @@ func TestEngineLogsRunsAndStacks(t *testing.T) {
 func TestEngineKeepsConsoleWithTheRun(t *testing.T) {
 	te := newTestEngine(t)
 	r := te.startWait(t, "chatty", `{}`)
-	want := []string{"info  before", `info talk#1 step says 1 {"n":1}`, "warn  between", "error  after"}
+	want := []string{"info  before", `info talk#1 step says 1 {"n":1}`, "warn  between", "info  napping", "error  after"}
 	got := func(r runRecord) []string {
 		var lines []string
 		for _, l := range r.Logs {

@@ -159,7 +159,9 @@ export default async function chatty() {
   console.log("before");
   await talk(1);
   console.warn("between");
-  await sleep(30);
+  const nap = sleep(30);
+  console.info("napping"); // printed after the sleep began, before the run suspends on it
+  await nap;
   console.error("after");
   return 1;
 }`,

@@ -73,9 +73,11 @@ type execution struct {
 	// nondet is set when a replayed call differs from the journal: the run
 	// fails with it even if the workflow code caught the rejection.
 	nondet error
-	// journaled is how many calls the journal held when the execution
-	// began: workflow code before the last of them is being replayed.
-	journaled int
+	// logsJournaled is how many console lines of workflow code the run
+	// held when the execution began, and logsSeen how many the code has
+	// printed since: replay prints the same lines in the same order, so
+	// only lines past logsJournaled are new.
+	logsJournaled, logsSeen int
 	// runaway is set by the watchdog (busy) that interrupted code that did
 	// not yield within the engine's BusyLimit.
 	runaway atomic.Bool
@@ -101,11 +103,16 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 		return
 	}
 	r.Status = runRunning
-	journaled := len(r.Steps)
+	logs := 0
+	for _, l := range r.Logs {
+		if l.Seq == 0 {
+			logs++
+		}
+	}
 	e.mu.Unlock()
 	h := fnv.New64a()
 	h.Write([]byte(r.RunID))
-	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e)), ctx: ctx, journaled: journaled}
+	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e)), ctx: ctx, logsJournaled: logs}
 	out, err := x.run(ctx)
 	if x.nondet != nil && !errors.Is(err, context.Canceled) {
 		err = x.nondet
@@ -181,19 +188,24 @@ func (e *engine) newWorkflowVM(def *workflowDef) (*workflowVM, error) {
 	child := func(kind string) func(string, goja.Value) goja.Value {
 		return func(name string, input goja.Value) goja.Value { return w.x.child(kind, name, input) }
 	}
+	log := e.log.With("workflow", def.Name)
 	_, exports, err := newModuleVM(def.Module, vmOptions{
 		Workflow: true,
 		Setup:    func(vm *goja.Runtime) { w.vm, w.loop = vm, newJSLoop(vm) },
 		Install:  func(ambient *goja.Object) { e.opts.Platform.installWorkflow(w.vm, ambient) },
 		Console: func(level slog.Level, msg string) {
-			// Workflow code is replayed: a line is kept only the first
-			// time, when the code runs past the calls already journaled.
-			if w.x != nil && w.x.seq >= w.x.journaled {
+			// Workflow code is replayed: a line is logged and kept only
+			// the first time the code prints it.
+			if w.x == nil {
+				return
+			}
+			if w.x.logsSeen++; w.x.logsSeen > w.x.logsJournaled {
+				log.Log(context.Background(), level, msg)
 				w.x.keepLog(level, msg, 0, "", 0)
 			}
 		},
 		Env: e.opts.Env(),
-		Log: e.log.With("workflow", def.Name),
+		Log: slog.New(slog.DiscardHandler), // the Console hook logs what is new
 		Ambient: map[string]any{
 			"sleep":      func(d goja.Value) goja.Value { return w.x.sleep(d) },
 			"createHook": func() (goja.Value, error) { return w.x.createHook() },
