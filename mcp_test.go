@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -185,5 +186,57 @@ func BenchmarkMCPStartWorkflow(b *testing.B) {
 		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
 		b.ReportMetric(percentile(lat, 50), "start-p50-ms")
 		b.ReportMetric(percentile(lat, 99), "start-p99-ms")
+	}
+}
+
+// TestMCPOnBox: a box serves POST /mcp only behind an identity token, and
+// `svc mcp --agent <installationId>` reaches it through the control plane.
+func TestMCPOnBox(t *testing.T) {
+	w := newLinkWorld(t)
+	box := w.startLinkBox()
+	httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": "demo", "name": "demo"}, nil)
+	p, env, code := w.link(t.TempDir(), "--agent", "demo", "--url", box.url, "--secret", box.secret, "--tag", "1", "--no-agents")
+	if code != 0 {
+		t.Fatalf("link = %d %+v", code, env.Error)
+	}
+	ping := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	for _, token := range []string{"", "not-a-token"} {
+		if rep := boxDo(t, "POST", box.url+"/mcp", ping, nil, time.Time{}, token, nil); rep.status != http.StatusUnauthorized {
+			t.Errorf("POST /mcp on the box with token %q = %d %s; want 401", token, rep.status, rep.body)
+		}
+	}
+	relay := func(lines ...string) map[string]mcpResponse {
+		t.Helper()
+		cmd := exec.Command(svcBinary(t), "mcp", "--agent", p.LocalDevInstallation.ID)
+		cmd.Dir, cmd.Env = t.TempDir(), w.env
+		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("svc mcp --agent: %v\n%s", err, stderr.String())
+		}
+		got := map[string]mcpResponse{}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var r mcpResponse
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatalf("svc mcp --agent printed %q", l)
+			}
+			got[string(r.ID)] = r
+		}
+		return got
+	}
+	got := relay(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"start_workflow","arguments":{"name":"ping"}}}`)
+	var start struct{ StructuredContent startReceipt }
+	b, _ := json.Marshal(got[`2`].Result)
+	json.Unmarshal(b, &start)
+	if len(got) != 2 || got[`1`].Error != nil || start.StructuredContent.RunID == "" {
+		t.Fatalf("svc mcp --agent: %+v", got)
+	}
+	got = relay(`{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"get_run","arguments":{"runId":"` + start.StructuredContent.RunID + `","waitSeconds":20}}}`)
+	if b, _ := json.Marshal(got[`"w"`]); !strings.Contains(string(b), `\"status\":\"completed\"`) {
+		t.Fatalf("get_run through the box: %s", b)
 	}
 }
