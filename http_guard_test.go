@@ -301,7 +301,7 @@ func TestHTTPGuardLoopbackCredentials(t *testing.T) {
 	g := guardTestNew(t, guardTestLoopback)
 	for _, r := range routeTable(nil) {
 		path := guardTestRoutePath(r.path)
-		wire := !strings.HasPrefix(path, "/api/") && path != "/"
+		wire := !strings.HasPrefix(path, "/api/") && path != "/" && path != "/mcp" // MCP is the runtime's own, like /api
 		want := 200
 		if wire {
 			want = 401

@@ -16,6 +16,7 @@
 //	link                       register a deployed container with a control plane
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
 //	control-plane              serve a control plane (database from DATABASE_URL)
+//	mcp [--agent ID]           MCP over stdio for coding agents (relayed to svc dev's or the box's POST /mcp)
 //	env                        print the local credentials of the running svc dev: eval "$(svc env)"
 //	version                    print the version, commit and Go version (also svc --version)
 //
@@ -55,7 +56,9 @@
 //	commands     main.go (wiring only), cli.go (verb table, envelope, exit codes), cli_workflows.go
 //	             (workflows and runs verbs), cli_target.go (--agent: a box through the control plane),
 //	             cli_link.go (svc link), cli_login.go (login, logout, whoami), cli_serve.go (svc serve),
-//	             cli_env.go, cli_terminal_*.go, version.go, agent_setup.go (coding-agent skill and MCP files)
+//	             cli_env.go, cli_mcp.go (svc mcp: stdio relay), cli_terminal_*.go, version.go, agent_setup.go
+//	             (coding-agent skill and MCP files); mcp.go (MCP protocol), mcp_tools.go (its tools over
+//	             the runtime), mcp_http.go (POST /mcp)
 //	runtime      runtime.go (what dev and the box share: migrations, engine, secrets, object
 //	             storage, agents, gate, compile)
 //	dev boot     devenv.go (svc dev: services, typegen, auto-migrate, dev routes), project.go, postgres.go

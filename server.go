@@ -70,6 +70,8 @@ func routeTable(s *server) []route {
 		{"GET", "/anthropic/v1/models/{model}", "one agent as a model (Anthropic shape)", s.handleAnthropicModel},
 		{"POST", "/agui/{agent}", "agent-UI wire: AG-UI RunAgentInput body, SSE of AG-UI events; threadId = durable session", s.handleAGUI},
 		{"POST", "/chat", "the agent-UI wire with the agent named in forwardedProps.agent (the console's chat)", s.handleChat},
+		{"POST", "/mcp", "MCP for coding agents (streamable HTTP, JSON answers): workflows, runs, hooks, agents as tools", s.handleMCP},
+		{"GET", "/mcp", "405: MCP without server-initiated streams", s.handleMCPGet},
 		{"GET", "/", "the web console: index.html, its files under /console/", consoleHandler("")},
 	}
 }
