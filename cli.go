@@ -201,6 +201,7 @@ func verbs() []*verb {
 		{name: "logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},
 		{name: "whoami", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
 		{name: "control-plane", summary: "serve a control plane: organizations, agents, deployments, sign-in, identity (DATABASE_URL)", newFlags: newCPFlags, run: cpRun},
+		{name: "relay", summary: "serve the tunnel's public end: https://<sub>.tun.<domain> to svc dev sessions (DESIGN §7)", newFlags: newRelayFlags, run: runRelay},
 		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
 		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}

@@ -53,6 +53,10 @@ type devOptions struct {
 	// allowedHosts and allowedOrigins are SVC_ALLOWED_HOSTS and
 	// SVC_ALLOWED_ORIGINS, normalized for the HTTP guard.
 	allowedHosts, allowedOrigins []string
+
+	// relayAddr and relayName are SVC_RELAY_URL's address and TLS name
+	// ("": no tunnel), relayToken is SVC_RELAY_TOKEN (tunnel.go).
+	relayAddr, relayName, relayToken string
 }
 
 // parseDevOptions validates the flags and SVC_DEV_PORT_OFFSET before
@@ -86,6 +90,12 @@ func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
 	}
 	if o.allowedOrigins, err = httpGuardList(c.getenv("SVC_ALLOWED_ORIGINS"), httpGuardOriginNormalize); err != nil {
 		return o, failf(codeGeneric, "set SVC_ALLOWED_ORIGINS to comma-separated origins, e.g. http://devbox.lan:3000", "invalid SVC_ALLOWED_ORIGINS: %v", err)
+	}
+	if v := c.getenv("SVC_RELAY_URL"); v != "" {
+		if o.relayAddr, o.relayName, err = parseTunnelRelay(v); err != nil {
+			return o, failf(codeGeneric, "set SVC_RELAY_URL to the relay's address, e.g. https://relay.example.com", "invalid SVC_RELAY_URL: %v", err)
+		}
+		o.relayToken = c.getenv("SVC_RELAY_TOKEN")
 	}
 	o.printContract = get("print-contract") == "true"
 	fs.Visit(func(f *flag.Flag) {
@@ -201,6 +211,7 @@ type devRuntime struct {
 	c        *cmd
 	opts     devOptions
 	pg       *pgService
+	tunnel   *tunnelClient // nil: no relay configured
 	devToken string // proof of reading .svc/runtime.json, asked by the dev-only routes
 
 	announceMu sync.Mutex // serialises payload lines on stdout
@@ -313,6 +324,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, err
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { return os.Remove(proj.stateDir(devRuntimeFileName)) })
+	rt.startTunnel(api)
 
 	// 6. Past the gate, agents and workflows start; edits are watched.
 	if !rt.gateState().Open {
@@ -326,6 +338,33 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	}()
 	rt.log.Debug("boot complete", "dur", time.Since(began))
 	return rt, nil
+}
+
+// startTunnel publishes api through the relay of SVC_RELAY_URL, waiting a
+// bounded time for the first handshake (tunnel.go). Without a relay, or
+// without a registration token, it says so and dev runs locally only.
+func (rt *devRuntime) startTunnel(api http.Handler) {
+	if rt.opts.relayAddr == "" {
+		rt.log.Info("tunnel off: public_url and deeplink are null", "hint", "set SVC_RELAY_URL and SVC_RELAY_TOKEN to publish this session through svc relay")
+		return
+	}
+	if rt.opts.relayToken == "" {
+		rt.log.Warn("tunnel: no public URL, public_url and deeplink are null", "err", "SVC_RELAY_URL is set but SVC_RELAY_TOKEN is not",
+			"hint", "set SVC_RELAY_TOKEN to the registration token the relay's registry lists for installation "+rt.proj.Link.LocalDevInstallationID)
+		return
+	}
+	console := rt.proj.Link.ControlPlaneURL
+	if console == "" {
+		console = rt.c.getenv("SVC_CONTROL_PLANE_URL")
+	}
+	if console == "" {
+		console = boxDefaultControlPlane
+	}
+	apiHost := strings.TrimPrefix(rt.apiURL, "http://")
+	rt.tunnel = newTunnelClient(tunnelConfig{Addr: rt.opts.relayAddr, ServerName: rt.opts.relayName, Installation: rt.proj.Link.LocalDevInstallationID,
+		Token: rt.opts.relayToken, Console: console}, tunnelHandler(api, apiHost), rt.log, rt.announce)
+	rt.tunnel.start()
+	rt.closers = append(rt.closers, rt.tunnel.close)
 }
 
 // newDevServer builds dev's API: the shared routes and devRoutes behind a
@@ -470,8 +509,9 @@ func (rt *devRuntime) payload() devPayload {
 	if cat := rt.catalog.Load(); cat != nil && g.Open {
 		agents = cat.agentNames()
 	}
+	public, deeplink := rt.tunnel.urls()
 	return devPayload{
-		SchemaVersion: schemaVersion, EmulatorURL: rt.apiURL, AgentURL: rt.apiURL,
+		SchemaVersion: schemaVersion, EmulatorURL: rt.apiURL, AgentURL: rt.apiURL, PublicURL: public, Deeplink: deeplink,
 		LocalDevInstallationID: rt.proj.Link.LocalDevInstallationID, Gate: g, DeepAgents: agents, Services: rt.services,
 	}
 }
