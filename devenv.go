@@ -211,10 +211,11 @@ type devRuntime struct {
 	c        *cmd
 	opts     devOptions
 	pg       *pgService
-	tunnel   *tunnelClient // nil: no relay configured
 	devToken string // proof of reading .svc/runtime.json, asked by the dev-only routes
 
 	announceMu sync.Mutex // serialises payload lines on stdout
+
+	tunnel *tunnelClient // nil: no relay configured (tunnel.go)
 }
 
 // newDevLogger logs to stderr, debug level with --verbose.
@@ -534,6 +535,9 @@ func (rt *devRuntime) announce() {
 		fmt.Fprintf(w, "svc dev is up\n  API         %s\n  PostgreSQL  %s\n  S3          %s (bucket %s)\n  Gate        %s\n  Agents      %s\n  Workflows   %s\nPress Ctrl-C to stop.\n",
 			p.EmulatorURL, redactURL(p.Services.PostgresURL), p.Services.S3Endpoint, p.Services.S3Bucket, gate,
 			orNone(p.DeepAgents), orNone(wfs))
+		if p.PublicURL != nil {
+			fmt.Fprintf(w, "  Public      %s (console: %s)\n", *p.PublicURL, *p.Deeplink)
+		}
 		if rt.agents != nil && len(rt.agents.apiKeys) > 0 {
 			fmt.Fprintf(w, "  Every route requires the dev key %s (.svc/%s) or a key of SVC_API_KEYS (--listen); console: %s/?key=%s\n", rt.agents.apiKeys[0], devAPIKeyFile, p.EmulatorURL, rt.agents.apiKeys[0])
 		}

@@ -136,6 +136,7 @@ type relayServer struct {
 	registry     string // path of the registry file
 	controlPlane string // issuer of the identity tokens relayed requests carry
 	log          *slog.Logger
+	guard        *httpGuard // paces public request bodies, then route
 
 	mu      sync.Mutex
 	tunnels map[string]*relayTunnel // by subdomain
@@ -148,7 +149,12 @@ func newRelayServer(domain, registry, controlPlane string, log *slog.Logger) (*r
 	if domain == "" || registry == "" || controlPlane == "" || log == nil {
 		return nil, errors.New("new relay: want a domain, a registry file, a control plane URL and a logger")
 	}
-	return &relayServer{domain: strings.ToLower(domain), registry: registry, controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}}, nil
+	s := &relayServer{domain: strings.ToLower(domain), registry: registry, controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}}
+	var err error
+	if s.guard, err = newHTTPGuard(http.HandlerFunc(s.route), httpGuardConfig{}); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // publicURL is the public URL of subdomain sub.
@@ -311,10 +317,13 @@ func (c *relayWatchedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ServeHTTP routes a public request by its Host to the tunnel of that
+// ServeHTTP serves a public request: body pacing (the guard), then route.
+func (s *relayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard.ServeHTTP(w, r) }
+
+// route sends a public request by its Host to the tunnel of that
 // subdomain, once its identity token is verified for the tunnel's
 // installation.
-func (s *relayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 	host := strings.ToLower(r.Host)
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
@@ -332,7 +341,7 @@ func (s *relayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := t.verifier.verify(r.Context(), identBearer(r)); err != nil {
-		s.log.Info("relayed request refused", "sub", sub, "path", r.URL.Path, "err", err)
+		s.log.Debug("relayed request refused", "sub", sub, "path", r.URL.Path, "err", err)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="svc relay"`)
 		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "unauthorized", Message: err.Error() + ": send an identity token for this installation in Authorization: Bearer"})
 		return

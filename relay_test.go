@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -129,6 +130,7 @@ type relayFixture struct {
 	caFile   string
 	env      []string // dev's environment
 	gate     atomic.Pointer[chan struct{}]
+	held     atomic.Int32 // streams the gate held
 }
 
 // newRelayFixture starts the control plane's JWKS, the relay and svc dev
@@ -181,7 +183,7 @@ func newRelayFixture(t testing.TB) *relayFixture {
 func (f *relayFixture) gatedProvider(t testing.TB) string {
 	fake := newFakeProvider(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fake.Config.Handler.ServeHTTP(&relayGatedWriter{ResponseWriter: w, gate: f.gate.Load(), ctx: r.Context()}, r)
+		fake.Config.Handler.ServeHTTP(&relayGatedWriter{ResponseWriter: w, gate: f.gate.Load(), held: &f.held, ctx: r.Context()}, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -201,12 +203,15 @@ func (f *relayFixture) hold() (release func()) {
 type relayGatedWriter struct {
 	http.ResponseWriter
 	gate   *chan struct{}
+	held   *atomic.Int32
 	ctx    context.Context
 	writes int
 }
 
+// Write writes p, first waiting for the gate when p is the third write.
 func (w *relayGatedWriter) Write(p []byte) (int, error) {
 	if w.writes++; w.writes == 3 && w.gate != nil {
+		w.held.Add(1)
 		select {
 		case <-*w.gate:
 		case <-w.ctx.Done():
@@ -347,6 +352,7 @@ func TestRelayTunnel(t *testing.T) {
 	t.Run("sse streamed", func(t *testing.T) {
 		release := f.hold()
 		defer release()
+		held := f.held.Load()
 		resp := f.do(t, "POST", public+"/openai/v1/chat/completions", good, relayChatBody)
 		defer resp.Body.Close()
 		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, "text/event-stream") {
@@ -360,6 +366,9 @@ func TestRelayTunnel(t *testing.T) {
 		rest, err := io.ReadAll(br)
 		if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
 			t.Fatalf("rest of the stream: %v %q", err, rest)
+		}
+		if f.held.Load() == held {
+			t.Error("the provider's stream was never held: the test proved nothing")
 		}
 	})
 
@@ -444,3 +453,91 @@ func (f *relayFixture) handshakeRefused(t *testing.T) {
 	resp.Body.Close()
 }
 
+// TestParseTunnelRelay accepts https://host[:port] only.
+func TestParseTunnelRelay(t *testing.T) {
+	for _, tt := range []struct {
+		in, addr, name string
+		ok             bool
+	}{
+		{"https://relay.example.com", "relay.example.com:443", "relay.example.com", true},
+		{"https://relay.example.com:8443/", "relay.example.com:8443", "relay.example.com", true},
+		{"https://127.0.0.1:9000", "127.0.0.1:9000", "127.0.0.1", true},
+		{"http://relay.example.com", "", "", false},
+		{"relay.example.com:443", "", "", false},
+		{"https://relay.example.com/path", "", "", false},
+		{"https://user@relay.example.com", "", "", false},
+		{"https://", "", "", false},
+	} {
+		addr, name, err := parseTunnelRelay(tt.in)
+		if (err == nil) != tt.ok || addr != tt.addr || name != tt.name {
+			t.Errorf("parseTunnelRelay(%q) = %q, %q, %v; want %q, %q, ok %v", tt.in, addr, name, err, tt.addr, tt.name, tt.ok)
+		}
+	}
+}
+
+// TestRelaySubdomain is stable, distinct per installation and a DNS label.
+func TestRelaySubdomain(t *testing.T) {
+	a, b := relaySubdomain("ldi_ABC_1"), relaySubdomain("ldi_ABC_2")
+	if a != relaySubdomain("ldi_ABC_1") || a == b || len(a) != 16 || strings.Trim(a, "0123456789abcdef") != "" {
+		t.Errorf("relaySubdomain = %q, %q; want 16 stable, distinct hex digits", a, b)
+	}
+}
+
+// TestRelayFrame round-trips a hello and refuses an oversized one.
+func TestRelayFrame(t *testing.T) {
+	var buf strings.Builder
+	if err := relayWriteFrame(&buf, relayHello{Installation: "ldi_1", Token: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	var got relayHello
+	if err := relayReadFrame(strings.NewReader(buf.String()+"trailing"), &got); err != nil || got.Installation != "ldi_1" || got.Token != "t" {
+		t.Errorf("relayReadFrame = %+v, %v", got, err)
+	}
+	huge := string([]byte{0, 1, 0, 0}) // 64 KiB announced
+	if err := relayReadFrame(strings.NewReader(huge), &got); err == nil {
+		t.Error("relayReadFrame accepted a 64 KiB message")
+	}
+}
+
+// TestRelayRoute answers hosts outside *.tun.<domain> 404 and a known
+// pattern without a tunnel 502, before any token is looked at.
+func TestRelayRoute(t *testing.T) {
+	s, err := newRelayServer("example.com", filepath.Join(t.TempDir(), "none.json"), "http://cp", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		host string
+		want int
+	}{
+		{"example.com", 404},
+		{"abc.example.com", 404},
+		{"a.b.tun.example.com", 404},
+		{"tun.example.com", 404},
+		{"abc.tun.example.com", 502},
+		{"ABC.tun.example.com:443", 502},
+	} {
+		req := httptest.NewRequest("GET", "https://x/api/health", nil)
+		req.Host = tt.host
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != tt.want {
+			t.Errorf("Host %q = %d; want %d", tt.host, rec.Code, tt.want)
+		}
+	}
+}
+
+// TestRelayFlags refuses a relay without what it needs.
+func TestRelayFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"relay"},
+		{"relay", "--domain", "example.com"},
+		{"relay", "--domain", "bad/domain", "--tls-cert", "c", "--tls-key", "k", "--tunnels", "f"},
+		{"relay", "--domain", "example.com", "--tls-cert", "missing.pem", "--tls-key", "missing.pem", "--tunnels", "f"},
+	} {
+		var out strings.Builder
+		if code := run(context.Background(), args, cliIO{stdout: &out, stderr: &out, getenv: func(string) string { return "" }, dir: t.TempDir()}); code != 1 {
+			t.Errorf("svc %s: exit %d; want 1\n%s", strings.Join(args, " "), code, out.String())
+		}
+	}
+}
