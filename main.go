@@ -16,6 +16,7 @@
 //	link                       register a deployed container with a control plane
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
 //	control-plane              serve a control plane (database from DATABASE_URL)
+//	relay --domain D [--addr :443] --tls-cert F --tls-key F --tunnels F  serve the tunnel's public end (https://<sub>.tun.D)
 //	env                        print the local credentials of the running svc dev: eval "$(svc env)"
 //	version                    print the version, commit and Go version (also svc --version)
 //
@@ -40,6 +41,7 @@
 //	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
 //	SVC_API_KEYS         keys the chat wires accept (svc serve; svc dev --listen)
 //	SVC_S3_ENDPOINT      external object storage (svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
+//	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes the session at public_url (with SVC_RELAY_TOKEN, its registration token)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
 //	                     model provider resolution (see the README's boot gate section)
@@ -86,6 +88,8 @@
 //	             plane and its client), link.go (the box contract's client side: handshake, secret
 //	             proof, teaching), sign.go (request signing), ident.go and ident_verify.go (identity
 //	             tokens, JWKS)
+//	tunnel       relay.go (svc relay: registry, routing, identity at the door), cli_relay.go,
+//	             tunnel.go (svc dev's tunnel client)
 package main
 
 import (
