@@ -140,7 +140,8 @@ type relayServer struct {
 
 	mu      sync.Mutex
 	tunnels map[string]*relayTunnel // by subdomain
-	wg      sync.WaitGroup          // tunnel goroutines
+	closing bool                    // close was called: no more tunnels
+	wg      sync.WaitGroup          // tunnel goroutines, counted under mu
 }
 
 // newRelayServer returns a relay for domain, admitting the tunnels of the
@@ -210,9 +211,15 @@ var errRelayRefused = errors.New("tunnel not registered: unknown installation or
 // replaces an older one (a laptop that reconnected before the relay saw
 // the old connection die).
 func (s *relayServer) serveTunnel(c *tls.Conn) {
-	s.wg.Add(1)
-	defer s.wg.Done()
 	defer c.Close()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
 	c.SetDeadline(time.Now().Add(relayHelloTimeout))
 	var hello relayHello
 	if err := relayReadFrame(c, &hello); err != nil {
@@ -237,7 +244,8 @@ func (s *relayServer) serveTunnel(c *tls.Conn) {
 }
 
 // attach welcomes a registered tunnel, opens the HTTP/2 client over it and
-// routes its subdomain to it until the connection closes.
+// routes its subdomain to it until the connection closes. An error is one
+// before the welcome, which the caller reports to the client.
 func (s *relayServer) attach(c *tls.Conn, entry relayRegistryEntry, v *identVerifier) error {
 	sub := relaySubdomain(entry.Installation)
 	if err := relayWriteFrame(c, relayWelcome{Subdomain: sub, PublicURL: s.publicURL(sub)}); err != nil {
@@ -252,8 +260,9 @@ func (s *relayServer) attach(c *tls.Conn, entry relayRegistryEntry, v *identVeri
 		HTTP2: &http.HTTP2Config{SendPingTimeout: relayPingEvery, PingTimeout: relayPingEvery / 2},
 	}
 	cc, err := tr.NewClientConn(context.Background(), "http", sub+":80")
-	if err != nil {
-		return fmt.Errorf("open HTTP/2 over the tunnel: %w", err)
+	if err != nil { // after the welcome: the client sees the connection close
+		s.log.Warn("tunnel: open HTTP/2", "installation", entry.Installation, "err", err)
+		return nil
 	}
 	defer cc.Close()
 	t := &relayTunnel{entry: entry, conn: c, verifier: v}
@@ -271,6 +280,10 @@ func (s *relayServer) attach(c *tls.Conn, entry relayRegistryEntry, v *identVeri
 		},
 	}
 	s.mu.Lock()
+	if s.closing { // close has dropped the tunnels it saw: drop this one too
+		s.mu.Unlock()
+		return nil
+	}
 	old := s.tunnels[sub]
 	s.tunnels[sub] = t
 	s.mu.Unlock()
@@ -349,9 +362,11 @@ func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 	t.proxy.ServeHTTP(w, r)
 }
 
-// close drops every tunnel and waits for their goroutines.
+// close drops every tunnel, refuses new ones and waits for their
+// goroutines (a hello in progress ends within relayHelloTimeout).
 func (s *relayServer) close() {
 	s.mu.Lock()
+	s.closing = true
 	for _, t := range s.tunnels {
 		t.conn.Close()
 	}

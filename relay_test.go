@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,6 +129,7 @@ type relayFixture struct {
 	client   *http.Client
 	org, ldi string
 	caFile   string
+	registry string   // the relay's registry file
 	env      []string // dev's environment
 	gate     atomic.Pointer[chan struct{}]
 	held     atomic.Int32 // streams the gate held
@@ -142,25 +144,15 @@ func newRelayFixture(t testing.TB) *relayFixture {
 	pool, caFile, certFile, keyFile := relayTestCA(t, tmp)
 	f.caFile = caFile
 	dir := projectDir(t)
-	var pf projectFile
-	b, err := os.ReadFile(filepath.Join(dir, ".svc", "project.json"))
-	if err != nil || json.Unmarshal(b, &pf) != nil {
-		t.Fatalf("read project.json: %v", err)
-	}
-	f.org, f.ldi = pf.OrganizationID, pf.LocalDevInstallationID
-	sum := sha256.Sum256([]byte("tok-1"))
-	registry := filepath.Join(tmp, "tunnels.json")
-	reg, _ := json.Marshal(relayRegistry{Tunnels: []relayRegistryEntry{{Installation: f.ldi, Organization: f.org, TokenSHA256: hex.EncodeToString(sum[:])}}})
-	if err := os.WriteFile(registry, reg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f.registry = filepath.Join(tmp, "tunnels.json")
+	f.org, f.ldi = f.register(t, dir, "tok-1")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	f.relay = startRelay(t, addr, "--domain", "test", "--tls-cert", certFile, "--tls-key", keyFile, "--tunnels", registry, "--control-plane", f.plane.srv.URL)
+	f.relay = startRelay(t, addr, "--domain", "test", "--tls-cert", certFile, "--tls-key", keyFile, "--tunnels", f.registry, "--control-plane", f.plane.srv.URL)
 	f.client = &http.Client{Transport: &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool},
 		ForceAttemptHTTP2:   true,
@@ -175,6 +167,43 @@ func newRelayFixture(t testing.TB) *relayFixture {
 		"SVC_RELAY_URL=https://"+addr, "SVC_RELAY_TOKEN=tok-1", "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+provider+"/v1")
 	f.dev = startDev(t, dir, f.env)
 	return f
+}
+
+// register adds the installation of the project in dir to the relay's
+// registry with token and returns its organization and installation.
+func (f *relayFixture) register(t testing.TB, dir, token string) (org, ldi string) {
+	t.Helper()
+	var pf projectFile
+	b, err := os.ReadFile(filepath.Join(dir, ".svc", "project.json"))
+	if err != nil || json.Unmarshal(b, &pf) != nil {
+		t.Fatalf("read project.json: %v", err)
+	}
+	var reg relayRegistry
+	if b, err := os.ReadFile(f.registry); err == nil {
+		json.Unmarshal(b, &reg)
+	}
+	sum := sha256.Sum256([]byte(token))
+	reg.Tunnels = append(reg.Tunnels, relayRegistryEntry{Installation: pf.LocalDevInstallationID, Organization: pf.OrganizationID, TokenSHA256: hex.EncodeToString(sum[:])})
+	b, _ = json.Marshal(reg)
+	if err := os.WriteFile(f.registry, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pf.OrganizationID, pf.LocalDevInstallationID
+}
+
+// devEnv is dev's environment of the fixture with a fresh database and
+// the variables of set replaced.
+func (f *relayFixture) devEnv(t testing.TB, set ...string) []string {
+	env := append([]string(nil), f.env...)
+	set = append(set, "SVC_DATABASE_URL="+testPostgresURL(t))
+	for i, kv := range env {
+		for _, s := range set {
+			if name, _, _ := strings.Cut(s, "="); strings.HasPrefix(kv, name+"=") {
+				env[i] = s
+			}
+		}
+	}
+	return env
 }
 
 // gatedProvider serves the fake model provider, holding each streamed
@@ -325,6 +354,7 @@ func TestRelayTunnel(t *testing.T) {
 	})
 
 	t.Run("handshake refused", f.handshakeRefused)
+	t.Run("relay down at boot", f.relayDownAtBoot)
 
 	t.Run("concurrent", func(t *testing.T) {
 		release := f.hold()
@@ -403,6 +433,22 @@ func TestRelayTunnel(t *testing.T) {
 			t.Errorf("stream after the restart: %q", b)
 		}
 	})
+
+	t.Run("shutdown", func(t *testing.T) {
+		// Both stop on SIGINT with a tunnel up; dev also while it redials.
+		f.relay.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-f.relay.exited:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("svc relay did not stop within 30s of SIGINT:\n%s", f.relay.stderr.String())
+		}
+		if code := f.relay.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("svc relay exit %d after SIGINT:\n%s", code, f.relay.stderr.String())
+		}
+		if code := f.dev.interrupt(); code != 0 {
+			t.Errorf("svc dev exit %d after SIGINT:\n%s", code, f.dev.stderr.String())
+		}
+	})
 }
 
 // rawHello registers a tunnel by hand and returns the relay's welcome.
@@ -430,16 +476,7 @@ func (f *relayFixture) rawHello(t testing.TB, hello relayHello) relayWelcome {
 // handshakeRefused: a svc dev the relay refuses prints null URLs, says why
 // at WARN and serves locally.
 func (f *relayFixture) handshakeRefused(t *testing.T) {
-	env := append([]string(nil), f.env...)
-	for i, kv := range env {
-		switch {
-		case strings.HasPrefix(kv, "SVC_RELAY_TOKEN="):
-			env[i] = "SVC_RELAY_TOKEN=wrong"
-		case strings.HasPrefix(kv, "SVC_DATABASE_URL="):
-			env[i] = "SVC_DATABASE_URL=" + testPostgresURL(t)
-		}
-	}
-	d := startDev(t, projectDir(t), env)
+	d := startDev(t, projectDir(t), f.devEnv(t, "SVC_RELAY_TOKEN=wrong"))
 	if d.payload.PublicURL != nil || d.payload.Deeplink != nil {
 		t.Errorf("refused tunnel: public_url %v deeplink %v; want null", d.payload.PublicURL, d.payload.Deeplink)
 	}
@@ -451,6 +488,29 @@ func (f *relayFixture) handshakeRefused(t *testing.T) {
 		t.Fatalf("runtime not up after a refused tunnel: %v %v", err, resp)
 	}
 	resp.Body.Close()
+}
+
+// relayDownAtBoot: a svc dev whose relay is not up yet boots with null
+// URLs and a WARN line, redials with backoff, and prints the payload again
+// with its public URL once a relay answers (registered meanwhile: the
+// registry is read at each registration).
+func (f *relayFixture) relayDownAtBoot(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := projectDir(t)
+	d := startDev(t, dir, f.devEnv(t, "SVC_RELAY_URL=https://"+addr, "SVC_RELAY_TOKEN=tok-2"))
+	if d.payload.PublicURL != nil || !strings.Contains(d.stderr.String(), "dial relay") {
+		t.Fatalf("relay down: public_url %v; want null and a WARN saying why:\n%s", d.payload.PublicURL, d.stderr.String())
+	}
+	_, ldi := f.register(t, dir, "tok-2")
+	startRelay(t, addr, f.relay.args...)
+	if p := d.nextPayload(30 * time.Second); p.PublicURL == nil || *p.PublicURL != "https://"+relaySubdomain(ldi)+".tun.test" || p.Deeplink == nil {
+		t.Errorf("once the relay is up: public_url %v deeplink %v", p.PublicURL, p.Deeplink)
+	}
 }
 
 // TestParseTunnelRelay accepts https://host[:port] only.
