@@ -59,7 +59,7 @@ type tunnelConfig struct {
 func parseTunnelRelay(s string) (addr, serverName string, err error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return "", "", fmt.Errorf("want https://host[:port], got %q", s)
+		return "", "", fmt.Errorf("want https://host[:port], got %q", redactURL(s))
 	}
 	port := u.Port()
 	if port == "" {
