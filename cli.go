@@ -202,6 +202,7 @@ func verbs() []*verb {
 		{name: "whoami", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
 		{name: "control-plane", summary: "serve a control plane: organizations, agents, deployments, sign-in, identity (DATABASE_URL)", newFlags: newCPFlags, run: cpRun},
 		{name: "mcp", summary: "MCP over stdio for coding agents, relayed to svc dev (or --agent a box)", newFlags: newMCPFlags, run: runMCP},
+		{name: "relay", summary: "serve the tunnel's public end: https://<sub>.tun.<domain> to svc dev sessions (DESIGN §7)", newFlags: newRelayFlags, run: runRelay},
 		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
 		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}
@@ -334,6 +335,7 @@ environment:
   SVC_API_KEYS         more keys accepted on every route with svc dev --listen
   SVC_ALLOWED_HOSTS    more Host names the API answers (comma-separated; loopback names always)
   SVC_ALLOWED_ORIGINS  more browser origins that may call the API (comma-separated)
+  SVC_RELAY_URL        svc relay to publish svc dev through (https://host[:port]); SVC_RELAY_TOKEN its registration token
   SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
   SVC_CONTROL_PLANE_URL the control plane svc login and the verbs that need one use; XDG_CONFIG_HOME holds svc/credentials.json
   DATABASE_URL, SVC_MASTER_KEY  svc control-plane's database and the 32-byte key (hex or base64) sealing its secrets

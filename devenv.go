@@ -53,6 +53,10 @@ type devOptions struct {
 	// allowedHosts and allowedOrigins are SVC_ALLOWED_HOSTS and
 	// SVC_ALLOWED_ORIGINS, normalized for the HTTP guard.
 	allowedHosts, allowedOrigins []string
+
+	// relayAddr and relayName are SVC_RELAY_URL's address and TLS name
+	// ("": no tunnel), relayToken is SVC_RELAY_TOKEN (tunnel.go).
+	relayAddr, relayName, relayToken string
 }
 
 // parseDevOptions validates the flags and SVC_DEV_PORT_OFFSET before
@@ -86,6 +90,12 @@ func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
 	}
 	if o.allowedOrigins, err = httpGuardList(c.getenv("SVC_ALLOWED_ORIGINS"), httpGuardOriginNormalize); err != nil {
 		return o, failf(codeGeneric, "set SVC_ALLOWED_ORIGINS to comma-separated origins, e.g. http://devbox.lan:3000", "invalid SVC_ALLOWED_ORIGINS: %v", err)
+	}
+	if v := c.getenv("SVC_RELAY_URL"); v != "" {
+		if o.relayAddr, o.relayName, err = parseTunnelRelay(v); err != nil {
+			return o, failf(codeGeneric, "set SVC_RELAY_URL to the relay's address, e.g. https://relay.example.com", "invalid SVC_RELAY_URL: %v", err)
+		}
+		o.relayToken = c.getenv("SVC_RELAY_TOKEN")
 	}
 	o.printContract = get("print-contract") == "true"
 	fs.Visit(func(f *flag.Flag) {
@@ -204,6 +214,8 @@ type devRuntime struct {
 	devToken string // proof of reading .svc/runtime.json, asked by the dev-only routes
 
 	announceMu sync.Mutex // serialises payload lines on stdout
+
+	tunnel *tunnelClient // nil: no relay configured (tunnel.go)
 }
 
 // newDevLogger logs to stderr, debug level with --verbose.
@@ -313,6 +325,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, err
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { return os.Remove(proj.stateDir(devRuntimeFileName)) })
+	rt.startTunnel(api)
 
 	// 6. Past the gate, agents and workflows start; edits are watched.
 	if !rt.gateState().Open {
@@ -326,6 +339,33 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	}()
 	rt.log.Debug("boot complete", "dur", time.Since(began))
 	return rt, nil
+}
+
+// startTunnel publishes api through the relay of SVC_RELAY_URL, waiting a
+// bounded time for the first handshake (tunnel.go). Without a relay, or
+// without a registration token, it says so and dev runs locally only.
+func (rt *devRuntime) startTunnel(api http.Handler) {
+	if rt.opts.relayAddr == "" {
+		rt.log.Info("tunnel off: public_url and deeplink are null", "hint", "set SVC_RELAY_URL and SVC_RELAY_TOKEN to publish this session through svc relay")
+		return
+	}
+	if rt.opts.relayToken == "" {
+		rt.log.Warn("tunnel: no public URL, public_url and deeplink are null", "err", "SVC_RELAY_URL is set but SVC_RELAY_TOKEN is not",
+			"hint", "set SVC_RELAY_TOKEN to the registration token the relay's registry lists for installation "+rt.proj.Link.LocalDevInstallationID)
+		return
+	}
+	console := rt.proj.Link.ControlPlaneURL
+	if console == "" {
+		console = rt.c.getenv("SVC_CONTROL_PLANE_URL")
+	}
+	if console == "" {
+		console = boxDefaultControlPlane
+	}
+	apiHost := strings.TrimPrefix(rt.apiURL, "http://")
+	rt.tunnel = newTunnelClient(tunnelConfig{Addr: rt.opts.relayAddr, ServerName: rt.opts.relayName, Installation: rt.proj.Link.LocalDevInstallationID,
+		Token: rt.opts.relayToken, Console: console}, tunnelHandler(api, apiHost), rt.log, rt.announce)
+	rt.tunnel.start()
+	rt.closers = append(rt.closers, rt.tunnel.close)
 }
 
 // newDevServer builds dev's API: the shared routes and devRoutes behind a
@@ -470,8 +510,9 @@ func (rt *devRuntime) payload() devPayload {
 	if cat := rt.catalog.Load(); cat != nil && g.Open {
 		agents = cat.agentNames()
 	}
+	public, deeplink := rt.tunnel.urls()
 	return devPayload{
-		SchemaVersion: schemaVersion, EmulatorURL: rt.apiURL, AgentURL: rt.apiURL,
+		SchemaVersion: schemaVersion, EmulatorURL: rt.apiURL, AgentURL: rt.apiURL, PublicURL: public, Deeplink: deeplink,
 		LocalDevInstallationID: rt.proj.Link.LocalDevInstallationID, Gate: g, DeepAgents: agents, Services: rt.services,
 	}
 }
@@ -494,6 +535,9 @@ func (rt *devRuntime) announce() {
 		fmt.Fprintf(w, "svc dev is up\n  API         %s\n  PostgreSQL  %s\n  S3          %s (bucket %s)\n  Gate        %s\n  Agents      %s\n  Workflows   %s\nPress Ctrl-C to stop.\n",
 			p.EmulatorURL, redactURL(p.Services.PostgresURL), p.Services.S3Endpoint, p.Services.S3Bucket, gate,
 			orNone(p.DeepAgents), orNone(wfs))
+		if p.PublicURL != nil {
+			fmt.Fprintf(w, "  Public      %s (console: %s)\n", *p.PublicURL, *p.Deeplink)
+		}
 		if rt.agents != nil && len(rt.agents.apiKeys) > 0 {
 			fmt.Fprintf(w, "  Every route requires the dev key %s (.svc/%s) or a key of SVC_API_KEYS (--listen); console: %s/?key=%s\n", rt.agents.apiKeys[0], devAPIKeyFile, p.EmulatorURL, rt.agents.apiKeys[0])
 		}

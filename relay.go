@@ -1,0 +1,375 @@
+package main
+
+// The relay (DESIGN §7 tunnel): the public end of `svc dev`'s tunnel. One
+// TLS port serves both sides, told apart by ALPN: a tunnel client asks for
+// relayTunnelALPN, browsers and HTTP clients for h2 or http/1.1.
+//
+// A tunnel is one TLS connection from svc dev. Its first exchange is a
+// length-prefixed JSON hello (installation, registration token) and the
+// relay's welcome; then the roles reverse: over the same connection the
+// relay is the HTTP/2 client and svc dev the HTTP/2 server, so concurrent
+// requests are HTTP/2 streams with HTTP/2's flow control, and SSE and long
+// polls stream frame by frame.
+//
+// Registration: the relay admits a tunnel only when its registry file
+// (--tunnels) lists the installation with the SHA-256 of the token it
+// shows; the file is read at each registration, so adding a tunnel needs
+// no restart. The subdomain is derived from the installation id by the
+// relay (a tunnel cannot pick another's). Relayed requests must carry an
+// identity token of the control plane the relay trusts, for the tunnel's
+// organization and installation; anything else is 401 at the relay.
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Names and limits of the tunnel protocol.
+const (
+	// relayTunnelALPN is the TLS protocol a tunnel client asks for.
+	relayTunnelALPN = "svc-tunnel/1"
+	// relayHelloMaxBytes bounds the hello and the welcome.
+	relayHelloMaxBytes = 8 << 10
+	// relayHelloTimeout bounds the registration exchange.
+	relayHelloTimeout = 10 * time.Second
+	// relayRegistryMaxBytes bounds the registry file.
+	relayRegistryMaxBytes = 1 << 20
+	// relayPingEvery is how often the relay pings an idle tunnel, so a
+	// dead one (a laptop gone to sleep) is dropped and its slot freed.
+	relayPingEvery = 30 * time.Second
+)
+
+// relayHello is the tunnel client's first message.
+type relayHello struct {
+	Installation string `json:"installation"`
+	Token        string `json:"token"`
+}
+
+// relayWelcome is the relay's answer to a hello: Error set means refused
+// (and the connection is closed).
+type relayWelcome struct {
+	Subdomain string `json:"subdomain,omitempty"`
+	PublicURL string `json:"public_url,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// relayWriteFrame writes v as one length-prefixed JSON message (4 bytes
+// big-endian length, then the JSON). A prefix, not a line, so the reader
+// never buffers past the message into the HTTP/2 bytes that follow it.
+func relayWriteFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(b)))
+	_, err = w.Write(append(frame, b...))
+	return err
+}
+
+// relayReadFrame reads one message of relayWriteFrame into v.
+func relayReadFrame(r io.Reader, v any) error {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > relayHelloMaxBytes {
+		return fmt.Errorf("message of %d bytes exceeds %d", size, relayHelloMaxBytes)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// relaySubdomain is the stable subdomain of an installation: 16 hex digits
+// of its SHA-256, a valid DNS label whatever the id's alphabet, the same
+// after every reconnect and relay restart.
+func relaySubdomain(installation string) string {
+	sum := sha256.Sum256([]byte(installation))
+	return hex.EncodeToString(sum[:8])
+}
+
+// relayRegistryEntry is one registered tunnel of the registry file.
+type relayRegistryEntry struct {
+	Installation string `json:"installation"`
+	Organization string `json:"organization"`
+	// TokenSHA256 is the hex SHA-256 of the registration token (the token
+	// itself is never stored by the relay).
+	TokenSHA256 string `json:"token_sha256"`
+}
+
+// relayRegistry is the registry file: {"tunnels":[…]}.
+type relayRegistry struct {
+	Tunnels []relayRegistryEntry `json:"tunnels"`
+}
+
+// relayTunnel is one registered, connected tunnel.
+type relayTunnel struct {
+	entry    relayRegistryEntry
+	conn     net.Conn
+	proxy    *httputil.ReverseProxy
+	verifier *identVerifier
+}
+
+// relayServer routes https://<sub>.tun.<domain> to the tunnel registered
+// under <sub>. Built by newRelayServer; its maps are guarded by mu.
+type relayServer struct {
+	domain       string // the tunnel domain D: hosts are <sub>.tun.D
+	registry     string // path of the registry file
+	controlPlane string // issuer of the identity tokens relayed requests carry
+	log          *slog.Logger
+	guard        *httpGuard // paces public request bodies, then route
+
+	mu      sync.Mutex
+	tunnels map[string]*relayTunnel // by subdomain
+	closing bool                    // close was called: no more tunnels
+	wg      sync.WaitGroup          // tunnel goroutines, counted under mu
+}
+
+// newRelayServer returns a relay for domain, admitting the tunnels of the
+// registry file and identity tokens of controlPlane; all are required.
+func newRelayServer(domain, registry, controlPlane string, log *slog.Logger) (*relayServer, error) {
+	if domain == "" || registry == "" || controlPlane == "" || log == nil {
+		return nil, errors.New("new relay: want a domain, a registry file, a control plane URL and a logger")
+	}
+	s := &relayServer{domain: strings.ToLower(domain), registry: registry, controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}}
+	var err error
+	if s.guard, err = newHTTPGuard(http.HandlerFunc(s.route), httpGuardConfig{}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// publicURL is the public URL of subdomain sub.
+func (s *relayServer) publicURL(sub string) string { return "https://" + sub + ".tun." + s.domain }
+
+// httpServer returns the relay's HTTP server: public requests over h2 or
+// http/1.1, tunnels over relayTunnelALPN, on one TLS listener.
+func (s *relayServer) httpServer(cert tls.Certificate) *http.Server {
+	srv := newHTTPServer(s)
+	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){
+		relayTunnelALPN: func(_ *http.Server, c *tls.Conn, _ http.Handler) { s.serveTunnel(c) },
+	}
+	// Explicit protocols: a non-nil TLSNextProto alone turns HTTP/2 off.
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetHTTP2(true)
+	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1", relayTunnelALPN}}
+	return srv
+}
+
+// lookup returns the registry entry of installation, or an error saying
+// why there is none. The file is read each time: registrations are rare.
+func (s *relayServer) lookup(installation, token string) (relayRegistryEntry, error) {
+	f, err := os.Open(s.registry)
+	if err != nil {
+		return relayRegistryEntry{}, fmt.Errorf("read tunnel registry: %w", err)
+	}
+	defer f.Close()
+	var reg relayRegistry
+	if err := json.NewDecoder(io.LimitReader(f, relayRegistryMaxBytes)).Decode(&reg); err != nil {
+		return relayRegistryEntry{}, fmt.Errorf("read tunnel registry %s: %w", s.registry, err)
+	}
+	sum := sha256.Sum256([]byte(token))
+	got := hex.EncodeToString(sum[:])
+	for _, e := range reg.Tunnels {
+		if e.Installation == installation {
+			if token == "" || subtle.ConstantTimeCompare([]byte(strings.ToLower(e.TokenSHA256)), []byte(got)) != 1 {
+				return relayRegistryEntry{}, errRelayRefused
+			}
+			return e, nil
+		}
+	}
+	return relayRegistryEntry{}, errRelayRefused
+}
+
+// errRelayRefused is a hello the registry does not admit. The tunnel client
+// is told only this, never which part was wrong.
+var errRelayRefused = errors.New("tunnel not registered: unknown installation or wrong registration token")
+
+// serveTunnel runs one tunnel connection: registration, then the HTTP/2
+// client over it until it breaks. A newer tunnel of the same installation
+// replaces an older one (a laptop that reconnected before the relay saw
+// the old connection die).
+func (s *relayServer) serveTunnel(c *tls.Conn) {
+	defer c.Close()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	c.SetDeadline(time.Now().Add(relayHelloTimeout))
+	var hello relayHello
+	if err := relayReadFrame(c, &hello); err != nil {
+		s.log.Info("tunnel hello", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
+	entry, err := s.lookup(hello.Installation, hello.Token)
+	if err == nil {
+		var v *identVerifier
+		if v, err = newIdentVerifier(s.controlPlane, entry.Organization, entry.Installation, nil, nil); err == nil {
+			err = s.attach(c, entry, v)
+		}
+	}
+	if err != nil {
+		s.log.Warn("tunnel refused", "remote", c.RemoteAddr(), "installation", hello.Installation, "err", err)
+		msg := err.Error()
+		if !errors.Is(err, errRelayRefused) {
+			msg = "the relay could not register the tunnel; see its log"
+		}
+		relayWriteFrame(c, relayWelcome{Error: msg})
+	}
+}
+
+// attach welcomes a registered tunnel, opens the HTTP/2 client over it and
+// routes its subdomain to it until the connection closes. An error is one
+// before the welcome, which the caller reports to the client.
+func (s *relayServer) attach(c *tls.Conn, entry relayRegistryEntry, v *identVerifier) error {
+	sub := relaySubdomain(entry.Installation)
+	if err := relayWriteFrame(c, relayWelcome{Subdomain: sub, PublicURL: s.publicURL(sub)}); err != nil {
+		return fmt.Errorf("write welcome: %w", err)
+	}
+	c.SetDeadline(time.Time{})
+	wc := &relayWatchedConn{Conn: c, done: make(chan struct{})}
+	tr := &http.Transport{
+		Protocols:   relayH2C(),
+		DialContext: func(context.Context, string, string) (net.Conn, error) { return wc, nil },
+		// A tunnel silent this long is pinged; unanswered, it is dropped.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: relayPingEvery, PingTimeout: relayPingEvery / 2},
+	}
+	cc, err := tr.NewClientConn(context.Background(), "http", sub+":80")
+	if err != nil { // after the welcome: the client sees the connection close
+		s.log.Warn("tunnel: open HTTP/2", "installation", entry.Installation, "err", err)
+		return nil
+	}
+	defer cc.Close()
+	t := &relayTunnel{entry: entry, conn: c, verifier: v}
+	t.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", pr.In.Host
+			pr.SetXForwarded()
+		},
+		Transport: cc,
+		// Stream every byte as it comes: SSE and long polls.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.log.Info("relayed request failed", "sub", sub, "path", r.URL.Path, "err", err)
+			writeAPIError(w, http.StatusBadGateway, apiError{Code: "tunnel_down", Message: "the svc dev session behind this URL did not answer; it reconnects on its own"})
+		},
+	}
+	s.mu.Lock()
+	if s.closing { // close has dropped the tunnels it saw: drop this one too
+		s.mu.Unlock()
+		return nil
+	}
+	old := s.tunnels[sub]
+	s.tunnels[sub] = t
+	s.mu.Unlock()
+	if old != nil {
+		old.conn.Close()
+	}
+	s.log.Info("tunnel up", "installation", entry.Installation, "url", s.publicURL(sub), "remote", c.RemoteAddr())
+	// The client conn reads the connection until it breaks (closed by
+	// either side, or pings unanswered for relayPingEvery/2): wait for that.
+	<-wc.done
+	s.mu.Lock()
+	if s.tunnels[sub] == t {
+		delete(s.tunnels, sub)
+	}
+	s.mu.Unlock()
+	s.log.Info("tunnel down", "installation", entry.Installation)
+	return nil
+}
+
+// relayH2C is HTTP/2 with prior knowledge only: what both ends of a tunnel
+// speak over its TLS connection once registered.
+func relayH2C() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
+
+// relayWatchedConn is a tunnel connection that closes done once a read
+// fails: the HTTP/2 client conn reads until the connection breaks. It also
+// hides the *tls.Conn from net/http, which would otherwise treat the
+// tunnel as a TLS connection of its own.
+type relayWatchedConn struct {
+	net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+// Read reads from the connection and reports a failed read on done.
+func (c *relayWatchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.once.Do(func() { close(c.done) })
+	}
+	return n, err
+}
+
+// ServeHTTP serves a public request: body pacing (the guard), then route.
+func (s *relayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard.ServeHTTP(w, r) }
+
+// route sends a public request by its Host to the tunnel of that
+// subdomain, once its identity token is verified for the tunnel's
+// installation.
+func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	sub, ok := strings.CutSuffix(host, ".tun."+s.domain)
+	if !ok || sub == "" || strings.Contains(sub, ".") {
+		writeAPIError(w, http.StatusNotFound, apiError{Code: "not_found", Message: "no tunnel at " + host + ": tunnels are at <subdomain>.tun." + s.domain})
+		return
+	}
+	s.mu.Lock()
+	t := s.tunnels[sub]
+	s.mu.Unlock()
+	if t == nil {
+		writeAPIError(w, http.StatusBadGateway, apiError{Code: "tunnel_down", Message: "no svc dev session is connected at " + host + " now; it reconnects on its own"})
+		return
+	}
+	if _, err := t.verifier.verify(r.Context(), identBearer(r)); err != nil {
+		s.log.Debug("relayed request refused", "sub", sub, "path", r.URL.Path, "err", err)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="svc relay"`)
+		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "unauthorized", Message: err.Error() + ": send an identity token for this installation in Authorization: Bearer"})
+		return
+	}
+	t.proxy.ServeHTTP(w, r)
+}
+
+// close drops every tunnel, refuses new ones and waits for their
+// goroutines (a hello in progress ends within relayHelloTimeout).
+func (s *relayServer) close() {
+	s.mu.Lock()
+	s.closing = true
+	for _, t := range s.tunnels {
+		t.conn.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}

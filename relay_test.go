@@ -1,0 +1,611 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// relayTestCA writes a test CA and a certificate it signed for *.tun.test,
+// relay.test and 127.0.0.1 into dir, and returns the CA's pool and the
+// paths of the CA, the certificate and its key.
+func relayTestCA(t testing.TB, dir string) (pool *x509.CertPool, caFile, certFile, keyFile string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "svc test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "*.tun.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: []string{"*.tun.test", "relay.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	caFile, certFile, keyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for file, block := range map[string]*pem.Block{caFile: {Type: "CERTIFICATE", Bytes: caDER}, certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(ca)
+	return pool, caFile, certFile, keyFile
+}
+
+// relayProcess is a running `svc relay` under test.
+type relayProcess struct {
+	t      testing.TB
+	args   []string
+	addr   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{}
+}
+
+// startRelay runs `svc relay` with args on addr and waits for it to listen.
+func startRelay(t testing.TB, addr string, args ...string) *relayProcess {
+	t.Helper()
+	r := &relayProcess{t: t, args: args, addr: addr}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+// start runs the process and waits (bounded) until it accepts connections.
+func (r *relayProcess) start() {
+	r.t.Helper()
+	r.stderr, r.exited = &syncBuffer{}, make(chan struct{})
+	r.cmd = exec.Command(svcBinary(r.t), append([]string{"relay", "--addr", r.addr}, r.args...)...)
+	r.cmd.Env = baseEnv()
+	r.cmd.Stderr = r.stderr
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	go func() { r.cmd.Wait(); close(r.exited) }()
+	for range 200 {
+		if strings.Contains(r.stderr.String(), "relay up") {
+			return
+		}
+		select {
+		case <-r.exited:
+			r.t.Fatalf("svc relay exited: %s", r.stderr.String())
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	r.t.Fatalf("svc relay did not come up: %s", r.stderr.String())
+}
+
+// kill ends the process with SIGKILL and waits for it.
+func (r *relayProcess) kill() {
+	select {
+	case <-r.exited:
+	default:
+		r.cmd.Process.Kill()
+		<-r.exited
+	}
+}
+
+// relayFixture is a relay in front of a svc dev, with a test control plane
+// (its JWKS) minting identity tokens and a client that trusts the test CA
+// and resolves every name to the relay.
+type relayFixture struct {
+	relay    *relayProcess
+	dev      *devProcess
+	plane    *identTestPlane
+	client   *http.Client
+	org, ldi string
+	caFile   string
+	registry string   // the relay's registry file
+	env      []string // dev's environment
+	gate     atomic.Pointer[chan struct{}]
+	held     atomic.Int32 // streams the gate held
+}
+
+// newRelayFixture starts the control plane's JWKS, the relay and svc dev
+// (registered with token "tok-1"), the model provider gated (gatedProvider).
+func newRelayFixture(t testing.TB) *relayFixture {
+	t.Helper()
+	f := &relayFixture{plane: newIdentTestPlane(t, identNewKey())}
+	tmp := t.TempDir()
+	pool, caFile, certFile, keyFile := relayTestCA(t, tmp)
+	f.caFile = caFile
+	dir := projectDir(t)
+	f.registry = filepath.Join(tmp, "tunnels.json")
+	f.org, f.ldi = f.register(t, dir, "tok-1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	f.relay = startRelay(t, addr, "--domain", "test", "--tls-cert", certFile, "--tls-key", keyFile, "--tunnels", f.registry, "--control-plane", f.plane.srv.URL)
+	f.client = &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 64,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+	t.Cleanup(f.client.CloseIdleConnections)
+	provider := f.gatedProvider(t)
+	f.env = baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "SSL_CERT_FILE="+caFile, "SVC_CONTROL_PLANE_URL="+f.plane.srv.URL,
+		"SVC_RELAY_URL=https://"+addr, "SVC_RELAY_TOKEN=tok-1", "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+provider+"/v1")
+	f.dev = startDev(t, dir, f.env)
+	return f
+}
+
+// register adds the installation of the project in dir to the relay's
+// registry with token and returns its organization and installation.
+func (f *relayFixture) register(t testing.TB, dir, token string) (org, ldi string) {
+	t.Helper()
+	var pf projectFile
+	b, err := os.ReadFile(filepath.Join(dir, ".svc", "project.json"))
+	if err != nil || json.Unmarshal(b, &pf) != nil {
+		t.Fatalf("read project.json: %v", err)
+	}
+	var reg relayRegistry
+	if b, err := os.ReadFile(f.registry); err == nil {
+		json.Unmarshal(b, &reg)
+	}
+	sum := sha256.Sum256([]byte(token))
+	reg.Tunnels = append(reg.Tunnels, relayRegistryEntry{Installation: pf.LocalDevInstallationID, Organization: pf.OrganizationID, TokenSHA256: hex.EncodeToString(sum[:])})
+	b, _ = json.Marshal(reg)
+	if err := os.WriteFile(f.registry, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pf.OrganizationID, pf.LocalDevInstallationID
+}
+
+// devEnv is dev's environment of the fixture with a fresh database and
+// the variables of set replaced.
+func (f *relayFixture) devEnv(t testing.TB, set ...string) []string {
+	env := append([]string(nil), f.env...)
+	set = append(set, "SVC_DATABASE_URL="+testPostgresURL(t))
+	for i, kv := range env {
+		for _, s := range set {
+			if name, _, _ := strings.Cut(s, "="); strings.HasPrefix(kv, name+"=") {
+				env[i] = s
+			}
+		}
+	}
+	return env
+}
+
+// gatedProvider serves the fake model provider, holding each streamed
+// answer after its first content event until the current gate closes
+// (open by default: nil).
+func (f *relayFixture) gatedProvider(t testing.TB) string {
+	fake := newFakeProvider(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fake.Config.Handler.ServeHTTP(&relayGatedWriter{ResponseWriter: w, gate: f.gate.Load(), held: &f.held, ctx: r.Context()}, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// hold makes the next streams wait after their first content event until
+// the returned function is called.
+func (f *relayFixture) hold() (release func()) {
+	ch := make(chan struct{})
+	f.gate.Store(&ch)
+	var once sync.Once
+	return func() { once.Do(func() { f.gate.Store(nil); close(ch) }) }
+}
+
+// relayGatedWriter blocks the third write (the event after the first
+// content) until gate closes.
+type relayGatedWriter struct {
+	http.ResponseWriter
+	gate   *chan struct{}
+	held   *atomic.Int32
+	ctx    context.Context
+	writes int
+}
+
+// Write writes p, first waiting for the gate when p is the third write.
+func (w *relayGatedWriter) Write(p []byte) (int, error) {
+	if w.writes++; w.writes == 3 && w.gate != nil {
+		w.held.Add(1)
+		select {
+		case <-*w.gate:
+		case <-w.ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush lets the fake flush each event.
+func (w *relayGatedWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+// token mints an identity token for installation aud of organization org.
+func (f *relayFixture) token(org, aud string) string {
+	f.plane.mu.Lock()
+	defer f.plane.mu.Unlock()
+	tok, _ := f.plane.issuer.issue("usr_test", org, aud, time.Now())
+	return tok
+}
+
+// do sends method path to the public URL with an identity token (none
+// when tok is "").
+func (f *relayFixture) do(t testing.TB, method, url, tok, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return resp
+}
+
+// status sends a request and returns its status and body.
+func (f *relayFixture) status(t testing.TB, method, url, tok, body string) (int, string) {
+	t.Helper()
+	resp := f.do(t, method, url, tok, body)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// relayChatBody is a streamed chat request to the scaffold's agent.
+const relayChatBody = `{"model":"assistant","messages":[{"role":"user","content":"hello there, how are you today?"}],"stream":true}`
+
+// firstContent reads SSE events from br until one carries content and
+// returns it.
+func firstContent(t testing.TB, br *bufio.Reader) string {
+	t.Helper()
+	for range 50 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read stream: %v", err)
+		}
+		if strings.HasPrefix(line, "data: {") && strings.Contains(line, `"content":"`) && !strings.Contains(line, `"content":""`) {
+			return line
+		}
+	}
+	t.Fatal("no content event in the first 50 lines")
+	return ""
+}
+
+// TestRelayTunnel runs svc relay, svc dev and this client as separate
+// processes: the payload's URLs, identity at the relay, concurrent
+// requests, SSE streamed through as produced, and the relay killed and
+// restarted mid-stream.
+func TestRelayTunnel(t *testing.T) {
+	f := newRelayFixture(t)
+	public := "https://" + relaySubdomain(f.ldi) + ".tun.test"
+	if p := f.dev.payload; p.PublicURL == nil || *p.PublicURL != public || p.Deeplink == nil ||
+		*p.Deeplink != f.plane.srv.URL+"/dev/"+f.ldi+"?url="+strings.ReplaceAll(strings.ReplaceAll(public, ":", "%3A"), "/", "%2F") {
+		t.Fatalf("payload public_url %v deeplink %v; want %s and its deeplink\n%s", p.PublicURL, p.Deeplink, public, f.dev.stderr.String())
+	}
+	good := f.token(f.org, f.ldi)
+
+	t.Run("identity", func(t *testing.T) {
+		for _, tt := range []struct {
+			name, tok string
+			want      int
+		}{
+			{"none", "", 401},
+			{"another installation", f.token(f.org, "ldi_other"), 401},
+			{"another organization", f.token("org_other", f.ldi), 401},
+			{"garbage", "not.a.token", 401},
+			{"valid", good, 200},
+		} {
+			if code, body := f.status(t, "GET", public+"/api/health", tt.tok, ""); code != tt.want {
+				t.Errorf("%s: GET /api/health = %d %s; want %d", tt.name, code, body, tt.want)
+			}
+		}
+		if code, body := f.status(t, "GET", public+"/api/health", good, ""); !strings.Contains(body, f.ldi) {
+			t.Errorf("health through the tunnel = %d %s; want the installation %s", code, body, f.ldi)
+		}
+		if code, _ := f.status(t, "GET", "https://0000000000000000.tun.test/api/health", good, ""); code != http.StatusBadGateway {
+			t.Errorf("unknown subdomain = %d; want 502", code)
+		}
+		if code, _ := f.status(t, "GET", public+"/api/dev/env", good, ""); code != http.StatusForbidden {
+			t.Errorf("dev-only route through the tunnel = %d; want 403", code)
+		}
+	})
+
+	t.Run("unregistered tunnel", func(t *testing.T) {
+		for _, hello := range []relayHello{{Installation: f.ldi, Token: "wrong"}, {Installation: "ldi_unknown", Token: "tok-1"}, {Installation: f.ldi}} {
+			if w := f.rawHello(t, hello); !strings.Contains(w.Error, "not registered") || w.PublicURL != "" {
+				t.Errorf("hello %+v: welcome %+v; want refused", hello, w)
+			}
+		}
+	})
+
+	t.Run("handshake refused", f.handshakeRefused)
+	t.Run("relay down at boot", f.relayDownAtBoot)
+
+	t.Run("concurrent", func(t *testing.T) {
+		release := f.hold()
+		defer release()
+		// A held stream and 32 requests at once share the one tunnel.
+		resp := f.do(t, "POST", public+"/openai/v1/chat/completions", good, relayChatBody)
+		defer resp.Body.Close()
+		firstContent(t, bufio.NewReader(resp.Body))
+		var wg sync.WaitGroup
+		errs := make(chan string, 32)
+		for i := range 32 {
+			wg.Go(func() {
+				if code, body := f.status(t, "GET", public+"/api/health", good, ""); code != 200 {
+					errs <- fmt.Sprintf("request %d: %d %s", i, code, body)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+	})
+
+	t.Run("sse streamed", func(t *testing.T) {
+		release := f.hold()
+		defer release()
+		held := f.held.Load()
+		resp := f.do(t, "POST", public+"/openai/v1/chat/completions", good, relayChatBody)
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, "text/event-stream") {
+			t.Fatalf("stream = %d %s", resp.StatusCode, ct)
+		}
+		br := bufio.NewReader(resp.Body)
+		// The provider holds the rest until release: this event crossed
+		// the tunnel while the stream was still open.
+		firstContent(t, br)
+		release()
+		rest, err := io.ReadAll(br)
+		if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
+			t.Fatalf("rest of the stream: %v %q", err, rest)
+		}
+		if f.held.Load() == held {
+			t.Error("the provider's stream was never held: the test proved nothing")
+		}
+	})
+
+	t.Run("relay restarted mid-stream", func(t *testing.T) {
+		release := f.hold()
+		defer release()
+		resp := f.do(t, "POST", public+"/openai/v1/chat/completions", good, relayChatBody)
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		firstContent(t, br)
+		f.relay.kill()
+		if _, err := io.ReadAll(br); err == nil {
+			t.Error("the stream ended cleanly although the relay was killed")
+		}
+		release()
+		f.client.CloseIdleConnections()
+		f.relay.start()
+		var code int
+		for range 300 {
+			if code, _ = f.status(t, "GET", public+"/api/health", good, ""); code == 200 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if code != 200 {
+			t.Fatalf("after the relay restarted, %s answers %d\ndev:\n%s\nrelay:\n%s", public, code, f.dev.stderr.String(), f.relay.stderr.String())
+		}
+		// The same subdomain streams again.
+		resp2 := f.do(t, "POST", public+"/openai/v1/chat/completions", good, relayChatBody)
+		defer resp2.Body.Close()
+		if b, _ := io.ReadAll(resp2.Body); !strings.Contains(string(b), "data: [DONE]") {
+			t.Errorf("stream after the restart: %q", b)
+		}
+	})
+
+	t.Run("shutdown", func(t *testing.T) {
+		// Both stop on SIGINT with a tunnel up; dev also while it redials.
+		f.relay.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-f.relay.exited:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("svc relay did not stop within 30s of SIGINT:\n%s", f.relay.stderr.String())
+		}
+		if code := f.relay.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("svc relay exit %d after SIGINT:\n%s", code, f.relay.stderr.String())
+		}
+		if code := f.dev.interrupt(); code != 0 {
+			t.Errorf("svc dev exit %d after SIGINT:\n%s", code, f.dev.stderr.String())
+		}
+	})
+}
+
+// rawHello registers a tunnel by hand and returns the relay's welcome.
+func (f *relayFixture) rawHello(t testing.TB, hello relayHello) relayWelcome {
+	t.Helper()
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(f.caFile)
+	pool.AppendCertsFromPEM(ca)
+	c, err := tls.Dial("tcp", f.relay.addr, &tls.Config{RootCAs: pool, ServerName: "relay.test", NextProtos: []string{relayTunnelALPN}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	var w relayWelcome
+	if err := relayWriteFrame(c, hello); err != nil {
+		t.Fatal(err)
+	}
+	if err := relayReadFrame(c, &w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// handshakeRefused: a svc dev the relay refuses prints null URLs, says why
+// at WARN and serves locally.
+func (f *relayFixture) handshakeRefused(t *testing.T) {
+	d := startDev(t, projectDir(t), f.devEnv(t, "SVC_RELAY_TOKEN=wrong"))
+	if d.payload.PublicURL != nil || d.payload.Deeplink != nil {
+		t.Errorf("refused tunnel: public_url %v deeplink %v; want null", d.payload.PublicURL, d.payload.Deeplink)
+	}
+	// The WARN line precedes the payload, but stderr reaches the test
+	// through its own pipe: wait (bounded) for it.
+	warned := func() bool {
+		log := d.stderr.String()
+		return strings.Contains(log, "level=WARN") && strings.Contains(log, "tunnel not registered")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !warned() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	if !warned() {
+		t.Errorf("no WARN line saying why:\n%s", d.stderr.String())
+	}
+	resp, err := http.Get(d.url("/api/health"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("runtime not up after a refused tunnel: %v %v", err, resp)
+	}
+	resp.Body.Close()
+}
+
+// relayDownAtBoot: a svc dev whose relay is not up yet boots with null
+// URLs and a WARN line, redials with backoff, and prints the payload again
+// with its public URL once a relay answers (registered meanwhile: the
+// registry is read at each registration).
+func (f *relayFixture) relayDownAtBoot(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := projectDir(t)
+	d := startDev(t, dir, f.devEnv(t, "SVC_RELAY_URL=https://"+addr, "SVC_RELAY_TOKEN=tok-2"))
+	if d.payload.PublicURL != nil || !strings.Contains(d.stderr.String(), "dial relay") {
+		t.Fatalf("relay down: public_url %v; want null and a WARN saying why:\n%s", d.payload.PublicURL, d.stderr.String())
+	}
+	_, ldi := f.register(t, dir, "tok-2")
+	startRelay(t, addr, f.relay.args...)
+	if p := d.nextPayload(30 * time.Second); p.PublicURL == nil || *p.PublicURL != "https://"+relaySubdomain(ldi)+".tun.test" || p.Deeplink == nil {
+		t.Errorf("once the relay is up: public_url %v deeplink %v", p.PublicURL, p.Deeplink)
+	}
+}
+
+// TestParseTunnelRelay accepts https://host[:port] only.
+func TestParseTunnelRelay(t *testing.T) {
+	for _, tt := range []struct {
+		in, addr, name string
+		ok             bool
+	}{
+		{"https://relay.example.com", "relay.example.com:443", "relay.example.com", true},
+		{"https://relay.example.com:8443/", "relay.example.com:8443", "relay.example.com", true},
+		{"https://127.0.0.1:9000", "127.0.0.1:9000", "127.0.0.1", true},
+		{"http://relay.example.com", "", "", false},
+		{"relay.example.com:443", "", "", false},
+		{"https://relay.example.com/path", "", "", false},
+		{"https://user@relay.example.com", "", "", false},
+		{"https://", "", "", false},
+	} {
+		addr, name, err := parseTunnelRelay(tt.in)
+		if (err == nil) != tt.ok || addr != tt.addr || name != tt.name {
+			t.Errorf("parseTunnelRelay(%q) = %q, %q, %v; want %q, %q, ok %v", tt.in, addr, name, err, tt.addr, tt.name, tt.ok)
+		}
+	}
+}
+
+// TestRelaySubdomain is stable, distinct per installation and a DNS label.
+func TestRelaySubdomain(t *testing.T) {
+	a, b := relaySubdomain("ldi_ABC_1"), relaySubdomain("ldi_ABC_2")
+	if a != relaySubdomain("ldi_ABC_1") || a == b || len(a) != 16 || strings.Trim(a, "0123456789abcdef") != "" {
+		t.Errorf("relaySubdomain = %q, %q; want 16 stable, distinct hex digits", a, b)
+	}
+}
+
+// TestRelayFrame round-trips a hello and refuses an oversized one.
+func TestRelayFrame(t *testing.T) {
+	var buf strings.Builder
+	if err := relayWriteFrame(&buf, relayHello{Installation: "ldi_1", Token: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	var got relayHello
+	if err := relayReadFrame(strings.NewReader(buf.String()+"trailing"), &got); err != nil || got.Installation != "ldi_1" || got.Token != "t" {
+		t.Errorf("relayReadFrame = %+v, %v", got, err)
+	}
+	huge := string([]byte{0, 1, 0, 0}) // 64 KiB announced
+	if err := relayReadFrame(strings.NewReader(huge), &got); err == nil {
+		t.Error("relayReadFrame accepted a 64 KiB message")
+	}
+}
+
+// TestRelayRoute answers hosts outside *.tun.<domain> 404 and a known
+// pattern without a tunnel 502, before any token is looked at.
+func TestRelayRoute(t *testing.T) {
+	s, err := newRelayServer("example.com", filepath.Join(t.TempDir(), "none.json"), "http://cp", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		host string
+		want int
+	}{
+		{"example.com", 404},
+		{"abc.example.com", 404},
+		{"a.b.tun.example.com", 404},
+		{"tun.example.com", 404},
+		{"abc.tun.example.com", 502},
+		{"ABC.tun.example.com:443", 502},
+	} {
+		req := httptest.NewRequest("GET", "https://x/api/health", nil)
+		req.Host = tt.host
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != tt.want {
+			t.Errorf("Host %q = %d; want %d", tt.host, rec.Code, tt.want)
+		}
+	}
+}
+
+// TestRelayFlags refuses a relay without what it needs.
+func TestRelayFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"relay"},
+		{"relay", "--domain", "example.com"},
+		{"relay", "--domain", "bad/domain", "--tls-cert", "c", "--tls-key", "k", "--tunnels", "f"},
+		{"relay", "--domain", "example.com", "--tls-cert", "missing.pem", "--tls-key", "missing.pem", "--tunnels", "f"},
+	} {
+		var out strings.Builder
+		if code := run(context.Background(), args, cliIO{stdout: &out, stderr: &out, getenv: func(string) string { return "" }, dir: t.TempDir()}); code != 1 {
+			t.Errorf("svc %s: exit %d; want 1\n%s", strings.Join(args, " "), code, out.String())
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package main
+
+// The tunnel client of `svc dev` (DESIGN §7): one outbound TLS connection
+// to `svc relay` (relay.go), registered with the installation and its
+// registration token, then served as an HTTP/2 server (prior knowledge)
+// whose requests the relay sends. It reconnects with backoff, and keeps
+// its subdomain: the relay derives it from the installation.
+//
+// Relayed requests reach dev's API through tunnelHandler: the relay has
+// verified their identity token, and the connection they come over is the
+// authenticated tunnel, so dev admits them as it admits its own loopback
+// clients (Host rewritten to the API's, Origin dropped); the dev-only
+// routes stay loopback-only.
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Timing of the tunnel client.
+const (
+	// tunnelDialTimeout bounds the dial, TLS handshake and registration.
+	tunnelDialTimeout = 10 * time.Second
+	// tunnelBootWait is how long boot waits for the first handshake before
+	// printing the payload without a public URL.
+	tunnelBootWait = 5 * time.Second
+	// tunnelBackoffMin and tunnelBackoffMax bound the wait between two
+	// attempts; it doubles after each failure (with jitter) and starts
+	// over after a connection that lasted tunnelBackoffReset.
+	tunnelBackoffMin   = 200 * time.Millisecond
+	tunnelBackoffMax   = 15 * time.Second
+	tunnelBackoffReset = 30 * time.Second
+	// tunnelPingEvery is how often dev pings a silent relay, so a relay
+	// gone without a FIN is noticed and redialled.
+	tunnelPingEvery = 30 * time.Second
+)
+
+// tunnelConfig is where and as whom svc dev registers its tunnel.
+type tunnelConfig struct {
+	Addr         string // host:port of the relay
+	ServerName   string // TLS name of the relay
+	Installation string // the local-dev installation
+	Token        string // registration token (SVC_RELAY_TOKEN)
+	Console      string // console base URL of the deeplink
+}
+
+// parseTunnelRelay validates SVC_RELAY_URL: https://host[:port], no path.
+func parseTunnelRelay(s string) (addr, serverName string, err error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", "", fmt.Errorf("want https://host[:port], got %q", redactURL(s))
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port), u.Hostname(), nil
+}
+
+// errTunnelRefused is a relay that answered and refused: retrying cannot
+// help until the configuration changes.
+var errTunnelRefused = errors.New("relay refused the tunnel")
+
+// tunnelClient holds svc dev's tunnel. Start it with start; close stops
+// it and waits.
+type tunnelClient struct {
+	cfg     tunnelConfig
+	handler http.Handler
+	log     *slog.Logger
+	// onUp is called when the public URL becomes known after the boot
+	// wait gave up on it (the payload is printed again).
+	onUp func()
+
+	publicURL atomic.Pointer[string]
+	booted    atomic.Bool // the boot wait is over
+	first     chan error  // the first attempt's outcome, buffered
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// newTunnelClient returns a client serving handler to the relay of cfg.
+func newTunnelClient(cfg tunnelConfig, handler http.Handler, log *slog.Logger, onUp func()) *tunnelClient {
+	return &tunnelClient{cfg: cfg, handler: handler, log: log, onUp: onUp, first: make(chan error, 1)}
+}
+
+// start runs the tunnel in the background and waits up to tunnelBootWait
+// for its first handshake. A failure is logged at WARN with its reason;
+// the runtime goes on without a public URL while the client retries
+// (unless the relay refused it).
+func (t *tunnelClient) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.run(ctx)
+	}()
+	var err error
+	select {
+	case err = <-t.first:
+	case <-time.After(tunnelBootWait):
+		err = fmt.Errorf("no answer from the relay within %v", tunnelBootWait)
+	}
+	t.booted.Store(true)
+	if err != nil {
+		t.log.Warn("tunnel: no public URL, public_url and deeplink are null", "relay", t.cfg.Addr, "err", err,
+			"hint", "check SVC_RELAY_URL, SVC_RELAY_TOKEN and the relay's registry; the runtime works locally meanwhile")
+	}
+}
+
+// close stops the tunnel and waits for it.
+func (t *tunnelClient) close(context.Context) error {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	t.wg.Wait()
+	return nil
+}
+
+// urls returns the public URL and the deeplink, or nils before the first
+// handshake.
+func (t *tunnelClient) urls() (public, deeplink *string) {
+	if t == nil {
+		return nil, nil
+	}
+	p := t.publicURL.Load()
+	if p == nil {
+		return nil, nil
+	}
+	d := strings.TrimSuffix(t.cfg.Console, "/") + "/dev/" + url.PathEscape(t.cfg.Installation) + "?url=" + url.QueryEscape(*p)
+	return p, &d
+}
+
+// run connects, serves until the connection breaks and reconnects with
+// backoff until ctx ends or the relay refuses the tunnel.
+func (t *tunnelClient) run(ctx context.Context) {
+	backoff := tunnelBackoffMin
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		began := time.Now()
+		err := t.session(ctx)
+		if attempt == 0 && err != nil {
+			t.first <- err
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errTunnelRefused) {
+			if t.booted.Load() && attempt > 0 {
+				t.log.Warn("tunnel: the relay refused this session; not retrying", "err", err)
+			}
+			return
+		}
+		if time.Since(began) > tunnelBackoffReset {
+			backoff = tunnelBackoffMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		t.log.Info("tunnel: reconnecting", "in", wait.Round(time.Millisecond), "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, tunnelBackoffMax)
+	}
+}
+
+// session dials and registers one tunnel and serves it until it breaks.
+func (t *tunnelClient) session(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, tunnelDialTimeout)
+	defer cancel()
+	// The system roots verify the relay (they honour SSL_CERT_FILE).
+	conf := &tls.Config{ServerName: t.cfg.ServerName, NextProtos: []string{relayTunnelALPN}, MinVersion: tls.VersionTLS12}
+	raw, err := (&tls.Dialer{Config: conf}).DialContext(dctx, "tcp", t.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("dial relay %s: %w", t.cfg.Addr, err)
+	}
+	c := raw.(*tls.Conn)
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p != relayTunnelALPN {
+		return fmt.Errorf("%w: %s is not an svc relay (TLS protocol %q)", errTunnelRefused, t.cfg.Addr, p)
+	}
+	deadline, _ := dctx.Deadline()
+	c.SetDeadline(deadline)
+	if err := relayWriteFrame(c, relayHello{Installation: t.cfg.Installation, Token: t.cfg.Token}); err != nil {
+		return fmt.Errorf("register with relay: %w", err)
+	}
+	var welcome relayWelcome
+	if err := relayReadFrame(c, &welcome); err != nil {
+		return fmt.Errorf("register with relay: %w", err)
+	}
+	if welcome.Error != "" || welcome.PublicURL == "" {
+		return fmt.Errorf("%w: %s", errTunnelRefused, welcome.Error)
+	}
+	c.SetDeadline(time.Time{})
+	t.up(welcome.PublicURL)
+	return t.serve(ctx, c)
+}
+
+// up records the public URL of a registered tunnel. The first time after
+// the boot wait gave up, the payload is printed again.
+func (t *tunnelClient) up(public string) {
+	old := t.publicURL.Swap(&public)
+	if old == nil {
+		t.log.Info("tunnel up", "public_url", public)
+		select {
+		case t.first <- nil:
+		default:
+		}
+		if t.booted.Load() && t.onUp != nil {
+			t.onUp()
+		}
+	} else if *old != public {
+		t.log.Warn("tunnel: the relay gave another public URL", "was", *old, "now", public)
+	}
+}
+
+// serve runs dev's side of HTTP/2 over c until the connection ends or ctx
+// is cancelled.
+func (t *tunnelClient) serve(ctx context.Context, c net.Conn) error {
+	ln := &tunnelListener{conn: &relayWatchedConn{Conn: c, done: make(chan struct{})}, closed: make(chan struct{})}
+	// Not newHTTPServer: its idle timeout would drop a quiet tunnel; pings
+	// find a dead one instead.
+	srv := &http.Server{Handler: t.handler, Protocols: relayH2C(), MaxHeaderBytes: httpMaxHeaderBytes,
+		HTTP2: &http.HTTP2Config{SendPingTimeout: tunnelPingEvery, PingTimeout: tunnelPingEvery / 2}}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-ln.conn.done:
+		err = errors.New("connection to the relay closed")
+	}
+	srv.Close()
+	<-served
+	return err
+}
+
+// tunnelListener hands http.Server the one tunnel connection, then blocks
+// until closed.
+type tunnelListener struct {
+	conn   *relayWatchedConn
+	once   sync.Once
+	given  atomic.Bool
+	closed chan struct{}
+}
+
+// Accept returns the tunnel connection once, then waits for Close.
+func (l *tunnelListener) Accept() (net.Conn, error) {
+	if l.given.CompareAndSwap(false, true) {
+		return l.conn, nil
+	}
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+// Close ends Accept.
+func (l *tunnelListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+// Addr is the tunnel's local address.
+func (l *tunnelListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// tunnelHandler admits relayed requests to api: Host becomes the API's own
+// (apiHost) and Origin is dropped, since the relay verified an identity
+// token (a header no cross-site page can borrow) and the tunnel itself is
+// authenticated; the dev-only routes are refused, being for this machine.
+func tunnelHandler(api http.Handler, apiHost string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/dev/") {
+			writeAPIError(w, http.StatusForbidden, apiError{Code: "not_loopback", Message: "the dev-only routes are served to this machine only, never through the tunnel"})
+			return
+		}
+		r.Host = apiHost
+		r.Header.Del("Origin")
+		api.ServeHTTP(w, r)
+	})
+}
