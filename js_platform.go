@@ -10,9 +10,10 @@ import (
 
 // jsPlatform is what the VMs of steps and agent tools get beyond the
 // language (DESIGN §9): the web platform's globals, and the project's data
-// through the ambient "svc" module. Built once per runtime and read-only
-// afterwards; a nil *jsPlatform gives a VM the defaults (fetch with no
-// project data), which is what tests of the engine alone use.
+// through the ambient "svc" module. Built once per runtime; only its
+// storage target changes afterwards (set atomically at boot). A nil
+// *jsPlatform gives a VM the defaults (fetch with no project data), which
+// is what tests of the engine alone use.
 type jsPlatform struct {
 	fetch *http.Client // fetch() of steps and tools
 	sql   *sqlHost     // sql of steps and tools (js_sql.go); nil: no database, sql throws saying so
