@@ -60,8 +60,10 @@ func TestConsoleHandler(t *testing.T) {
 // playground's form and JSON editor in both directions, a start to a
 // completed timeline, a schema violation, prefill from a run, a schema
 // with nested objects, arrays, an enum, a union and an optional field,
-// cancelling a sleeping run, resuming a hook, the runs filters and the
-// settings form. Screenshots go to conformance/artifacts/.
+// cancelling a sleeping run, resuming a hook, the runs filters, the chat
+// with the agent tests' helper (a streamed answer, a tool call, an approval)
+// against the fake model provider, and the settings form. Screenshots go
+// to conformance/artifacts/.
 func TestConsoleInChromium(t *testing.T) {
 	if _, err := os.Stat(consoleChromium); err != nil {
 		t.Fatalf("console tests need Debian's chromium at %s (apt-get install -y chromium; .ci/run installs it): %v", consoleChromium, err)
@@ -92,7 +94,9 @@ export default async function hooked() {
   additionalProperties: false,
 } as const;
 export default async function shapes(input: unknown) { "use workflow"; return input; }`)
-	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk"))
+	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
+	fake := newFakeProvider(t)
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake"))
 	artifacts, err := filepath.Abs(filepath.Join("conformance", "artifacts", t.Name()))
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,9 @@
 // real `svc dev`. Run by TestConsoleInChromium (console_test.go), which
 // writes the project's workflows: greet and ping (the scaffold's), waiter
 // (sleeps an hour), hooked (waits on a hook), shapes (a schema with nested
-// objects, arrays, an enum, a union and an optional field).
+// objects, arrays, an enum, a union and an optional field), and the agent
+// helper (the agent tests': add, and refund needing approval) in front of
+// the fake model provider (echo: <text>; "call <tool> <json>" calls it).
 // Environment: SVC_URL (the dev emulator), SVC_ARTIFACTS (screenshot dir).
 // Any browser console error fails the test, except the refusals a step
 // provokes on purpose (expectConsoleError).
@@ -223,6 +225,52 @@ test("runs list filters by status and workflow", async () => {
     return cells.length > 0 && cells.every((td) => td.textContent === "greet");
   });
   await shot("runs-filtered");
+  noConsoleErrors();
+});
+
+/** say sends text from the chat page's message box with Enter. */
+async function say(text) {
+  await page.getByLabel("Message").fill(text);
+  await page.getByLabel("Message").press("Enter");
+}
+
+/** lastAnswer waits for the newest assistant message to read want and returns its element. */
+async function lastAnswer(want) {
+  const msg = page.locator("#chat-log .msg.assistant", { hasText: want }).last();
+  await msg.waitFor();
+  return msg;
+}
+
+test("chat: a streamed answer, a tool call with its result, an approval from the page; the thread survives navigation", async () => {
+  await page.getByRole("link", { name: "Chat" }).click();
+  await page.locator("#chat-agent").selectOption("helper");
+  await page.waitForURL(/#\/chat\/helper$/);
+  await say("hello there");
+  const answer = await lastAnswer("echo: hello there");
+  const pieces = await answer.evaluate((m) => m.querySelector("span").childNodes.length);
+  assert.ok(pieces > 1, `the answer arrived in ${pieces} piece(s); want it streamed in several`);
+  await say('call add {"a":2,"b":3}');
+  const add = page.locator("#chat-log .tool-call", { hasText: "add" }).last();
+  await add.locator(".result").waitFor();
+  assert.match(await add.locator(".args").textContent(), /"a":2/);
+  assert.match(await add.locator(".result").textContent(), /"sum":5/);
+  await lastAnswer('tool add said: {"sum":5');
+  await say('call refund {"orderId":"c-1"}');
+  const refund = page.locator("#chat-log .tool-call", { hasText: "refund" }).last();
+  await refund.getByRole("button", { name: "Approve" }).waitFor();
+  await shot("chat-approval");
+  await refund.getByRole("button", { name: "Approve" }).click();
+  await refund.locator(".result").waitFor();
+  assert.match(await refund.locator(".result").textContent(), /"refunded":"c-1"/);
+  await lastAnswer('tool refund said: {"refunded":"c-1"}');
+  assert.equal(await refund.getByRole("button", { name: "Approve" }).count(), 0);
+  await page.getByRole("link", { name: "Runs" }).click();
+  await page.locator("#runs").waitFor();
+  await page.goBack();
+  await lastAnswer('tool refund said: {"refunded":"c-1"}');
+  await say("still here?");
+  await lastAnswer("echo: still here?");
+  await shot("chat");
   noConsoleErrors();
 });
 

@@ -8,6 +8,7 @@ import { api, el, errorBox } from "./dom.js";
 import { workflowsPage, playgroundPage } from "./workflows.js";
 import { runsPage, runPage } from "./runs.js";
 import { settingsPage } from "./settings.js";
+import { chatPage } from "./chat.js";
 
 /** routes maps a hash path to its page and nav entry. */
 const routes = [
@@ -15,6 +16,8 @@ const routes = [
   [/^\/workflows\/([^/]+)$/, "workflows", playgroundPage],
   [/^\/runs$/, "runs", runsPage],
   [/^\/runs\/([^/]+)$/, "runs", runPage],
+  [/^\/chat$/, "chat", chatPage],
+  [/^\/chat\/([^/]+)$/, "chat", chatPage],
   [/^\/settings$/, "settings", (ctx) => settingsPage(ctx, showGate)],
 ];
 

@@ -2,7 +2,7 @@
 // runtime API, formatting values and times.
 
 /** The URL prefix of the runtime API ("" = the server of this page). */
-const apiBase = document.querySelector('meta[name="svc-api-base"]')?.content ?? "";
+export const apiBase = document.querySelector('meta[name="svc-api-base"]')?.content ?? "";
 
 /**
  * el builds an element: attrs are attributes, except on* (listeners) and

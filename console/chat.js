@@ -1,0 +1,166 @@
+// The chat page: talk to an agent over POST /chat (the AG-UI wire, DESIGN
+// §10): the answer streams in as it arrives, tool calls show with their
+// arguments and results, a call awaiting approval gets Approve and Refuse
+// buttons that resume the turn. Each agent keeps one thread id (a durable
+// session) and its transcript while the console is open; "New
+// conversation" starts another thread.
+
+import { APIError, apiBase, el, errorBox } from "./dom.js";
+
+/**
+ * chatAuth is the chat wires' credential: bound to loopback they take any
+ * non-empty bearer token, and the console has none of its own.
+ */
+const chatAuth = { authorization: "Bearer console" };
+
+/** chats maps an agent name to its conversation: { threadId, log, calls }. */
+const chats = new Map();
+
+/** chatPage shows the agent picker and, for agent, its conversation. */
+export async function chatPage(ctx, agent) {
+  const r = await fetch(apiBase + "/openai/v1/models", { headers: chatAuth });
+  const body = await r.json().catch(() => null);
+  if (!r.ok) throw new APIError(r.status, body, `GET /openai/v1/models: HTTP ${r.status}`);
+  const agents = (body?.data ?? []).map((m) => m.id);
+  const picker = el("select", { id: "chat-agent", onchange: (e) => (location.hash = `#/chat/${encodeURIComponent(e.target.value)}`) },
+    el("option", { value: "" }, "choose an agent…"),
+    agents.map((a) => el("option", { value: a, selected: a === agent }, a)));
+  const head = [el("h1", {}, "Chat"), el("label", { class: "inline" }, "Agent ", picker)];
+  if (!agents.length) return el("section", {}, head, el("p", { class: "muted" }, "This project has no agents: add one under deep-agents/."));
+  if (!agent) return el("section", {}, head, el("p", { class: "muted" }, "Pick an agent to talk to."));
+  if (!agents.includes(agent)) return el("section", {}, head, errorBox(new Error(`No agent named ${agent}.`)));
+  return el("section", {}, head, conversation(agent));
+}
+
+/** conversation builds agent's transcript (kept across visits) and message box. */
+function conversation(agent) {
+  let chat = chats.get(agent);
+  if (!chat) {
+    chat = newChat();
+    chats.set(agent, chat);
+  }
+  const text = el("textarea", { id: "chat-input", "aria-label": "Message", rows: 3, placeholder: "Write a message; Enter sends, Shift+Enter is a new line" });
+  const send = el("button", { type: "submit" }, "Send");
+  const form = el("form", { class: "chat-form", onsubmit: (e) => {
+    e.preventDefault();
+    const msg = text.value.trim();
+    if (!msg || send.disabled) return;
+    text.value = "";
+    chat.log.append(el("div", { class: "msg user" }, msg));
+    turn(agent, chat, { messages: [{ id: crypto.randomUUID(), role: "user", content: msg }] }, send);
+  } }, text, el("div", { class: "actions" }, send, el("button", { type: "button", class: "small", onclick: () => {
+    chat = newChat();
+    chats.set(agent, chat);
+    wrap.replaceChildren(chat.log);
+  } }, "New conversation")));
+  text.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  const wrap = el("div", {}, chat.log);
+  return el("div", { class: "chat" }, wrap, form);
+}
+
+/** newChat is a conversation on a fresh thread. */
+const newChat = () => ({ threadId: crypto.randomUUID(), log: el("div", { id: "chat-log", class: "chat-log", "aria-live": "polite" }), calls: new Map() });
+
+/**
+ * turn posts one RunAgentInput (input: its messages or resume entries) on
+ * chat's thread and draws the streamed events; button is disabled meanwhile.
+ */
+async function turn(agent, chat, input, button) {
+  button.disabled = true;
+  const status = el("p", { class: "note chat-status" }, "…");
+  chat.log.append(status);
+  try {
+    const r = await fetch(apiBase + "/chat", {
+      method: "POST",
+      headers: { ...chatAuth, "content-type": "application/json", accept: "text/event-stream" },
+      body: JSON.stringify({ threadId: chat.threadId, runId: "", messages: [], tools: [], context: [], forwardedProps: { agent }, ...input }),
+    });
+    if (!r.ok || !r.body) {
+      const body = await r.json().catch(() => null);
+      throw new Error(body?.message ?? `POST /chat: HTTP ${r.status}`);
+    }
+    const draw = drawer(agent, chat, button);
+    for await (const ev of sseEvents(r.body)) draw(ev);
+  } catch (err) {
+    chat.log.append(errorBox(err));
+  } finally {
+    status.remove();
+    button.disabled = false;
+  }
+}
+
+/** sseEvents yields the JSON data of each server-sent event of body. */
+async function* sseEvents(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n/g, "\n");
+    let end;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+      if (data) yield JSON.parse(data);
+    }
+  }
+}
+
+/** drawer returns the function drawing one AG-UI event of a turn into chat.log. */
+function drawer(agent, chat, button) {
+  const texts = new Map(); // messageId → its text node
+  return (ev) => {
+    switch (ev.type) {
+      case "TEXT_MESSAGE_START": {
+        const body = el("span", {});
+        texts.set(ev.messageId, body);
+        chat.log.append(el("div", { class: "msg assistant" }, body));
+        break;
+      }
+      case "TEXT_MESSAGE_CONTENT":
+        texts.get(ev.messageId)?.append(ev.delta);
+        break;
+      case "TOOL_CALL_START": {
+        const args = el("code", { class: "args" });
+        const card = el("div", { class: "tool-call", "data-call": ev.toolCallId }, el("b", {}, ev.toolCallName), " ", args);
+        chat.calls.set(ev.toolCallId, { card, args });
+        chat.log.append(card);
+        break;
+      }
+      case "TOOL_CALL_ARGS":
+        chat.calls.get(ev.toolCallId)?.args.append(ev.delta);
+        break;
+      case "TOOL_CALL_RESULT": {
+        const call = chat.calls.get(ev.toolCallId);
+        const result = el("div", { class: "result" }, "→ ", el("code", {}, ev.content));
+        (call?.card ?? chat.log).append(result);
+        break;
+      }
+      case "RUN_FINISHED":
+        for (const i of ev.outcome?.type === "interrupt" ? ev.outcome.interrupts : []) askApproval(agent, chat, i, button);
+        break;
+      case "RUN_ERROR":
+        chat.log.append(errorBox(new Error(ev.code ? `${ev.message} (${ev.code})` : ev.message)));
+        break;
+    }
+  };
+}
+
+/** askApproval adds Approve and Refuse to the call interrupt i waits on; either resumes the turn. */
+function askApproval(agent, chat, i, button) {
+  const answer = (approved) => () => {
+    box.replaceChildren(el("span", { class: "note" }, approved ? "Approved." : "Refused."));
+    const entry = approved ? { interruptId: i.id, status: "resolved", payload: { approved: true } } : { interruptId: i.id, status: "cancelled" };
+    turn(agent, chat, { resume: [entry] }, button);
+  };
+  const box = el("div", { class: "approval" }, el("span", {}, "Needs your approval. "),
+    el("button", { type: "button", onclick: answer(true) }, "Approve"), " ",
+    el("button", { type: "button", class: "danger", onclick: answer(false) }, "Refuse"));
+  (chat.calls.get(i.toolCallId)?.card ?? chat.log).append(box);
+}
