@@ -402,15 +402,18 @@ func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 
 // admit checks the credential, answers the console's key link, and
 // reports whether the request goes on to the routes. A console cookie
-// becomes the Authorization header it stands for, so the routes see one
-// credential.
+// becomes the Authorization header it stands for (replacing a credential
+// that is not a key), so the routes see one credential.
 func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
 	if g.keys != nil && r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("key") {
 		g.consoleLogin(w, r)
 		return false
 	}
 	cred := wireCredential(r)
-	if c, err := r.Cookie(httpGuardCookie); err == nil && cred == "" && g.keys != nil {
+	// The console's pages send a placeholder bearer on the chat wires
+	// (any credential passes on loopback); under --listen the cookie's key
+	// stands in for a missing or placeholder one.
+	if c, err := r.Cookie(httpGuardCookie); err == nil && g.keys != nil && (cred == "" || !g.keyValid(cred)) {
 		if b, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil && len(b) > 0 {
 			cred = string(b)
 			r.Header = r.Header.Clone()

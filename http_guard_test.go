@@ -333,6 +333,15 @@ func TestHTTPGuardConsoleLogin(t *testing.T) {
 	if rec.Code != 200 || rec.Header().Get("X-Seen-Authorization") != "Bearer extra-key" {
 		t.Errorf("GET / with the cookie = %d %s; want the console", rec.Code, rec.Body)
 	}
+	// The console's chat sends a placeholder bearer: the cookie's key wins.
+	rec = guardTestDo(g, "GET", "/openai/v1/models", "10.231.7.1:4242", map[string]string{"Cookie": cookies[0].String(), "Authorization": "Bearer console"})
+	if rec.Code != 200 || rec.Header().Get("X-Seen-Authorization") != "Bearer extra-key" {
+		t.Errorf("a chat wire with the cookie and a placeholder bearer = %d %s; want the cookie's key", rec.Code, rec.Body)
+	}
+	rec = guardTestDo(g, "GET", "/openai/v1/models", "10.231.7.1:4242", map[string]string{"Authorization": "Bearer console"})
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("a placeholder bearer without the cookie = %d; want 401", rec.Code)
+	}
 	rec = guardTestDo(g, "GET", "/?key=nope", "10.231.7.1:4242", nil)
 	if rec.Code != http.StatusUnauthorized || len(rec.Result().Cookies()) != 0 {
 		t.Errorf("GET /?key=nope = %d %v; want 401 without a cookie", rec.Code, rec.Header())
