@@ -105,6 +105,7 @@ func (s *cpServer) routes() []cpRoute {
 		{"PUT", "/api/orgs/{org}/agents/{agent}/deployment", false, s.handleRecordDeployment},
 		{"POST", "/api/orgs/{org}/agents/{agent}/link", false, s.handleLink},
 		{"POST", "/api/installations/{id}/resolve", false, s.handleResolve},
+		{"POST", "/api/installations/{id}/token", false, s.handleToken},
 		{"GET", "/api/orgs/{org}/api-keys", false, s.handleListAPIKeys},
 		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},
 		// The proxy checks its own callers: user credentials and API keys.
@@ -378,13 +379,25 @@ func (s *cpServer) handleRecordDeployment(w http.ResponseWriter, r *http.Request
 	writeJSON(w, http.StatusOK, cpDeploymentRecord{Agent: a, Deployment: d, Installation: inst})
 }
 
+// cpIdentity is an identity token minted for a caller and the
+// installation it is for (its aud).
+type cpIdentity struct {
+	Installation  cpInstallation `json:"installation"`
+	IdentityToken string         `json:"identity_token"`
+	ExpiresAt     time.Time      `json:"expires_at"`
+}
+
+// identity mints the caller of r an identity token for installation in.
+func (s *cpServer) identity(r *http.Request, in cpInstallation) cpIdentity {
+	tok, claims := s.issuer.issue(caller(r).user.ID, in.OrganizationID, in.ID, s.now())
+	return cpIdentity{Installation: in, IdentityToken: tok, ExpiresAt: time.Unix(claims.Exp, 0).UTC()}
+}
+
 // cpTarget is the payload of POST /api/installations/{id}/resolve: where
 // the installation's agent is deployed and an identity token for its box.
 type cpTarget struct {
-	Installation  cpInstallation `json:"installation"`
-	Deployment    cpDeployment   `json:"deployment"`
-	IdentityToken string         `json:"identity_token"`
-	ExpiresAt     time.Time      `json:"expires_at"`
+	cpIdentity
+	Deployment cpDeployment `json:"deployment"`
 }
 
 // handleResolve resolves an installation (local-dev or deployment) to its
@@ -416,8 +429,27 @@ func (s *cpServer) handleResolve(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	tok, claims := s.issuer.issue(c.user.ID, in.OrganizationID, box.ID, s.now())
-	writeJSON(w, http.StatusOK, cpTarget{Installation: box, Deployment: d, IdentityToken: tok, ExpiresAt: time.Unix(claims.Exp, 0).UTC()})
+	writeJSON(w, http.StatusOK, cpTarget{cpIdentity: s.identity(r, box), Deployment: d})
+}
+
+// handleToken mints the caller an identity token for their own local-dev
+// installation (aud the installation, org its organization): what a
+// browser or client sends to that svc dev through the tunnel (relay.go).
+// Any other installation, another user's included, is 404.
+func (s *cpServer) handleToken(w http.ResponseWriter, r *http.Request) {
+	in, err := s.store.installation(r.Context(), caller(r).user.ID, r.PathValue("id"))
+	if err == nil && (in.Kind != "local_dev" || in.user != caller(r).user.ID) {
+		err = errCPNotFound
+	}
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no local-dev installation %q of yours: svc dev creates yours; a deployment's box takes the token of POST /api/installations/{id}/resolve", r.PathValue("id")))
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.identity(r, in))
 }
 
 // handleListAPIKeys lists the organization's API keys, never the keys.

@@ -196,6 +196,9 @@ type cpInstallation struct {
 	OrganizationID   string `json:"organization_id"`
 	OrganizationSlug string `json:"organization_slug"`
 	AgentID          string `json:"agent_id"`
+	// user is the local-dev installation's user ("" for a deployment's);
+	// set by installation only, never answered.
+	user string
 }
 
 // cpAPIKey is an API key's record; the key itself is shown once, at
@@ -482,9 +485,9 @@ func (s *cpStore) installationOf(ctx context.Context, org cpOrg, agent, kind, us
 // organization.
 func (s *cpStore) installation(ctx context.Context, user, id string) (cpInstallation, error) {
 	var in cpInstallation
-	err := s.db.QueryRow(ctx, `SELECT i.id, i.kind, o.id, o.slug, i.agent_id FROM cp.installations i
+	err := s.db.QueryRow(ctx, `SELECT i.id, i.kind, o.id, o.slug, i.agent_id, coalesce(i.user_id, '') FROM cp.installations i
 		JOIN cp.organizations o ON o.id = i.org_id JOIN cp.memberships m ON m.org_id = o.id AND m.user_id = $1
-		WHERE i.id = $2`, user, id).Scan(&in.ID, &in.Kind, &in.OrganizationID, &in.OrganizationSlug, &in.AgentID)
+		WHERE i.id = $2`, user, id).Scan(&in.ID, &in.Kind, &in.OrganizationID, &in.OrganizationSlug, &in.AgentID, &in.user)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return in, errCPNotFound
 	}

@@ -18,6 +18,13 @@ package main
 // relay (a tunnel cannot pick another's). Relayed requests must carry an
 // identity token of the control plane the relay trusts, for the tunnel's
 // organization and installation; anything else is 401 at the relay.
+//
+// CORS: the console (a page at the origin of the control plane URL the
+// relay trusts) calls tunnels from the browser. Its preflights are
+// answered 204 by the relay, Authorization allowed, before any token is
+// asked for, and every answer to it carries Access-Control-Allow-Origin;
+// other origins get no CORS header (their preflights are 401: no token).
+// svc dev sees no Origin on tunnel traffic (tunnelHandler).
 
 import (
 	"context"
@@ -34,6 +41,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -135,6 +143,7 @@ type relayServer struct {
 	domain       string // the tunnel domain D: hosts are <sub>.tun.D
 	registry     string // path of the registry file
 	controlPlane string // issuer of the identity tokens relayed requests carry
+	console      string // origin of controlPlane: the browser origin answered CORS
 	log          *slog.Logger
 	guard        *httpGuard // paces public request bodies, then route
 
@@ -151,7 +160,15 @@ func newRelayServer(domain, registry, controlPlane string, log *slog.Logger) (*r
 		return nil, errors.New("new relay: want a domain, a registry file, a control plane URL and a logger")
 	}
 	s := &relayServer{domain: strings.ToLower(domain), registry: registry, controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}}
-	var err error
+	u, err := url.Parse(s.controlPlane)
+	if err == nil {
+		var o httpGuardOrigin
+		o, err = httpGuardParseOrigin(u.Scheme + "://" + u.Host)
+		s.console = o.String()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("new relay: control plane URL %q: want an http:// or https:// URL with a host", controlPlane)
+	}
 	if s.guard, err = newHTTPGuard(http.HandlerFunc(s.route), httpGuardConfig{}); err != nil {
 		return nil, err
 	}
@@ -335,7 +352,7 @@ func (s *relayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guar
 
 // route sends a public request by its Host to the tunnel of that
 // subdomain, once its identity token is verified for the tunnel's
-// installation.
+// installation; the console's preflights are answered here (CORS above).
 func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 	host := strings.ToLower(r.Host)
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -346,6 +363,14 @@ func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{Code: "not_found", Message: "no tunnel at " + host + ": tunnels are at <subdomain>.tun." + s.domain})
 		return
 	}
+	if s.fromConsole(r) {
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			s.guard.preflight(w, r, true)
+			return
+		}
+		w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+	}
+	w.Header().Add("Vary", "Origin")
 	s.mu.Lock()
 	t := s.tunnels[sub]
 	s.mu.Unlock()
@@ -360,6 +385,13 @@ func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.proxy.ServeHTTP(w, r)
+}
+
+// fromConsole reports whether r comes from a page of the console: its
+// Origin is the control plane's.
+func (s *relayServer) fromConsole(r *http.Request) bool {
+	o, err := httpGuardParseOrigin(r.Header.Get("Origin"))
+	return err == nil && o.String() == s.console
 }
 
 // close drops every tunnel, refuses new ones and waits for their

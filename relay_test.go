@@ -345,6 +345,57 @@ func TestRelayTunnel(t *testing.T) {
 		}
 	})
 
+	t.Run("cors", func(t *testing.T) {
+		console := f.plane.srv.URL // the relay's --control-plane: the console's origin
+		send := func(method, origin, tok string) *http.Response {
+			t.Helper()
+			req, _ := http.NewRequest(method, public+"/api/health", nil)
+			req.Header.Set("Origin", origin)
+			if method == http.MethodOptions {
+				req.Header.Set("Access-Control-Request-Method", "GET")
+				req.Header.Set("Access-Control-Request-Headers", "authorization")
+			}
+			if tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			resp, err := f.client.Do(req)
+			if err != nil {
+				t.Fatalf("%s from %s: %v", method, origin, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp
+		}
+		pre := send(http.MethodOptions, console, "")
+		if h := pre.Header; pre.StatusCode != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != console ||
+			!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "authorization") || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "GET") {
+			t.Errorf("the console's preflight = %d %v; want 204 allowing its origin and Authorization", pre.StatusCode, h)
+		}
+		if resp := send("GET", console, good); resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != console {
+			t.Errorf("the console's GET = %d %v; want 200 with its origin allowed", resp.StatusCode, resp.Header)
+		}
+		if resp := send("GET", console, ""); resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != console {
+			t.Errorf("the console's GET without a token = %d %v; want a 401 it can read", resp.StatusCode, resp.Header)
+		}
+		for _, origin := range []string{"https://evil.example", console + "0", "null"} {
+			for _, tt := range []struct {
+				method string
+				tok    string
+				want   int
+			}{{http.MethodOptions, "", 401}, {"GET", good, 200}} {
+				resp := send(tt.method, origin, tt.tok)
+				for name := range resp.Header {
+					if strings.HasPrefix(name, "Access-Control-") {
+						t.Errorf("%s from %s: header %s; want no CORS header", tt.method, origin, name)
+					}
+				}
+				if resp.StatusCode != tt.want {
+					t.Errorf("%s from %s = %d; want %d", tt.method, origin, resp.StatusCode, tt.want)
+				}
+			}
+		}
+	})
+
 	t.Run("unregistered tunnel", func(t *testing.T) {
 		for _, hello := range []relayHello{{Installation: f.ldi, Token: "wrong"}, {Installation: "ldi_unknown", Token: "tok-1"}, {Installation: f.ldi}} {
 			if w := f.rawHello(t, hello); !strings.Contains(w.Error, "not registered") || w.PublicURL != "" {
@@ -568,11 +619,15 @@ func TestRelayFrame(t *testing.T) {
 }
 
 // TestRelayRoute answers hosts outside *.tun.<domain> 404 and a known
-// pattern without a tunnel 502, before any token is looked at.
+// pattern without a tunnel 502, before any token is looked at; a relay
+// needs a control plane URL it can take the console's origin from.
 func TestRelayRoute(t *testing.T) {
 	s, err := newRelayServer("example.com", filepath.Join(t.TempDir(), "none.json"), "http://cp", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := newRelayServer("example.com", "tunnels.json", "cp.example.com", slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("a control plane URL without a scheme: want an error (the console's origin is derived from it)")
 	}
 	for _, tt := range []struct {
 		host string

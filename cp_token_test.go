@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestCPIdentityToken runs the control plane as a process: POST
+// /api/installations/{id}/token mints the caller a token for their own
+// local-dev installation, which identVerifier accepts for exactly that
+// installation and organization; another user's, a deployment's, an unknown
+// installation are 404, and no credential is 401.
+func TestCPIdentityToken(t *testing.T) {
+	dbURL := testPostgresURL(t)
+	cp := startControlPlane(t, baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")), "XDG_CONFIG_HOME="+t.TempDir()))
+	m := regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(cp.stderr.String())
+	if m == nil {
+		t.Fatalf("no sign-in code:\n%s", cp.stderr.String())
+	}
+	var admin cpSignedIn
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &admin); code != 200 {
+		t.Fatalf("sign in with the code = %d", code)
+	}
+	var who loginIdentity
+	httpJSONAuth(t, "GET", cp.url+"/api/whoami", admin.Credential, nil, &who)
+	org := cp.url + "/api/orgs/default"
+	if code := httpJSONAuth(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": "demo"}, nil); code != 201 {
+		t.Fatalf("create agent = %d", code)
+	}
+	var local cpInstallation
+	if code := httpJSONAuth(t, "POST", org+"/agents/demo/local-dev-installation", admin.Credential, nil, &local); code != 200 {
+		t.Fatalf("local-dev installation = %d", code)
+	}
+
+	// A second member of the organization, with a credential of their own.
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	bob := "svc_cred_" + strings.Repeat("b", 40)
+	if _, err := conn.Exec(context.Background(), `WITH u AS (INSERT INTO cp.users (id, email, name) VALUES ('usr_bob', 'bob', 'Bob') RETURNING id),
+		m AS (INSERT INTO cp.memberships (org_id, user_id, role) SELECT o.id, u.id, 'member' FROM cp.organizations o, u)
+		INSERT INTO cp.credentials (id, user_id, token_hash, kind) SELECT 'crd_bob', u.id, $1, 'cli' FROM u`, cpHash(bob)); err != nil {
+		t.Fatal(err)
+	}
+	var bobs cpInstallation
+	if code := httpJSONAuth(t, "POST", org+"/agents/demo/local-dev-installation", bob, nil, &bobs); code != 200 || bobs.ID == local.ID {
+		t.Fatalf("Bob's local-dev installation = %d %+v", code, bobs)
+	}
+	var rec cpDeploymentRecord
+	if code := httpJSONAuth(t, "PUT", org+"/agents/demo/deployment", admin.Credential, map[string]string{"url": "http://127.0.0.1:9", "image_tag": "1.0.0", "secret": strings.Repeat("s", 40)}, &rec); code != 200 {
+		t.Fatalf("record deployment = %d", code)
+	}
+
+	var got cpIdentity
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+local.ID+"/token", admin.Credential, nil, &got); code != 200 || got.Installation.ID != local.ID || got.ExpiresAt.IsZero() {
+		t.Fatalf("token for my local-dev installation = %d %+v", code, got)
+	}
+	v, _ := newIdentVerifier(cp.url, local.OrganizationID, local.ID, nil, nil)
+	if c, err := v.verify(context.Background(), got.IdentityToken); err != nil || c.Sub != who.User.ID || c.Aud != local.ID || c.Org != local.OrganizationID {
+		t.Fatalf("the tunnel's verification of the token = %+v, %v", c, err)
+	}
+	box, _ := newIdentVerifier(cp.url, local.OrganizationID, rec.Installation.ID, nil, nil)
+	if _, err := box.verify(context.Background(), got.IdentityToken); !errors.Is(err, errIdentAudience) {
+		t.Fatalf("the local-dev token at the deployment's box = %v; want %v", err, errIdentAudience)
+	}
+
+	for _, tt := range []struct {
+		name, cred, id string
+		want           int
+	}{
+		{"another user's installation", bob, local.ID, 404},
+		{"the deployment's installation", admin.Credential, rec.Installation.ID, 404},
+		{"an unknown installation", admin.Credential, "ins_unknown", 404},
+		{"no credential", "", local.ID, 401},
+		{"Bob's own", bob, bobs.ID, 200},
+	} {
+		if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+tt.id+"/token", tt.cred, nil, nil); code != tt.want {
+			t.Errorf("%s: token = %d; want %d", tt.name, code, tt.want)
+		}
+	}
+}
