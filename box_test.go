@@ -178,15 +178,8 @@ func TestBoxServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a control plane and boxes")
 	}
-	cp := startControlPlane(t, baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_MASTER_KEY="+hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")), "XDG_CONFIG_HOME="+t.TempDir()))
-	m := regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(cp.stderr.String())
-	if m == nil {
-		t.Fatalf("no sign-in code:\n%s", cp.stderr.String())
-	}
-	var admin cpSignedIn
-	if code := httpJSONAuth(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &admin); code != 200 {
-		t.Fatalf("login with the one-time code = %d", code)
-	}
+	cp, code := startTestControlPlane(t, testPostgresURL(t))
+	admin := cpSignedIn{Credential: cpSignInAdmin(t, cp, code)}
 
 	dir, data := projectDir(t), t.TempDir()
 	fakeModel := newFakeProvider(t)

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -113,16 +111,9 @@ type linkWorld struct {
 // admin in (svc login --token) in a fresh config directory.
 func newLinkWorld(t testing.TB) *linkWorld {
 	w := &linkWorld{t: t, dbURL: testPostgresURL(t)}
-	w.cp = startControlPlane(t, baseEnv("DATABASE_URL="+w.dbURL, "SVC_MASTER_KEY="+hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")), "XDG_CONFIG_HOME="+t.TempDir()))
-	m := regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(w.cp.stderr.String())
-	if m == nil {
-		t.Fatalf("no sign-in code:\n%s", w.cp.stderr.String())
-	}
-	var admin cpSignedIn
-	if code := httpJSONAuth(t, "POST", w.cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &admin); code != 200 {
-		t.Fatalf("sign in with the code = %d", code)
-	}
-	w.admin = admin.Credential
+	var code string
+	w.cp, code = startTestControlPlane(t, w.dbURL)
+	w.admin = cpSignInAdmin(t, w.cp, code)
 	w.env = baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CI=1")
 	if out, _, code := w.run(t.TempDir(), "--json", "login", "--control-plane", w.cp.url, "--token", w.admin); code != 0 {
 		t.Fatalf("svc login = %d %s", code, out)

@@ -3,13 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -92,19 +90,12 @@ type cpProxyFixture struct {
 func startCPProxyFixture(t testing.TB) *cpProxyFixture {
 	t.Helper()
 	f := &cpProxyFixture{model: newCPHoldProvider(t)}
-	f.cp = startControlPlane(t, baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_MASTER_KEY="+hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")), "XDG_CONFIG_HOME="+t.TempDir()))
-	var m []string
-	eventually(t, 10*time.Second, "the control plane's sign-in code", func() bool {
-		m = regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(f.cp.stderr.String())
-		return m != nil
-	})
-	var admin cpSignedIn
-	if code := httpJSONAuth(t, "POST", f.cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &admin); code != 200 {
-		t.Fatalf("login with the one-time code = %d", code)
-	}
-	f.admin, f.org, f.proxy = admin.Credential, f.cp.url+"/api/orgs/default", f.cp.url+"/default/demo"
+	var code string
+	f.cp, code = startTestControlPlane(t, testPostgresURL(t))
+	f.admin, f.org, f.proxy = cpSignInAdmin(t, f.cp, code), f.cp.url+"/api/orgs/default", f.cp.url+"/default/demo"
 	f.box = startBox(t, projectDir(t), t.TempDir(), baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_CONTROL_PLANE_URL="+f.cp.url,
 		"SVC_IMAGE_TAG=1.0.0", "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+f.model.URL+"/v1"))
+	var m []string
 	eventually(t, 10*time.Second, "the box's minted secret", func() bool {
 		m = boxSecretLine.FindStringSubmatch(f.box.stderr.String())
 		return m != nil

@@ -37,6 +37,39 @@ func startControlPlane(t testing.TB, env []string) *cpProcess {
 	return &cpProcess{envelopeProcess: p, url: ready.URL}
 }
 
+// cpTestMasterKey is the SVC_MASTER_KEY of test control planes.
+var cpTestMasterKey = hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+
+// cpSignInCodePattern finds the first boot's one-time sign-in code in the log.
+var cpSignInCodePattern = regexp.MustCompile(`sign_in_code=([A-Z-]+)`)
+
+// startTestControlPlane starts svc control-plane on the database dbURL with
+// a fresh config directory, and returns it with its first boot's one-time
+// sign-in code (waited for, bounded: the log line precedes the ready line
+// but stderr reaches the test through its own pipe).
+func startTestControlPlane(t testing.TB, dbURL string) (*cpProcess, string) {
+	t.Helper()
+	cp := startControlPlane(t, baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+cpTestMasterKey, "XDG_CONFIG_HOME="+t.TempDir()))
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		m = cpSignInCodePattern.FindStringSubmatch(cp.stderr.String())
+	}
+	if m == nil {
+		t.Fatalf("no sign-in code on the first boot's stderr:\n%s", cp.stderr.String())
+	}
+	return cp, m[1]
+}
+
+// cpSignInAdmin spends the one-time code for the admin's credential.
+func cpSignInAdmin(t testing.TB, cp *cpProcess, code string) string {
+	t.Helper()
+	var admin cpSignedIn
+	if st := httpJSONAuth(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": code}, &admin); st != 200 || admin.Credential == "" {
+		t.Fatalf("sign in with the one-time code = %d", st)
+	}
+	return admin.Credential
+}
+
 // cpEnvelope decodes a --json line of the CLI.
 func cpEnvelope(t testing.TB, stdout string, data any) envelope {
 	t.Helper()
@@ -60,18 +93,10 @@ func cpEnvelope(t testing.TB, stdout string, data any) envelope {
 // would verify; secrets at rest; no secret in any process's output.
 func TestControlPlaneSignIn(t *testing.T) {
 	dbURL := testPostgresURL(t)
-	masterKey := hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	cp, code := startTestControlPlane(t, dbURL)
+	m := []string{"", code}
+	masterKey := cpTestMasterKey
 	cpEnv := baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+masterKey, "XDG_CONFIG_HOME="+t.TempDir())
-	cp := startControlPlane(t, cpEnv)
-	// The code is logged before the ready line, but stderr reaches the test
-	// through its own pipe: wait (bounded) for it.
-	var m []string
-	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		m = regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(cp.stderr.String())
-	}
-	if m == nil {
-		t.Fatalf("no sign-in code on the first boot's stderr:\n%s", cp.stderr.String())
-	}
 	var outputs []string // every output of every process, grepped for secrets at the end
 	var secrets []string
 

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -18,15 +16,8 @@ import (
 // installation are 404, and no credential is 401.
 func TestCPIdentityToken(t *testing.T) {
 	dbURL := testPostgresURL(t)
-	cp := startControlPlane(t, baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")), "XDG_CONFIG_HOME="+t.TempDir()))
-	m := regexp.MustCompile(`sign_in_code=([A-Z-]+)`).FindStringSubmatch(cp.stderr.String())
-	if m == nil {
-		t.Fatalf("no sign-in code:\n%s", cp.stderr.String())
-	}
-	var admin cpSignedIn
-	if code := httpJSONAuth(t, "POST", cp.url+"/api/login/code", "", map[string]string{"code": m[1]}, &admin); code != 200 {
-		t.Fatalf("sign in with the code = %d", code)
-	}
+	cp, code := startTestControlPlane(t, dbURL)
+	admin := cpSignedIn{Credential: cpSignInAdmin(t, cp, code)}
 	var who loginIdentity
 	httpJSONAuth(t, "GET", cp.url+"/api/whoami", admin.Credential, nil, &who)
 	org := cp.url + "/api/orgs/default"
