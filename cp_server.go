@@ -4,7 +4,8 @@ package main
 // installations, deployments, API keys, device-code sign-in, identity
 // tokens and their JWKS, as a JSON API on PostgreSQL. Errors are
 // {"error":{"code","message"}}. Every route but the sign-in ones, the
-// device page and the JWKS needs a user credential: "Authorization: Bearer
+// device page, the console at svc dev's deeplink (cp_console.go) and the
+// JWKS needs a user credential: "Authorization: Bearer
 // <credential>", or the console cookie on the device page. Any other path
 // /{org}/{agent}/... is the signed proxy to the agent's deployment
 // (cp_proxy.go), which takes the organization's API keys too.
@@ -108,6 +109,8 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/installations/{id}/token", false, s.handleToken},
 		{"GET", "/api/orgs/{org}/api-keys", false, s.handleListAPIKeys},
 		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},
+		{"GET", "/dev/{installation}", true, cpHandleConsole},
+		{"GET", "/dev/console/{file...}", true, cpHandleConsoleFile},
 		// The proxy checks its own callers: user credentials and API keys.
 		{"", "/{org}/{agent}/{path...}", true, s.handleProxy},
 	}

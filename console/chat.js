@@ -5,11 +5,11 @@
 // session) and its transcript while the console is open; "New
 // conversation" starts another thread.
 
-import { APIError, apiBase, el, errorBox } from "./dom.js";
+import { APIError, apiBase, authHeaders, el, errorBox } from "./dom.js";
 
 /**
- * chatAuth is the chat wires' credential: bound to loopback they take any
- * non-empty bearer token, and the console has none of its own.
+ * chatAuth is the chat wires' credential when the page has no token
+ * (authHeaders): bound to loopback they take any non-empty bearer token.
  */
 const chatAuth = { authorization: "Bearer console" };
 
@@ -18,7 +18,7 @@ const chats = new Map();
 
 /** chatPage shows the agent picker and, for agent, its conversation. */
 export async function chatPage(ctx, agent) {
-  const r = await fetch(apiBase + "/openai/v1/models", { headers: chatAuth });
+  const r = await fetch(apiBase + "/openai/v1/models", { headers: await authHeaders(chatAuth) });
   const body = await r.json().catch(() => null);
   if (!r.ok) throw new APIError(r.status, body, `GET /openai/v1/models: HTTP ${r.status}`);
   const agents = (body?.data ?? []).map((m) => m.id);
@@ -77,7 +77,7 @@ async function turn(agent, chat, input, button) {
   try {
     const r = await fetch(apiBase + "/chat", {
       method: "POST",
-      headers: { ...chatAuth, "content-type": "application/json", accept: "text/event-stream" },
+      headers: { ...(await authHeaders(chatAuth)), "content-type": "application/json", accept: "text/event-stream" },
       body: JSON.stringify({ threadId: chat.threadId, runId: "", messages: [], tools: [], context: [], forwardedProps: { agent }, ...input }),
     });
     if (!r.ok || !r.body) {

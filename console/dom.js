@@ -1,8 +1,60 @@
 // The console's small shared helpers: building elements, calling the
 // runtime API, formatting values and times.
 
+/** meta is the content of the page's <meta name=name> ("" if none). */
+const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content ?? "";
+
 /** The URL prefix of the runtime API ("" = the server of this page). */
-export const apiBase = document.querySelector('meta[name="svc-api-base"]')?.content ?? "";
+export const apiBase = meta("svc-api-base");
+
+/**
+ * tokenURL is where the page gets the API's bearer: set when the control
+ * plane serves the console at svc dev's deeplink (an identity token for
+ * the installation, minted for the console cookie); "" = none needed.
+ */
+const tokenURL = meta("svc-token-url");
+
+/** token is a promise of the identity token: { value, renewAt } (ms). */
+let token = null;
+
+/**
+ * authHeaders is the credential header every API call carries: fallback
+ * when the page needs no token, else "Authorization: Bearer <identity
+ * token>", fetched once and renewed a minute (at most half its life)
+ * before it expires. A browser not signed in to the control plane is sent
+ * to its sign-in page.
+ */
+export async function authHeaders(fallback = {}) {
+  if (!tokenURL) return fallback;
+  let t = await currentToken();
+  if (Date.now() >= t.renewAt) {
+    token = null;
+    t = await currentToken();
+  }
+  return { authorization: `Bearer ${t.value}` };
+}
+
+/** currentToken is the pending or current token; a failed fetch is forgotten. */
+function currentToken() {
+  token ??= fetchToken().catch((err) => {
+    token = null;
+    throw err;
+  });
+  return token;
+}
+
+/** fetchToken asks the control plane (same origin, cookie) for an identity token. */
+async function fetchToken() {
+  const r = await fetch(tokenURL, { method: "POST", credentials: "same-origin" });
+  const body = await r.json().catch(() => null);
+  if (r.status === 401) {
+    location.assign(meta("svc-sign-in-url"));
+    throw new APIError(401, body, "sign in to the control plane first");
+  }
+  if (!r.ok) throw new APIError(r.status, body, `POST ${tokenURL}: HTTP ${r.status}`);
+  const now = Date.now(), expires = Date.parse(body.expires_at);
+  return { value: body.identity_token, renewAt: expires - Math.min(60_000, (expires - now) / 2) };
+}
 
 /**
  * el builds an element: attrs are attributes, except on* (listeners) and
@@ -39,7 +91,7 @@ export class APIError extends Error {
  * value (sent as JSON) or a string (sent as is). A refusal throws APIError.
  */
 export async function api(method, path, body) {
-  const init = { method, credentials: "same-origin", headers: {} };
+  const init = { method, credentials: "same-origin", headers: await authHeaders() };
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = typeof body === "string" ? body : JSON.stringify(body);
