@@ -339,6 +339,7 @@ environment:
   SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
   SVC_CONTROL_PLANE_URL the control plane svc login and the verbs that need one use; XDG_CONFIG_HOME holds svc/credentials.json
   DATABASE_URL, SVC_MASTER_KEY  svc control-plane's database and the 32-byte key (hex or base64) sealing its secrets
+  SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; its console at svc dev's deeplink talks only to https://<sub>.tun.<domain>
 `
 
 // printUsage writes the help of a verb: its synopsis, sub-verbs or flags,

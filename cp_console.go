@@ -20,12 +20,18 @@ import (
 // cpConsoleSignIn is the control plane's sign-in page (cp_device.go).
 const cpConsoleSignIn = "/device"
 
-// cpHandleConsole serves the console's index.html for the deeplink of
+// handleConsole serves the console's index.html for the deeplink of
 // installation, its API base the session's public URL (the url query,
-// validated by cpConsolePublicURL); 400 for any other url.
-func cpHandleConsole(w http.ResponseWriter, r *http.Request) {
+// validated by cpConsolePublicURL against the relay's domain); 400 for any
+// other url, 404 when the control plane knows no relay domain (the page
+// would send the installation's token to any host it is given).
+func (s *cpServer) handleConsole(w http.ResponseWriter, r *http.Request) {
+	if s.tunnelDomain == "" {
+		cpError(w, http.StatusNotFound, codeNotFound, "this control plane serves no console for svc dev sessions: set SVC_TUNNEL_DOMAIN to the relay's --domain")
+		return
+	}
 	id := r.PathValue("installation")
-	public, err := cpConsolePublicURL(id, r.URL.Query().Get("url"))
+	public, err := cpConsolePublicURL(id, r.URL.Query().Get("url"), s.tunnelDomain)
 	if err != nil {
 		cpError(w, http.StatusBadRequest, "invalid", err.Error())
 		return
@@ -45,20 +51,20 @@ func cpHandleConsoleFile(w http.ResponseWriter, r *http.Request) {
 	consoleServe(w, r, name, consoleAsset{}, consoleCSP(""))
 }
 
-// cpConsolePublicURL checks that raw is the public URL the relay gives
-// installation's session, https://<relaySubdomain(installation)>.tun.<domain>
-// (a port allowed, which url.Parse checks; nothing after the host), and returns it without a
-// trailing slash: the pages send that installation's identity token
-// there, so another installation's host is refused.
-func cpConsolePublicURL(installation, raw string) (string, error) {
+// cpConsolePublicURL checks that raw is the public URL the relay of
+// domain gives installation's session,
+// https://<relaySubdomain(installation)>.tun.<domain> (a port allowed,
+// which url.Parse checks; nothing after the host), and returns it without
+// a trailing slash: the pages send that installation's identity token
+// there, so another installation's host, or another relay's, is refused.
+func cpConsolePublicURL(installation, raw, domain string) (string, error) {
 	sub := relaySubdomain(installation)
 	bad := fmt.Errorf("console deeplink: url %q is not the public URL of installation %s's svc dev session: open the deeplink svc dev prints (https://%s.tun.<relay domain>)", raw, installation, sub)
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "https" || u.Opaque != "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return "", bad
 	}
-	domain, ok := strings.CutPrefix(strings.ToLower(u.Hostname()), sub+".tun.")
-	if !ok || domain == "" || strings.Trim(domain, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" || strings.HasPrefix(domain, ".") || strings.Contains(domain, "..") {
+	if strings.ToLower(u.Hostname()) != sub+".tun."+strings.ToLower(domain) {
 		return "", bad
 	}
 	return "https://" + strings.ToLower(u.Host), nil

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -14,11 +15,11 @@ import (
 func TestCPConsolePublicURL(t *testing.T) {
 	sub := relaySubdomain("ldi_1")
 	for raw, want := range map[string]string{
-		"https://" + sub + ".tun.example.com":                "https://" + sub + ".tun.example.com",
-		"https://" + sub + ".tun.example.com/":               "https://" + sub + ".tun.example.com",
-		"https://" + strings.ToUpper(sub) + ".TUN.test:8443": "https://" + sub + ".tun.test:8443",
+		"https://" + sub + ".tun.example.com":                       "https://" + sub + ".tun.example.com",
+		"https://" + sub + ".tun.example.com/":                      "https://" + sub + ".tun.example.com",
+		"https://" + strings.ToUpper(sub) + ".TUN.example.com:8443": "https://" + sub + ".tun.example.com:8443",
 	} {
-		if got, err := cpConsolePublicURL("ldi_1", raw); err != nil || got != want {
+		if got, err := cpConsolePublicURL("ldi_1", raw, "example.com"); err != nil || got != want {
 			t.Errorf("cpConsolePublicURL(%q) = %q, %v; want %q", raw, got, err, want)
 		}
 	}
@@ -28,8 +29,9 @@ func TestCPConsolePublicURL(t *testing.T) {
 		"https://" + sub + ".tun.example.com?a=1", "https://" + sub + ".tun.example.com#f", "https://u:p@" + sub + ".tun.example.com",
 		"https://x." + sub + ".tun.example.com", "https://" + sub + ".example.com", "https://" + sub + ".tun.ex_ample.com",
 		"https://" + sub + ".tun.example.com:x", "//" + sub + ".tun.example.com", "https:" + sub + ".tun.example.com",
+		"https://" + sub + ".tun.evil.com", "https://" + sub + ".tun.example.com.evil.com", "https://" + sub + ".tun.sub.example.com",
 	} {
-		if got, err := cpConsolePublicURL("ldi_1", raw); err == nil || !strings.Contains(err.Error(), sub+".tun.<relay domain>") {
+		if got, err := cpConsolePublicURL("ldi_1", raw, "example.com"); err == nil || !strings.Contains(err.Error(), sub+".tun.<relay domain>") {
 			t.Errorf("cpConsolePublicURL(%q) = %q, %v; want an error naming the expected host", raw, got, err)
 		}
 	}
@@ -118,5 +120,19 @@ func TestCPConsoleDeeplink(t *testing.T) {
 		if resp, body := send("POST", tokenPath, tt.cookie, tt.origin, nil); resp.StatusCode != tt.want || (tt.want == 200 && !strings.Contains(body, `"identity_token"`)) {
 			t.Errorf("%s: POST %s = %d %s; want %d", tt.name, tokenPath, resp.StatusCode, body, tt.want)
 		}
+	}
+}
+
+// TestCPConsoleOffWithoutTunnelDomain: a control plane that knows no relay
+// domain serves no console at deeplinks (it could not tell the session's
+// host from any other).
+func TestCPConsoleOffWithoutTunnelDomain(t *testing.T) {
+	s := &cpServer{}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/dev/ldi_1?url="+url.QueryEscape("https://"+relaySubdomain("ldi_1")+".tun.evil.com"), nil)
+	req.SetPathValue("installation", "ldi_1")
+	s.handleConsole(rec, req)
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "SVC_TUNNEL_DOMAIN") {
+		t.Errorf("deeplink without SVC_TUNNEL_DOMAIN = %d %s; want 404 naming SVC_TUNNEL_DOMAIN", rec.Code, rec.Body)
 	}
 }

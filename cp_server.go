@@ -67,6 +67,10 @@ type cpServer struct {
 	public map[string]bool // patterns of the public routes
 	guard  *httpGuard
 	proxy  *http.Transport // the proxy's connections to the boxes (cp_proxy.go)
+	// tunnelDomain is the relay's --domain (SVC_TUNNEL_DOMAIN): the console
+	// at a deeplink talks only to https://<sub>.tun.<tunnelDomain>; "" turns
+	// that console off (cp_console.go).
+	tunnelDomain string
 }
 
 // newCPServer builds the server over store, issuing tokens as the control
@@ -109,7 +113,7 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/installations/{id}/token", false, s.handleToken},
 		{"GET", "/api/orgs/{org}/api-keys", false, s.handleListAPIKeys},
 		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},
-		{"GET", "/dev/{installation}", true, cpHandleConsole},
+		{"GET", "/dev/{installation}", true, s.handleConsole},
 		{"GET", "/dev/console/{file...}", true, cpHandleConsoleFile},
 		// The proxy checks its own callers: user credentials and API keys.
 		{"", "/{org}/{agent}/{path...}", true, s.handleProxy},
@@ -574,6 +578,7 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
+	s.tunnelDomain = strings.TrimSuffix(c.getenv("SVC_TUNNEL_DOMAIN"), ".")
 	srv := newHTTPServer(s)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

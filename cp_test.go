@@ -49,7 +49,7 @@ var cpSignInCodePattern = regexp.MustCompile(`sign_in_code=([A-Z-]+)`)
 // but stderr reaches the test through its own pipe).
 func startTestControlPlane(t testing.TB, dbURL string) (*cpProcess, string) {
 	t.Helper()
-	cp := startControlPlane(t, baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+cpTestMasterKey, "XDG_CONFIG_HOME="+t.TempDir()))
+	cp := startControlPlane(t, baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+cpTestMasterKey, "XDG_CONFIG_HOME="+t.TempDir(), "SVC_TUNNEL_DOMAIN=test"))
 	var m []string
 	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		m = cpSignInCodePattern.FindStringSubmatch(cp.stderr.String())
