@@ -189,6 +189,33 @@ const boxUntaught = "(untaught)"
 // handshake can say armed. A verifier that could not fetch keeps trying
 // on the next token (at most once per identRefetchEvery).
 func (b *boxRuntime) arm(ctx context.Context) {
+	if fetch := b.armVerifier(); fetch != nil {
+		fetch(ctx)
+	}
+}
+
+// armAtBoot is arm without holding up the boot: the box serves (unarmed)
+// while the first JWKS fetch runs, which an unreachable or air-gapped
+// control plane would otherwise stretch to boxArmTimeout. Closing the box
+// ends the fetch and waits for it.
+func (b *boxRuntime) armAtBoot() {
+	fetch := b.armVerifier()
+	if fetch == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fetch(ctx)
+	}()
+	b.closers = append(b.closers, func(context.Context) error { cancel(); <-done; return nil })
+}
+
+// armVerifier installs a verifier for the trusted control plane and what
+// the box was taught, and returns the fetch of its keys that arms it (nil
+// when no verifier could be built).
+func (b *boxRuntime) armVerifier() func(context.Context) {
 	cpURL, source := b.controlPlane()
 	org, aud := boxUntaught, boxUntaught
 	if t := b.taught.Load(); t != nil {
@@ -197,14 +224,23 @@ func (b *boxRuntime) arm(ctx context.Context) {
 	v, err := newIdentVerifier(cpURL, org, aud, nil, nil)
 	if err != nil {
 		b.log.Error("identity verifier", "err", err)
-		return
+		return nil
 	}
+	b.ident.Store(v)
+	b.trusted.Store(&cpURL)
+	return func(ctx context.Context) { b.fetchKeys(ctx, v, cpURL, source) }
+}
+
+// fetchKeys fetches v's JWKS once, bounded by boxArmTimeout, and logs
+// whether the box is armed against cpURL.
+func (b *boxRuntime) fetchKeys(ctx context.Context, v *identVerifier, cpURL, source string) {
 	ctx, cancel := context.WithTimeout(ctx, boxArmTimeout)
 	defer cancel()
 	_, ferr := v.refresh(ctx, nil)
-	b.ident.Store(v)
-	b.trusted.Store(&cpURL)
 	if ferr != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return // the box is closing
+		}
 		b.log.Warn("identity unarmed: cannot reach the control plane's keys; console and CLI traffic is answered 401 until it can",
 			"control_plane", cpURL, "source", source, "jwks", cpURL+identJWKS, "err", ferr,
 			"hint", "set SVC_CONTROL_PLANE_URL to your control plane, or link the box with svc link")

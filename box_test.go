@@ -342,6 +342,8 @@ func TestBoxServe(t *testing.T) {
 	// A restart reuses the stored secret without logging it, and stays taught.
 	box.stop()
 	box = startBox(t, dir, data, boxEnv)
+	// The box serves at once and arms in the background.
+	eventually(t, 10*time.Second, "the restarted box to arm", func() bool { return boxHandshakeOf(t, box.url).Identity == boxArmed })
 	if h := boxHandshakeOf(t, box.url); !h.Taught || h.Identity != boxArmed || h.InstallationID != rec.Installation.ID {
 		t.Errorf("handshake after a restart = %+v; want taught and armed", h)
 	}

@@ -188,7 +188,7 @@ func bootBox(ctx context.Context, c *cmd, opts boxOptions, proj *project) (_ *bo
 	if err := b.loadTeaching(ctx); err != nil {
 		return nil, err
 	}
-	b.arm(ctx)
+	b.armAtBoot()
 
 	host, _ := serveBindHost(opts.addr)
 	b.apiURL = "http://" + net.JoinHostPort(displayHost(host), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
