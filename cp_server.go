@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -530,6 +531,9 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	orgSlug := fs.Lookup("org").Value.String()
 	if !cpSlugPattern.MatchString(orgSlug) {
 		return failf(codeGeneric, "use lowercase letters, digits and dashes", "svc control-plane: --org %q is not a slug", orgSlug)
+	}
+	if slices.Contains(cpReservedOrgSlugs, orgSlug) {
+		return failf(codeGeneric, "pick another slug", "svc control-plane: --org %q is reserved: the control plane's own routes start with /%s/", orgSlug, orgSlug)
 	}
 	key, err := cpMasterKey(c.getenv("SVC_MASTER_KEY"), fs.Lookup("key-file").Value.String(), cliConfigDir(c.getenv))
 	if err != nil {

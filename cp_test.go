@@ -408,3 +408,14 @@ func TestCPDevicePage(t *testing.T) {
 		t.Fatalf("second poll after approval = %d %s; want expired_token (a credential is handed out once)", w.Code, w.Body)
 	}
 }
+
+// TestCPReservedOrgSlug: an organization named like one of the control
+// plane's own first path segments is refused before anything starts.
+func TestCPReservedOrgSlug(t *testing.T) {
+	for _, slug := range cpReservedOrgSlugs {
+		_, stderr, code := runInProcess(t, t.TempDir(), map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none"}, "control-plane", "--org", slug)
+		if code != 1 || !strings.Contains(stderr, "reserved") {
+			t.Errorf("control-plane --org %s = exit %d %q; want 1 saying it is reserved", slug, code, stderr)
+		}
+	}
+}
