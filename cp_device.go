@@ -137,7 +137,7 @@ func (s *cpServer) approve(w http.ResponseWriter, r *http.Request, userCode stri
 // cpDevicePage is the device page: approve a user code when signed in to
 // the console, or sign in with a one-time code first.
 var cpDevicePage = template.Must(template.New("device").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>svc sign-in</title>
+<html><head><meta charset="utf-8"><title>svc sign-in</title><link rel="icon" href="data:,">
 <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto}input{font-size:1.1rem;margin:.3rem 0}</style></head>
 <body><h1>svc sign-in</h1>
 {{if .Done}}<p>Approved. Return to your terminal.</p>{{else}}{{if not .Return}}
