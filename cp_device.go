@@ -87,12 +87,36 @@ func (s *cpServer) handleSignInCode(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// cpSignInCodeTTL is the life of a sign-in code minted for a browser.
+const cpSignInCodeTTL = 10 * time.Minute
+
+// cpNewSignInCode is the answer of POST /api/login/codes.
+type cpNewSignInCode struct {
+	Code      string    `json:"code"`
+	SignInURL string    `json:"sign_in_url"` // the page to type it on
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// handleNewSignInCode mints the caller a one-time sign-in code for a
+// browser (`svc login --browser`): a user signed in on the command line
+// signs a browser in with it on the device page, where approving further
+// devices and the console's deeplinks need a signed-in browser.
+func (s *cpServer) handleNewSignInCode(w http.ResponseWriter, r *http.Request) {
+	expires := s.now().Add(cpSignInCodeTTL).UTC().Truncate(time.Second)
+	code, err := s.store.newSignInCode(r.Context(), caller(r).user.ID, expires)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, cpNewSignInCode{Code: code, SignInURL: s.origin() + cpConsoleSignIn, ExpiresAt: expires})
+}
+
 // redeem spends a one-time sign-in code and mints a credential of kind for
 // its user; on failure it answers and returns false.
 func (s *cpServer) redeem(w http.ResponseWriter, r *http.Request, code, kind string) (string, bool) {
 	user, err := s.store.redeemSignInCode(r.Context(), code)
 	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusUnauthorized, codeAuth, "the sign-in code is wrong or was already used")
+		cpError(w, http.StatusUnauthorized, codeAuth, "the sign-in code is wrong, expired or was already used: `svc login --browser` mints a new one")
 		return "", false
 	}
 	if err == nil {

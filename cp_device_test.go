@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"html/template"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestCPReturnPath accepts only paths of the control plane's own origin
@@ -71,3 +75,59 @@ func TestCPDeviceReturn(t *testing.T) {
 
 // cpNoRedirect is an HTTP client that shows redirects instead of following them.
 var cpNoRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// TestCPBrowserSignInCode: `svc login --browser` mints the signed-in user a
+// one-time code that signs a browser in on the device page (and comes
+// back to the return path); the code works once and not after it
+// expires; without a sign-in the command exits 2.
+func TestCPBrowserSignInCode(t *testing.T) {
+	db := testPostgresURL(t)
+	cp, first := startTestControlPlane(t, db)
+	env := baseEnv("XDG_CONFIG_HOME=" + t.TempDir())
+	if out, _, code := cli(t, t.TempDir(), env, "--json", "login", "--browser"); code != 2 || cpEnvelope(t, out, nil).Error.Code != codeAuth {
+		t.Fatalf("login --browser before login = %d %s; want exit 2 auth", code, out)
+	}
+	if out, _, code := cli(t, t.TempDir(), env, "--json", "login", "--control-plane", cp.url, "--token", cpSignInAdmin(t, cp, first)); code != 0 {
+		t.Fatalf("login --token = %d %s", code, out)
+	}
+	mint := func() cpNewSignInCode {
+		t.Helper()
+		var c cpNewSignInCode
+		out, stderr, code := cli(t, t.TempDir(), env, "--json", "login", "--browser")
+		if code != 0 || !cpEnvelope(t, out, &c).OK || c.Code == "" || c.SignInURL != cp.url+"/device" || time.Until(c.ExpiresAt) > cpSignInCodeTTL {
+			t.Fatalf("login --browser = %d %s %s", code, out, stderr)
+		}
+		return c
+	}
+	signIn := func(code string) *http.Response {
+		t.Helper()
+		form := url.Values{"sign_in_code": {code}, "return": {"/dev/ldi_1?url=x"}}
+		req, _ := http.NewRequest("POST", cp.url+"/device/sign-in", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := cpNoRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	c := mint()
+	if resp := signIn(c.Code); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/dev/ldi_1?url=x" || len(resp.Cookies()) != 1 {
+		t.Fatalf("browser sign-in = %d to %q; want 303 back with the console cookie", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := signIn(c.Code); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the browser code, twice = %d; want 401", resp.StatusCode)
+	}
+	c = mint()
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `UPDATE cp.signin_codes SET expires_at = now() - interval '1 second' WHERE code_hash = $1`, cpHash(cpNormalizeCode(c.Code))); err != nil {
+		t.Fatal(err)
+	}
+	if resp := signIn(c.Code); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an expired browser code = %d; want 401", resp.StatusCode)
+	}
+}
