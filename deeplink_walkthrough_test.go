@@ -46,7 +46,8 @@ export default defineAgent({
 // (the same browser: its cookies kept between the two runs of
 // conformance/deeplink.test.mjs) opening the deeplink of the payload: the
 // console through the relay, a browser not signed in sent to the sign-in
-// page with the way back, the playground's start, the run's timeline to
+// page with the way back (signed in there with the code of `svc login
+// --browser`, it comes back to the console), the playground's start, the run's timeline to
 // completed, the chat's streamed answer, tool call and approval; then a
 // coding agent (@modelcontextprotocol/sdk over `svc mcp`) on the same
 // session. Chromium reaches https://<sub>.tun.test by a host-resolver
@@ -112,8 +113,13 @@ func TestDeeplinkWalkthrough(t *testing.T) {
 		t.Fatalf("payload public_url %v deeplink %v; want %s and its deeplink\n%s", p.PublicURL, p.Deeplink, public, dev.stderr.String())
 	}
 
-	// The browser on the deeplink, then the coding agent.
-	browser("console", "SVC_DEEPLINK="+*p.Deeplink, "SVC_RESOLVER_RULES=MAP *.tun.test "+relayAddr, "SVC_SPKI="+deeplinkSPKI(t, certFile),
+	// The browser on the deeplink (a fresh one signs in with the code of
+	// svc login --browser and comes back), then the coding agent.
+	var browserCode cpNewSignInCode
+	if out, stderr, code := cli(t, dir, user, "--json", "login", "--browser"); code != 0 || !cpEnvelope(t, out, &browserCode).OK {
+		t.Fatalf("svc login --browser = %d %s %s", code, out, stderr)
+	}
+	browser("console", "SVC_DEEPLINK="+*p.Deeplink, "SVC_BROWSER_CODE="+browserCode.Code, "SVC_RESOLVER_RULES=MAP *.tun.test "+relayAddr, "SVC_SPKI="+deeplinkSPKI(t, certFile),
 		"SVC_BIN="+svcBinary(t), "SVC_PROJECT="+dir)
 
 	cp.stop()

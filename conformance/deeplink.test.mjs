@@ -11,7 +11,9 @@
 // SVC_WALK_STEP=console: open SVC_DEEPLINK (svc dev's payload) with
 // *.tun.test resolved to the relay (SVC_RESOLVER_RULES) and the relay's
 // certificate trusted by its SPKI hash (SVC_SPKI): a browser not signed in
-// is sent to the sign-in page with the way back; the signed-in browser gets
+// is sent to the sign-in page with the way back, signs in there with the
+// code of `svc login --browser` (SVC_BROWSER_CODE) and lands back on the
+// console page it asked for; the browser signed in earlier gets
 // the console through the relay: the playground's start, the run's
 // timeline to completed, the chat with the project's assistant (a streamed
 // answer, a tool call, an approval). Then @modelcontextprotocol/sdk's
@@ -94,7 +96,7 @@ if (step === "console") {
   const publicURL = deeplink.searchParams.get("url");
   let page, browserRun;
 
-  test("a browser not signed in is sent to the sign-in page, which keeps the way back", async () => {
+  test("a browser not signed in is sent to the sign-in page and, signed in there, comes back to the console", async () => {
     const fresh = await openPage(false);
     await fresh.goto(deeplink.href + "#/workflows/greet");
     await fresh.waitForURL(/\/device\?return=/);
@@ -102,10 +104,17 @@ if (step === "console") {
     assert.equal(back, deeplink.pathname + deeplink.search + "#/workflows/greet");
     assert.equal(await fresh.locator('form[action="/device/approve"]').count(), 0);
     await shot(fresh, "sign-in-with-return");
-    await fresh.context().close();
     // The token call's 401 is the one error this step provokes.
     assert.ok(consoleErrors.length === 1 && /status of 401/.test(consoleErrors[0]), `console errors: ${consoleErrors}`);
     consoleErrors.length = 0;
+    // The code `svc login --browser` printed in the terminal.
+    await fresh.getByLabel("One-time sign-in code").fill(env.SVC_BROWSER_CODE);
+    await fresh.getByRole("button", { name: "Sign in" }).click();
+    await fresh.waitForURL((u) => u.href === deeplink.href + "#/workflows/greet");
+    await fresh.getByRole("button", { name: "Start run" }).waitFor();
+    await shot(fresh, "signed-in-back-on-the-playground");
+    await fresh.context().close();
+    noConsoleErrors();
   });
 
   test("the deeplink opens the console on the session, through the relay", async () => {
