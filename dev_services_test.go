@@ -29,14 +29,11 @@ func TestDevServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve := func(h http.Handler, method, path, remote string, headers map[string]string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(method, "http://"+api+path, nil)
-		r.RemoteAddr = remote
-		for k, v := range headers {
-			r.Header.Set(k, v)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		from := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.RemoteAddr = remote
+			h.ServeHTTP(w, r)
+		})
+		return guardTestDo(from, method, "http://"+api+path, api, headers)
 	}
 	const local = "127.0.0.1:50000"
 	console := map[string]string{"Origin": "http://" + api, "Sec-Fetch-Site": "same-origin"}

@@ -241,6 +241,14 @@ async function lastAnswer(want) {
   return msg;
 }
 
+/** approve clicks Approve on a refund's card and waits for its result and the model's answer. */
+async function approve(card, orderId) {
+  await card.getByRole("button", { name: "Approve" }).click();
+  await card.locator(".result").waitFor();
+  assert.match(await card.locator(".result").textContent(), new RegExp(`"refunded":"${orderId}"`));
+  await lastAnswer(`tool refund said: {"refunded":"${orderId}"}`);
+}
+
 test("chat: a streamed answer, a tool call with its result, an approval from the page; the thread survives navigation", async () => {
   await page.getByRole("link", { name: "Chat" }).click();
   await page.locator("#chat-agent").selectOption("helper");
@@ -259,10 +267,7 @@ test("chat: a streamed answer, a tool call with its result, an approval from the
   const refund = page.locator("#chat-log .tool-call", { hasText: "refund" }).last();
   await refund.getByRole("button", { name: "Approve" }).waitFor();
   await shot("chat-approval");
-  await refund.getByRole("button", { name: "Approve" }).click();
-  await refund.locator(".result").waitFor();
-  assert.match(await refund.locator(".result").textContent(), /"refunded":"c-1"/);
-  await lastAnswer('tool refund said: {"refunded":"c-1"}');
+  await approve(refund, "c-1");
   assert.equal(await refund.getByRole("button", { name: "Approve" }).count(), 0);
   await page.getByRole("link", { name: "Runs" }).click();
   await page.locator("#runs").waitFor();
@@ -290,10 +295,7 @@ test("chat: after a reload the thread is read back from the session, and a pendi
   const pending = page.locator("#chat-log .tool-call", { hasText: "c-2" });
   await pending.getByRole("button", { name: "Approve" }).waitFor();
   await shot("chat-reloaded-approval");
-  await pending.getByRole("button", { name: "Approve" }).click();
-  await pending.locator(".result").waitFor();
-  assert.match(await pending.locator(".result").textContent(), /"refunded":"c-2"/);
-  await lastAnswer('tool refund said: {"refunded":"c-2"}');
+  await approve(pending, "c-2");
   await shot("chat-reloaded");
   noConsoleErrors();
 });
