@@ -104,7 +104,7 @@ func (s *sessionStore) agentHistory(ctx context.Context, ref sessionRef, q agent
 	}
 	start := max(0, end-q.Limit)
 	page = &agentHistoryPage{SchemaVersion: schemaVersion, Agent: ref.Agent, Session: ref.Key, Turns: sess.Turns, Total: len(items),
-		Start: start, Items: orEmpty(items[start:end]), Pending: orEmpty(sess.Pending)}
+		Start: start, Items: sessionNonNil(items[start:end]), Pending: sessionNonNil(sess.Pending)}
 	if start > 0 {
 		page.NextCursor = strconv.Itoa(start)
 	}
