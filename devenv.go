@@ -386,9 +386,9 @@ func (rt *devRuntime) tunnelToken(ctx context.Context) (string, error) {
 	case errors.As(err, &ce) && ce.Code == codeAuth:
 		return "", fmt.Errorf("%w by the control plane %s: %s (%s)", errTunnelRefused, l.ControlPlaneURL, ce.Message, ce.Hint)
 	case errors.As(err, &ae) && ae.Status/100 == 4:
-		return "", fmt.Errorf("%w by the control plane %s: %w", errTunnelRefused, l.ControlPlaneURL, ae)
+		return "", fmt.Errorf("%w by the control plane %s: %w; restart svc dev to check the project's link", errTunnelRefused, l.ControlPlaneURL, ae)
 	}
-	return "", fmt.Errorf("get a tunnel registration token from %s: %w", l.ControlPlaneURL, err)
+	return "", fmt.Errorf("get a tunnel registration token: %w", err)
 }
 
 // newDevServer builds dev's API: the shared routes and devRoutes behind a

@@ -229,7 +229,7 @@ func (s *relayServer) serveTunnel(c *tls.Conn) {
 	}
 	if err != nil {
 		s.log.Warn("tunnel refused", "remote", c.RemoteAddr(), "installation", hello.Installation, "err", err)
-		w := relayWelcome{Error: "tunnel refused: " + err.Error()}
+		w := relayWelcome{Error: err.Error()}
 		if errors.Is(err, errIdentNoKeys) || !errors.As(err, new(*identError)) {
 			w = relayWelcome{Error: "the relay could not register the tunnel now (it cannot reach its control plane's keys); see its log", Retry: true}
 		}

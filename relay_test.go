@@ -473,7 +473,7 @@ func TestRelayTunnel(t *testing.T) {
 			{"expired", relayHello{Installation: f.ldi, Token: f.forge(identKindTunnel, f.org, f.ldi, time.Now().Add(-time.Hour))}, errIdentExpired},
 			{"signed by an unknown key", relayHello{Installation: f.ldi, Token: forged}, errIdentUnknownKey},
 		} {
-			if w := f.rawHello(t, tt.hello); !strings.Contains(w.Error, "tunnel refused") || !strings.Contains(w.Error, tt.says.Error()) || w.PublicURL != "" || w.Retry {
+			if w := f.rawHello(t, tt.hello); !strings.Contains(w.Error, "verify tunnel registration token") || !strings.Contains(w.Error, tt.says.Error()) || w.PublicURL != "" || w.Retry {
 				t.Errorf("%s: welcome %+v; want refused: %v", tt.name, w, tt.says)
 			}
 		}

@@ -118,9 +118,12 @@ func (t *tunnelClient) start() {
 		err = fmt.Errorf("no answer from the relay within %v", tunnelBootWait)
 	}
 	t.booted.Store(true)
+	hint := "svc dev keeps retrying; the runtime works locally meanwhile"
+	if errors.Is(err, errTunnelRefused) {
+		hint = "svc dev does not retry a refusal: fix it (SVC_RELAY_URL, the relay's --control-plane, svc whoami) and restart svc dev; the runtime works locally meanwhile"
+	}
 	if err != nil {
-		t.log.Warn("tunnel: no public URL, public_url and deeplink are null", "relay", t.cfg.Addr, "err", err,
-			"hint", "check SVC_RELAY_URL and that the relay trusts this project's control plane (svc relay --control-plane); the runtime works locally meanwhile")
+		t.log.Warn("tunnel: no public URL, public_url and deeplink are null", "relay", t.cfg.Addr, "err", err, "hint", hint)
 	}
 }
 
