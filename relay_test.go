@@ -67,6 +67,17 @@ func relayTestCA(t testing.TB, dir string) (pool *x509.CertPool, caFile, certFil
 	return pool, caFile, certFile, keyFile
 }
 
+// relayFreeAddr is a loopback address nothing listens on (just freed).
+func relayFreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // relayProcess is a running `svc relay` under test.
 type relayProcess struct {
 	t      testing.TB
@@ -160,12 +171,7 @@ func newRelayFixture(t testing.TB) *relayFixture {
 	f.caFile = caFile
 	dir := projectDir(t)
 	f.org, f.ldi = f.link(t, dir, "demo")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := relayFreeAddr(t)
 	f.relay = startRelay(t, addr, "--domain", "test", "--tls-cert", certFile, "--tls-key", keyFile, "--control-plane", f.cp.url)
 	f.client = &http.Client{Transport: &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool},
@@ -237,24 +243,26 @@ func (f *relayFixture) link(t testing.TB, dir, slug string) (org, ldi string) {
 
 // identity mints the admin an identity token for their local-dev
 // installation ldi with the control plane's API.
-func (f *relayFixture) identity(t testing.TB, ldi string) string {
-	t.Helper()
-	var got cpIdentity
-	if code := httpJSONAuth(t, "POST", f.cp.url+"/api/installations/"+ldi+"/token", f.admin, nil, &got); code != 200 || got.IdentityToken == "" {
-		t.Fatalf("identity token for %s = %d", ldi, code)
-	}
-	return got.IdentityToken
-}
+func (f *relayFixture) identity(t testing.TB, ldi string) string { return f.mint(t, ldi, "token") }
 
 // registration mints the admin a tunnel registration token for their
 // local-dev installation ldi with the control plane's API.
-func (f *relayFixture) registration(t testing.TB, ldi string) string {
+func (f *relayFixture) registration(t testing.TB, ldi string) string { return f.mint(t, ldi, "tunnel") }
+
+// mint posts to /api/installations/{ldi}/{route} as the admin and returns
+// the token of the answer (identity or registration).
+func (f *relayFixture) mint(t testing.TB, ldi, route string) string {
 	t.Helper()
-	var got cpTunnelToken
-	if code := httpJSONAuth(t, "POST", f.cp.url+"/api/installations/"+ldi+"/tunnel", f.admin, nil, &got); code != 200 || got.RegistrationToken == "" {
-		t.Fatalf("registration token for %s = %d", ldi, code)
+	var got struct {
+		IdentityToken     string `json:"identity_token"`
+		RegistrationToken string `json:"registration_token"`
 	}
-	return got.RegistrationToken
+	code := httpJSONAuth(t, "POST", f.cp.url+"/api/installations/"+ldi+"/"+route, f.admin, nil, &got)
+	if tok := got.IdentityToken + got.RegistrationToken; code == 200 && tok != "" {
+		return tok
+	}
+	t.Fatalf("POST /api/installations/%s/%s = %d", ldi, route, code)
+	return ""
 }
 
 // devEnv is dev's environment of the fixture with a fresh database and
@@ -652,12 +660,7 @@ func (d *devProcess) waitWarn(t *testing.T, says ...string) {
 // control plane under another name, so its tokens come from "another
 // control plane") prints null URLs, says why at WARN and serves locally.
 func (f *relayFixture) handshakeRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := relayFreeAddr(t)
 	args := slices.Clone(f.relay.args)
 	args[len(args)-1] = strings.Replace(f.cp.url, "127.0.0.1", "localhost", 1)
 	startRelay(t, addr, args...)
@@ -672,12 +675,7 @@ func (f *relayFixture) handshakeRefused(t *testing.T) {
 func (f *relayFixture) noRegistrationToken(t *testing.T) {
 	f.unpublished(t, projectDir(t), f.devEnv(t), "local only", "svc link")
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + ln.Addr().String()
-	ln.Close()
+	down := "http://" + relayFreeAddr(t)
 	dir, xdg := projectDir(t), t.TempDir()
 	pf := projectFile{SchemaVersion: schemaVersion, OrganizationID: f.org, OrganizationSlug: "default", Agent: projectAgent{ID: "agt_x", Slug: "demo", Name: "demo"},
 		LocalDevInstallationID: f.ldi, ControlPlaneURL: down}
@@ -694,12 +692,7 @@ func (f *relayFixture) noRegistrationToken(t *testing.T) {
 // relay answers. When the control plane then refuses it a token (its
 // agent deleted upstream), it says so and stops retrying.
 func (f *relayFixture) relayDownAtBoot(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := relayFreeAddr(t)
 	dir := projectDir(t)
 	_, ldi := f.link(t, dir, "later")
 	d := f.unpublished(t, dir, f.devEnv(t, "SVC_RELAY_URL=https://"+addr), "dial relay")
