@@ -16,7 +16,8 @@ package main
 // POST /api/installations/{id}/tunnel for the caller's own local-dev
 // installation, a minute long), verified with the control plane's JWKS
 // like identity tokens, for the installation the hello names; the
-// organization is the token's. The subdomain is derived from the
+// organization is the token's. A token registers once (its jti is
+// remembered until it expires). The subdomain is derived from the
 // installation id by the relay (a tunnel cannot pick another's). Relayed
 // requests must carry an identity token of that control plane, for the
 // tunnel's organization and installation; anything else (a registration
@@ -135,6 +136,7 @@ type relayServer struct {
 
 	mu      sync.Mutex
 	tunnels map[string]*relayTunnel // by subdomain
+	spent   map[string]time.Time    // jti of the registration tokens used, until their expiry
 	closing bool                    // close was called: no more tunnels
 	wg      sync.WaitGroup          // tunnel goroutines, counted under mu
 }
@@ -145,7 +147,7 @@ func newRelayServer(domain, controlPlane string, log *slog.Logger) (*relayServer
 	if domain == "" || controlPlane == "" || log == nil {
 		return nil, errors.New("new relay: want a domain, a control plane URL and a logger")
 	}
-	s := &relayServer{domain: strings.ToLower(domain), controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}}
+	s := &relayServer{domain: strings.ToLower(domain), controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}, spent: map[string]time.Time{}}
 	u, err := url.Parse(s.controlPlane)
 	if err == nil {
 		var o httpGuardOrigin
@@ -195,10 +197,36 @@ func (s *relayServer) register(ctx context.Context, hello relayHello) (*identVer
 	if c.Aud != hello.Installation {
 		return nil, identKindTunnel.refuse(errIdentAudience, "aud %q; the hello names %q", c.Aud, hello.Installation)
 	}
-	if c.Org == "" {
-		return nil, identKindTunnel.refuse(errIdentMalformed, "no org claim")
+	if c.Org == "" || c.Jti == "" {
+		return nil, identKindTunnel.refuse(errIdentMalformed, "want org and jti claims")
+	}
+	if !s.spend(c) {
+		return nil, identKindTunnel.refuse(errRelayTokenSpent, "jti %q", c.Jti)
 	}
 	return newIdentVerifierOn(s.keys, c.Org, c.Aud)
+}
+
+// errRelayTokenSpent is a registration token shown twice: svc dev fetches
+// a fresh one for each dial, so a second use is a replay.
+var errRelayTokenSpent = errors.New("token already used")
+
+// spend records the registration token of c as used and reports whether
+// it was unused; tokens past their expiry (when they verify no more) are
+// forgotten.
+func (s *relayServer) spend(c *identClaims) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for jti, exp := range s.spent {
+		if now.After(exp) {
+			delete(s.spent, jti)
+		}
+	}
+	if _, ok := s.spent[c.Jti]; ok {
+		return false
+	}
+	s.spent[c.Jti] = time.Unix(c.Exp, 0).Add(identLeeway)
+	return true
 }
 
 // serveTunnel runs one tunnel connection: registration, then the HTTP/2

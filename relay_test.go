@@ -469,6 +469,10 @@ func TestRelayTunnel(t *testing.T) {
 	t.Run("registration", func(t *testing.T) {
 		stranger, _ := newIdentIssuer(f.cp.url, []identKey{identNewKey()})
 		forged, _ := stranger.issueTunnel("usr_x", f.org, f.ldi, time.Now())
+		spent := f.registration(t, otherLDI)
+		if w := f.rawHello(t, relayHello{Installation: otherLDI, Token: spent}); w.Error != "" || w.PublicURL != "https://"+relaySubdomain(otherLDI)+".tun.test" {
+			t.Fatalf("a registration token of the control plane: welcome %+v; want the public URL", w)
+		}
 		for _, tt := range []struct {
 			name  string
 			hello relayHello
@@ -480,6 +484,7 @@ func TestRelayTunnel(t *testing.T) {
 			{"another installation's token", relayHello{Installation: f.ldi, Token: f.registration(t, otherLDI)}, errIdentAudience},
 			{"expired", relayHello{Installation: f.ldi, Token: f.forge(identKindTunnel, f.org, f.ldi, time.Now().Add(-time.Hour))}, errIdentExpired},
 			{"signed by an unknown key", relayHello{Installation: f.ldi, Token: forged}, errIdentUnknownKey},
+			{"used twice", relayHello{Installation: otherLDI, Token: spent}, errRelayTokenSpent},
 		} {
 			if w := f.rawHello(t, tt.hello); !strings.Contains(w.Error, "verify tunnel registration token") || !strings.Contains(w.Error, tt.says.Error()) || w.PublicURL != "" || w.Retry {
 				t.Errorf("%s: welcome %+v; want refused: %v", tt.name, w, tt.says)
