@@ -21,7 +21,7 @@ import (
 func BenchmarkTunnel(b *testing.B) {
 	f := newRelayFixture(b)
 	public := *f.dev.payload.PublicURL
-	tok := f.token(f.org, f.ldi)
+	tok := f.identity(b, f.ldi)
 	direct := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	// call sends one request and returns the time to the first body byte
 	// and to the end of the body.

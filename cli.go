@@ -335,7 +335,7 @@ environment:
   SVC_API_KEYS         more keys accepted on every route with svc dev --listen
   SVC_ALLOWED_HOSTS    more Host names the API answers (comma-separated; loopback names always)
   SVC_ALLOWED_ORIGINS  more browser origins that may call the API (comma-separated)
-  SVC_RELAY_URL        svc relay to publish svc dev through (https://host[:port]); SVC_RELAY_TOKEN its registration token
+  SVC_RELAY_URL        svc relay to publish a linked svc dev through (https://host[:port]); svc login's credentials get its token
   SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
   SVC_CONTROL_PLANE_URL the control plane svc login and the verbs that need one use; XDG_CONFIG_HOME holds svc/credentials.json
   DATABASE_URL, SVC_MASTER_KEY  svc control-plane's database and the 32-byte key (hex or base64) sealing its secrets

@@ -25,8 +25,7 @@ func newRelayFlags() *flag.FlagSet {
 	fs.String("addr", ":443", "address to listen on, for tunnels and public requests alike")
 	fs.String("tls-cert", "", "PEM certificate chain covering *.tun.D and the name svc dev dials (required: tunnels and public traffic are TLS only)")
 	fs.String("tls-key", "", "PEM private key of --tls-cert (required)")
-	fs.String("tunnels", "", `registry file of admitted tunnels, JSON {"tunnels":[{"installation","organization","token_sha256"}]}, read at each registration (required)`)
-	fs.String("control-plane", "", "control plane whose identity tokens relayed requests must carry (default SVC_CONTROL_PLANE_URL, then the built-in default)")
+	fs.String("control-plane", "", "control plane whose registration tokens admit tunnels and whose identity tokens relayed requests must carry (default SVC_CONTROL_PLANE_URL, then the built-in default)")
 	return fs
 }
 
@@ -41,8 +40,8 @@ func runRelay(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if domain == "" || strings.ContainsAny(domain, ":/ ") {
 		return failf(codeGeneric, "pass the tunnel domain, e.g. --domain example.com for https://<sub>.tun.example.com", "relay: invalid --domain %q", get("domain"))
 	}
-	if get("tls-cert") == "" || get("tls-key") == "" || get("tunnels") == "" {
-		return failf(codeGeneric, "pass --tls-cert, --tls-key (a certificate for *.tun."+domain+") and --tunnels (the registry file)", "relay: --tls-cert, --tls-key and --tunnels are required")
+	if get("tls-cert") == "" || get("tls-key") == "" {
+		return failf(codeGeneric, "pass --tls-cert and --tls-key: a certificate for *.tun."+domain+" and the name svc dev dials", "relay: --tls-cert and --tls-key are required")
 	}
 	cert, err := tls.LoadX509KeyPair(get("tls-cert"), get("tls-key"))
 	if err != nil {
@@ -56,7 +55,7 @@ func runRelay(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		cp = boxDefaultControlPlane
 	}
 	log := newDevLogger(c)
-	s, err := newRelayServer(domain, get("tunnels"), cp, log)
+	s, err := newRelayServer(domain, cp, log)
 	if err != nil {
 		return err
 	}
@@ -65,7 +64,7 @@ func runRelay(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return failf(codeGeneric, "pick a free --addr", "relay: listen on %s: %v", get("addr"), err)
 	}
-	log.Info("relay up", "addr", ln.Addr().String(), "domain", "*.tun."+domain, "control_plane", cp, "tunnels", get("tunnels"))
+	log.Info("relay up", "addr", ln.Addr().String(), "domain", "*.tun."+domain, "control_plane", cp)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
 	select {

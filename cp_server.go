@@ -113,6 +113,7 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/orgs/{org}/agents/{agent}/link", false, s.handleLink},
 		{"POST", "/api/installations/{id}/resolve", false, s.handleResolve},
 		{"POST", "/api/installations/{id}/token", false, s.handleToken},
+		{"POST", "/api/installations/{id}/tunnel", false, s.handleTunnelToken},
 		{"GET", "/api/orgs/{org}/api-keys", false, s.handleListAPIKeys},
 		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},
 		{"GET", "/dev/{installation}", true, s.handleConsole},
@@ -446,19 +447,9 @@ func (s *cpServer) handleResolve(w http.ResponseWriter, r *http.Request) {
 // browser or client sends to that svc dev through the tunnel (relay.go).
 // Any other installation, another user's included, is 404.
 func (s *cpServer) handleToken(w http.ResponseWriter, r *http.Request) {
-	in, err := s.store.installation(r.Context(), caller(r).user.ID, r.PathValue("id"))
-	if err == nil && (in.Kind != "local_dev" || in.user != caller(r).user.ID) {
-		err = errCPNotFound
+	if in, ok := s.ownLocalDev(w, r); ok {
+		writeJSON(w, http.StatusOK, s.identity(r, in))
 	}
-	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no local-dev installation %q of yours: svc dev creates yours; a deployment's box takes the token of POST /api/installations/{id}/resolve", r.PathValue("id")))
-		return
-	}
-	if err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, s.identity(r, in))
 }
 
 // handleListAPIKeys lists the organization's API keys, never the keys.

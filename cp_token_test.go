@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -12,8 +13,11 @@ import (
 // TestCPIdentityToken runs the control plane as a process: POST
 // /api/installations/{id}/token mints the caller a token for their own
 // local-dev installation, which identVerifier accepts for exactly that
-// installation and organization; another user's, a deployment's, an unknown
-// installation are 404, and no credential is 401.
+// installation and organization; POST /api/installations/{id}/tunnel
+// mints a tunnel registration token for it, which the relay's check
+// accepts and identVerifier (a box's, the relay's for relayed requests)
+// refuses as of another kind. For both, another user's, a deployment's, an
+// unknown installation are 404, and no credential is 401.
 func TestCPIdentityToken(t *testing.T) {
 	dbURL := testPostgresURL(t)
 	cp, code := startTestControlPlane(t, dbURL)
@@ -63,6 +67,22 @@ func TestCPIdentityToken(t *testing.T) {
 		t.Fatalf("the local-dev token at the deployment's box = %v; want %v", err, errIdentAudience)
 	}
 
+	var reg cpTunnelToken
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+local.ID+"/tunnel", admin.Credential, nil, &reg); code != 200 || reg.Installation.ID != local.ID ||
+		reg.ExpiresAt.After(time.Now().Add(identTunnelTTL+identLeeway)) {
+		t.Fatalf("registration token for my local-dev installation = %d %+v", code, reg)
+	}
+	keys, _ := newIdentKeySource(cp.url, nil, nil)
+	if c, err := keys.check(context.Background(), reg.RegistrationToken, identKindTunnel); err != nil || c.Sub != who.User.ID || c.Aud != local.ID || c.Org != local.OrganizationID {
+		t.Fatalf("the relay's check of the registration token = %+v, %v", c, err)
+	}
+	if _, err := keys.check(context.Background(), got.IdentityToken, identKindTunnel); !errors.Is(err, errIdentKind) {
+		t.Fatalf("an identity token as a registration token = %v; want %v", err, errIdentKind)
+	}
+	if _, err := v.verify(context.Background(), reg.RegistrationToken); !errors.Is(err, errIdentKind) {
+		t.Fatalf("the registration token as an identity token of its own installation = %v; want %v", err, errIdentKind)
+	}
+
 	for _, tt := range []struct {
 		name, cred, id string
 		want           int
@@ -73,8 +93,10 @@ func TestCPIdentityToken(t *testing.T) {
 		{"no credential", "", local.ID, 401},
 		{"Bob's own", bob, bobs.ID, 200},
 	} {
-		if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+tt.id+"/token", tt.cred, nil, nil); code != tt.want {
-			t.Errorf("%s: token = %d; want %d", tt.name, code, tt.want)
+		for _, kind := range []string{"token", "tunnel"} {
+			if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+tt.id+"/"+kind, tt.cred, nil, nil); code != tt.want {
+				t.Errorf("%s: %s = %d; want %d", tt.name, kind, code, tt.want)
+			}
 		}
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"net"
 	"net/url"
@@ -42,7 +40,7 @@ export default defineAgent({
 // (its first boot's one-time sign-in code), `svc login` approved in
 // Chromium after signing in on the device page with that code, a project
 // linked to an agent of the organization, `svc relay` admitting its
-// tunnel, `svc dev` in front of the fake model provider, then Chromium
+// tunnel with a registration token of the control plane, `svc dev` in front of the fake model provider, then Chromium
 // (the same browser: its cookies kept between the two runs of
 // conformance/deeplink.test.mjs) opening the deeplink of the payload: the
 // console through the relay, a browser not signed in sent to the sign-in
@@ -85,10 +83,11 @@ func TestDeeplinkWalkthrough(t *testing.T) {
 	// The project, linked to an agent of the organization.
 	dir := projectDir(t)
 	writeFile(t, dir, "deep-agents/assistant/index.ts", deeplinkAgent)
-	org, installation := deeplinkLink(t, dir, cp.url, cred)
+	installation := deeplinkLink(t, dir, cp.url, cred)
 
 	// svc relay for *.tun.test (the control plane's SVC_TUNNEL_DOMAIN),
-	// trusting the control plane's identity tokens, admitting the tunnel.
+	// trusting the control plane's tokens: svc dev registers with a
+	// registration token the control plane mints it before each dial.
 	tmp := t.TempDir()
 	_, caFile, certFile, keyFile := relayTestCA(t, tmp)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -97,13 +96,12 @@ func TestDeeplinkWalkthrough(t *testing.T) {
 	}
 	relayAddr := ln.Addr().String()
 	ln.Close()
-	registry, relayToken := deeplinkRegisterTunnel(t, tmp, org, installation)
-	startRelay(t, relayAddr, "--domain", "test", "--tls-cert", certFile, "--tls-key", keyFile, "--tunnels", registry, "--control-plane", cp.url)
+	startRelay(t, relayAddr, "--domain", "test", "--tls-cert", certFile, "--tls-key", keyFile, "--control-plane", cp.url)
 
 	// svc dev: its payload carries the public URL and the deeplink.
 	model := newFakeProvider(t)
 	dev := startDev(t, dir, append(append([]string(nil), user...), "SVC_DATABASE_URL="+testPostgresURL(t), "SSL_CERT_FILE="+caFile,
-		"SVC_RELAY_URL=https://"+relayAddr, "SVC_RELAY_TOKEN="+relayToken, "OPENAI_API_KEY=sk-fake", "OPENAI_BASE_URL="+model.URL+"/v1"))
+		"SVC_RELAY_URL=https://"+relayAddr, "OPENAI_API_KEY=sk-fake", "OPENAI_BASE_URL="+model.URL+"/v1"))
 	p := dev.payload
 	if p.Deeplink == nil { // the tunnel came up after the first payload
 		p = dev.nextPayload(30 * time.Second)
@@ -134,8 +132,8 @@ func TestDeeplinkWalkthrough(t *testing.T) {
 // deeplinkLink links the project in dir to a new agent "demo" of the
 // signed-in user's organization with the user's local-dev installation,
 // as `svc dev` does in a terminal when the user picks an agent, and
-// returns the organization and installation ids.
-func deeplinkLink(t testing.TB, dir, cpURL, cred string) (org, installation string) {
+// returns the installation id.
+func deeplinkLink(t testing.TB, dir, cpURL, cred string) (installation string) {
 	t.Helper()
 	var agent cpAgent
 	if st := httpJSONAuth(t, "POST", cpURL+"/api/orgs/default/agents", cred, map[string]string{"slug": "demo", "name": "Demo"}, &agent); st != 201 {
@@ -150,23 +148,7 @@ func deeplinkLink(t testing.TB, dir, cpURL, cred string) (org, installation stri
 	if _, err := projectWrite(dir, pf); err != nil {
 		t.Fatal(err)
 	}
-	return local.OrganizationID, local.ID
-}
-
-// deeplinkRegisterTunnel admits the installation's tunnel at the relay: a
-// registry file in dir listing it with a fresh registration token, which
-// it returns with the file's path. (The one place the walkthrough knows
-// how a relay admits tunnels.)
-func deeplinkRegisterTunnel(t testing.TB, dir, org, installation string) (registry, token string) {
-	t.Helper()
-	token = "reg-" + randomID("", 16)
-	sum := sha256.Sum256([]byte(token))
-	b, _ := json.Marshal(relayRegistry{Tunnels: []relayRegistryEntry{{Installation: installation, Organization: org, TokenSHA256: hex.EncodeToString(sum[:])}}})
-	registry = filepath.Join(dir, "tunnels.json")
-	if err := os.WriteFile(registry, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return registry, token
+	return local.ID
 }
 
 // deeplinkSPKI is the base64 SHA-256 of the public key of the PEM

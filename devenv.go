@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,8 +54,8 @@ type devOptions struct {
 	allowedHosts, allowedOrigins []string
 
 	// relayAddr and relayName are SVC_RELAY_URL's address and TLS name
-	// ("": no tunnel), relayToken is SVC_RELAY_TOKEN (tunnel.go).
-	relayAddr, relayName, relayToken string
+	// ("": no tunnel; tunnel.go).
+	relayAddr, relayName string
 }
 
 // parseDevOptions validates the flags and SVC_DEV_PORT_OFFSET before
@@ -93,7 +94,6 @@ func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
 		if o.relayAddr, o.relayName, err = parseTunnelRelay(v); err != nil {
 			return o, failf(codeGeneric, "set SVC_RELAY_URL to the relay's address, e.g. https://relay.example.com", "invalid SVC_RELAY_URL: %v", err)
 		}
-		o.relayToken = c.getenv("SVC_RELAY_TOKEN")
 	}
 	o.printContract = get("print-contract") == "true"
 	fs.Visit(func(f *flag.Flag) {
@@ -341,29 +341,52 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 
 // startTunnel publishes api through the relay of SVC_RELAY_URL, waiting a
 // bounded time for the first handshake (tunnel.go). Without a relay, or
-// without a registration token, it says so and dev runs locally only.
+// for a project linked to no control plane (none to mint its registration
+// tokens), it says so and dev runs locally only.
 func (rt *devRuntime) startTunnel(api http.Handler) {
 	if rt.opts.relayAddr == "" {
-		rt.log.Info("tunnel off: public_url and deeplink are null", "hint", "set SVC_RELAY_URL and SVC_RELAY_TOKEN to publish this session through svc relay")
+		rt.log.Info("tunnel off: public_url and deeplink are null", "hint", "set SVC_RELAY_URL to publish this session through svc relay")
 		return
 	}
-	if rt.opts.relayToken == "" {
-		rt.log.Warn("tunnel: no public URL, public_url and deeplink are null", "err", "SVC_RELAY_URL is set but SVC_RELAY_TOKEN is not",
-			"hint", "set SVC_RELAY_TOKEN to the registration token the relay's registry lists for installation "+rt.proj.Link.LocalDevInstallationID)
+	l := rt.proj.Link
+	if l.ControlPlaneURL == "" {
+		rt.log.Warn("tunnel: no public URL, public_url and deeplink are null", "err", "this project is local only: the relay admits a session with a registration token of a control plane",
+			"hint", "run `svc login`, then `svc link` (or `svc dev` in a terminal without .svc/project.json) to link it to an agent")
 		return
-	}
-	console := rt.proj.Link.ControlPlaneURL
-	if console == "" {
-		console = rt.c.getenv("SVC_CONTROL_PLANE_URL")
-	}
-	if console == "" {
-		console = boxDefaultControlPlane
 	}
 	apiHost := strings.TrimPrefix(rt.apiURL, "http://")
-	rt.tunnel = newTunnelClient(tunnelConfig{Addr: rt.opts.relayAddr, ServerName: rt.opts.relayName, Installation: rt.proj.Link.LocalDevInstallationID,
-		Token: rt.opts.relayToken, Console: console}, tunnelHandler(api, apiHost), rt.log, rt.announce)
+	rt.tunnel = newTunnelClient(tunnelConfig{Addr: rt.opts.relayAddr, ServerName: rt.opts.relayName, Installation: l.LocalDevInstallationID,
+		Token: rt.tunnelToken, Console: l.ControlPlaneURL}, tunnelHandler(api, apiHost), rt.log, rt.announce)
 	rt.tunnel.start()
 	rt.closers = append(rt.closers, rt.tunnel.close)
+}
+
+// tunnelToken asks the project's control plane for a registration token of
+// its local-dev installation, with the credentials of `svc login` (read
+// afresh: a new sign-in is picked up). Signed out, signed in elsewhere or
+// refused (a 4xx answer) wraps errTunnelRefused, saying what to run; an
+// unreachable control plane is an error to retry.
+func (rt *devRuntime) tunnelToken(ctx context.Context) (string, error) {
+	l := rt.proj.Link
+	cl, _, err := requireSignIn(rt.c)
+	if err == nil && cl.url != l.ControlPlaneURL {
+		err = failf(codeAuth, "run `svc login --control-plane "+l.ControlPlaneURL+"`", "signed in to %s, not to %s", cl.url, l.ControlPlaneURL)
+	}
+	var out cpTunnelToken
+	if err == nil {
+		if err = cl.call(ctx, http.MethodPost, "/api/installations/"+url.PathEscape(l.LocalDevInstallationID)+"/tunnel", nil, &out); err == nil {
+			return out.RegistrationToken, nil
+		}
+	}
+	var ce *cliError
+	var ae *cpAPIError
+	switch {
+	case errors.As(err, &ce) && ce.Code == codeAuth:
+		return "", fmt.Errorf("%w by the control plane %s: %s (%s)", errTunnelRefused, l.ControlPlaneURL, ce.Message, ce.Hint)
+	case errors.As(err, &ae) && ae.Status/100 == 4:
+		return "", fmt.Errorf("%w by the control plane %s: %w; restart svc dev to check the project's link", errTunnelRefused, l.ControlPlaneURL, ae)
+	}
+	return "", fmt.Errorf("get a tunnel registration token: %w", err)
 }
 
 // newDevServer builds dev's API: the shared routes and devRoutes behind a

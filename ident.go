@@ -6,6 +6,12 @@ package main
 // plane's JWKS (ident_verify.go). This file holds the token format, the
 // issuer and the JWKS document (JWS compact serialization, RFC 7515; JWT
 // claims, RFC 7519; OKP keys and EdDSA, RFC 8037).
+//
+// The same issuer mints tunnel registration tokens: what svc dev shows
+// `svc relay` to publish its local-dev installation (relay.go). They are
+// explicitly typed (RFC 8725 §3.11): header typ identTunnelTyp and claim
+// scope identTunnelScope, and every verifier checks both ways, so neither
+// kind ever passes for the other (identKind).
 
 import (
 	"bytes"
@@ -34,6 +40,31 @@ const (
 	identLeeway = 30 * time.Second
 	// identMaxToken bounds a token's length: ours are about 450 bytes.
 	identMaxToken = 4096
+
+	// identTunnelTyp and identTunnelScope mark a tunnel registration
+	// token, in its header and in its claims.
+	identTunnelTyp   = "svc-tunnel+jwt"
+	identTunnelScope = "tunnel"
+	// identTunnelTTL is how long a registration token is valid: svc dev
+	// fetches a fresh one before each dial, and the relay checks it once,
+	// at registration.
+	identTunnelTTL = time.Minute
+)
+
+// identKind is what a token is for: its name in errors, its header typ, its
+// scope claim and its longest lifetime. A verifier admits one kind only.
+type identKind struct {
+	name, typ, scope string
+	ttl              time.Duration
+}
+
+// The two kinds of token the control plane issues.
+var (
+	// identKindIdentity is an identity token: typ JWT (or none, for the
+	// tokens of earlier control planes), no scope.
+	identKindIdentity = identKind{name: "identity token", typ: identTyp, ttl: identTTL}
+	// identKindTunnel is a tunnel registration token.
+	identKindTunnel = identKind{name: "tunnel registration token", typ: identTunnelTyp, scope: identTunnelScope, ttl: identTunnelTTL}
 )
 
 // identB64 is base64url without padding, strict about trailing bits
@@ -48,16 +79,18 @@ type identHeader struct {
 	Crit []string `json:"crit,omitempty"` // refused when present: we understand no extension
 }
 
-// identClaims are the claims of an identity token: Iss is the control
-// plane's URL, Sub the user, Org the organization, Aud the installation.
+// identClaims are the claims of a token: Iss is the control plane's URL,
+// Sub the user, Org the organization, Aud the installation; Scope is
+// empty for an identity token (identKind).
 type identClaims struct {
-	Iss string `json:"iss"`
-	Sub string `json:"sub"`
-	Org string `json:"org"`
-	Aud string `json:"aud"`
-	Iat int64  `json:"iat"`
-	Exp int64  `json:"exp"`
-	Jti string `json:"jti"`
+	Iss   string `json:"iss"`
+	Sub   string `json:"sub"`
+	Org   string `json:"org"`
+	Aud   string `json:"aud"`
+	Iat   int64  `json:"iat"`
+	Exp   int64  `json:"exp"`
+	Jti   string `json:"jti"`
+	Scope string `json:"scope,omitempty"`
 }
 
 // identJWK is one public key of a JWKS (RFC 8037 §2: an OKP key; X is the
@@ -120,11 +153,22 @@ func newIdentIssuer(iss string, keys []identKey) (*identIssuer, error) {
 	return &identIssuer{iss: iss, keys: keys}, nil
 }
 
-// issue signs a token for user sub in organization org and installation
-// aud, valid identTTL from now.
+// issue signs an identity token for user sub in organization org and
+// installation aud, valid identTTL from now.
 func (is *identIssuer) issue(sub, org, aud string, now time.Time) (string, identClaims) {
-	c := identClaims{Iss: is.iss, Sub: sub, Org: org, Aud: aud, Iat: now.Unix(), Exp: now.Add(identTTL).Unix(), Jti: rand.Text()}
-	return identSign(is.keys[0], identHeader{Alg: identAlg, Typ: identTyp, Kid: is.keys[0].kid}, c), c
+	return is.sign(identKindIdentity, sub, org, aud, now)
+}
+
+// issueTunnel signs a tunnel registration token for user sub's local-dev
+// installation aud of organization org, valid identTunnelTTL from now.
+func (is *identIssuer) issueTunnel(sub, org, aud string, now time.Time) (string, identClaims) {
+	return is.sign(identKindTunnel, sub, org, aud, now)
+}
+
+// sign signs a token of kind k for sub, org and aud, valid k.ttl from now.
+func (is *identIssuer) sign(k identKind, sub, org, aud string, now time.Time) (string, identClaims) {
+	c := identClaims{Iss: is.iss, Sub: sub, Org: org, Aud: aud, Iat: now.Unix(), Exp: now.Add(k.ttl).Unix(), Jti: rand.Text(), Scope: k.scope}
+	return identSign(is.keys[0], identHeader{Alg: identAlg, Typ: k.typ, Kid: is.keys[0].kid}, c), c
 }
 
 // keySet is the JWKS of every key of the issuer.

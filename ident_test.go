@@ -117,6 +117,9 @@ func TestIdentVerify(t *testing.T) {
 		{"standard base64 alphabet", strings.NewReplacer("-", "+", "_", "/").Replace(valid) + "+", errIdentMalformed},
 		{"oversized", valid + strings.Repeat("A", identMaxToken), errIdentMalformed},
 		{"claims not an object", identSign(key, hdr, []int{1}), errIdentMalformed},
+		{"a tunnel registration token", identSign(key, identHeader{Alg: identAlg, Typ: identTunnelTyp, Kid: key.kid}, claims(func(c *identClaims) { c.Scope = identTunnelScope })), errIdentKind},
+		{"typ JWT, scope tunnel", identSign(key, hdr, claims(func(c *identClaims) { c.Scope = identTunnelScope })), errIdentKind},
+		{"typ tunnel, no scope", identSign(key, identHeader{Alg: identAlg, Typ: identTunnelTyp, Kid: key.kid}, claims(nil)), errIdentKind},
 	}
 	v, err := newIdentVerifier(iss, "org_1", "ins_1", nil, func() time.Time { return now })
 	if err != nil {
@@ -139,6 +142,41 @@ func TestIdentVerify(t *testing.T) {
 				t.Errorf("the refusal quotes the token: %v", err)
 			}
 		})
+	}
+}
+
+// TestIdentTunnelToken checks a tunnel registration token as the relay
+// does: the issuer's own passes, an identity token is of another kind, and
+// its one-minute lifetime is enforced.
+func TestIdentTunnelToken(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	key := identNewKey()
+	plane := newIdentTestPlane(t, key)
+	keys, err := newIdentKeySource(plane.srv.URL, nil, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := plane.issuer
+	tunnel := func(iat time.Time) string { tok, _ := is.issueTunnel("usr_1", "org_1", "ldi_1", iat); return tok }
+	identity, _ := is.issue("usr_1", "org_1", "ldi_1", now)
+	long := identSign(key, identHeader{Alg: identAlg, Typ: identTunnelTyp, Kid: key.kid},
+		identClaims{Iss: is.iss, Sub: "usr_1", Org: "org_1", Aud: "ldi_1", Iat: now.Unix(), Exp: now.Add(identTTL).Unix(), Scope: identTunnelScope})
+	for _, tt := range []struct {
+		name, token string
+		want        error
+	}{
+		{"valid", tunnel(now), nil},
+		{"an identity token", identity, errIdentKind},
+		{"expired", tunnel(now.Add(-identTunnelTTL - identLeeway)), errIdentExpired},
+		{"lifetime of an identity token", long, errIdentNotYetValid},
+	} {
+		c, err := keys.check(context.Background(), tt.token, identKindTunnel)
+		if !errors.Is(err, tt.want) || (err == nil && (c.Aud != "ldi_1" || c.Org != "org_1")) {
+			t.Errorf("%s: check = %+v, %v; want %v", tt.name, c, err, tt.want)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "verify tunnel registration token: ") {
+			t.Errorf("%s: error %q does not name the token's kind", tt.name, err)
+		}
 	}
 }
 

@@ -1,8 +1,10 @@
 package main
 
-// The box side of identity tokens (DESIGN §7): verify a token against the
-// JWKS of the control plane the box trusts, for the organization and
-// installation it was taught.
+// The verifying side of the control plane's tokens (DESIGN §7): a box
+// verifies identity tokens against the JWKS of the control plane it
+// trusts, for the organization and installation it was taught; the relay
+// verifies tunnel registration tokens and relayed identity tokens the same
+// way (identKeySource.check, identKind).
 
 import (
 	"context"
@@ -41,56 +43,58 @@ const (
 
 // The reasons a token is refused. An *identError wraps exactly one.
 var (
-	errIdentMissing      = errors.New("no identity token")
-	errIdentMalformed    = errors.New("malformed identity token")
-	errIdentAlg          = errors.New("identity token algorithm not accepted")
-	errIdentUnknownKey   = errors.New("identity token signed by an unknown key")
-	errIdentSignature    = errors.New("identity token signature invalid")
-	errIdentExpired      = errors.New("identity token expired")
-	errIdentNotYetValid  = errors.New("identity token issued in the future")
-	errIdentIssuer       = errors.New("identity token from another control plane")
-	errIdentOrganization = errors.New("identity token for another organization")
-	errIdentAudience     = errors.New("identity token for another installation")
+	errIdentMissing      = errors.New("no token")
+	errIdentMalformed    = errors.New("malformed token")
+	errIdentAlg          = errors.New("token algorithm not accepted")
+	errIdentKind         = errors.New("token of another kind")
+	errIdentUnknownKey   = errors.New("token signed by an unknown key")
+	errIdentSignature    = errors.New("token signature invalid")
+	errIdentExpired      = errors.New("token expired")
+	errIdentNotYetValid  = errors.New("token issued in the future")
+	errIdentIssuer       = errors.New("token from another control plane")
+	errIdentOrganization = errors.New("token for another organization")
+	errIdentAudience     = errors.New("token for another installation")
 	errIdentNoKeys       = errors.New("cannot reach the control plane's keys")
 )
 
-// identError is a refused token: Reason is one of the errIdent…
-// sentinels, Detail says what was seen (never the token).
+// identError is a refused token: Kind names what it was checked as (an
+// identKind's name), Reason is one of the errIdent… sentinels, Detail
+// says what was seen (never the token).
 type identError struct {
+	Kind   string
 	Reason error
 	Detail string
 }
 
-// Error is "verify identity token: <reason>: <detail>".
+// Error is "verify <kind>: <reason>: <detail>".
 func (e *identError) Error() string {
 	if e.Detail == "" {
-		return "verify identity token: " + e.Reason.Error()
+		return "verify " + e.Kind + ": " + e.Reason.Error()
 	}
-	return "verify identity token: " + e.Reason.Error() + ": " + e.Detail
+	return "verify " + e.Kind + ": " + e.Reason.Error() + ": " + e.Detail
 }
 
 // Unwrap returns the reason.
 func (e *identError) Unwrap() error { return e.Reason }
 
-// identRefuse returns an *identError of reason with a formatted detail.
-func identRefuse(reason error, format string, args ...any) *identError {
-	return &identError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+// refuse returns an *identError of a token of kind k, for reason, with a
+// formatted detail.
+func (k identKind) refuse(reason error, format string, args ...any) *identError {
+	return &identError{Kind: k.name, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
-// identVerifier verifies identity tokens for one control plane (Issuer),
-// organization and installation: what the box was taught. Build it with
-// newIdentVerifier; safe for concurrent use.
-type identVerifier struct {
-	issuer, org, aud string
-	client           *http.Client
-	now              func() time.Time
+// identKeySource is the JWKS of one control plane (issuer) as a verifier needs
+// it: fetched on first use, cached, refetched on an unknown kid at most
+// once per identRefetchEvery. Safe for concurrent use; the relay shares
+// one among its tunnels (relay.go).
+type identKeySource struct {
+	issuer string
+	client *http.Client
+	now    func() time.Time
 
 	keys    atomic.Pointer[identKeyCache]
 	fetchMu sync.Mutex // one fetch at a time; holds lastTry
 	lastTry time.Time
-
-	verifiedMu sync.Mutex
-	verified   map[string]*identClaims // tokens that passed every check, by their text
 }
 
 // identKeyCache is the public keys of one JWKS fetch, by kid.
@@ -99,13 +103,12 @@ type identKeyCache struct {
 	fetched time.Time
 }
 
-// newIdentVerifier returns a verifier of tokens issued by the control plane
-// at issuer for organization org and installation aud. client nil means a
-// default client; now nil means time.Now. It fetches nothing until the
-// first token.
-func newIdentVerifier(issuer, org, aud string, client *http.Client, now func() time.Time) (*identVerifier, error) {
-	if issuer == "" || org == "" || aud == "" {
-		return nil, errors.New("new identity verifier: want the control plane URL, the organization and the installation")
+// newIdentKeySource returns the key set of the control plane at issuer; client
+// nil means a default client, now nil means time.Now. It fetches nothing
+// until the first token.
+func newIdentKeySource(issuer string, client *http.Client, now func() time.Time) (*identKeySource, error) {
+	if issuer == "" {
+		return nil, errors.New("new identity key set: want the control plane URL")
 	}
 	if client == nil {
 		client = &http.Client{Timeout: identFetchTimeout}
@@ -113,7 +116,91 @@ func newIdentVerifier(issuer, org, aud string, client *http.Client, now func() t
 	if now == nil {
 		now = time.Now
 	}
-	return &identVerifier{issuer: strings.TrimSuffix(issuer, "/"), org: org, aud: aud, client: client, now: now, verified: map[string]*identClaims{}}, nil
+	return &identKeySource{issuer: strings.TrimSuffix(issuer, "/"), client: client, now: now}, nil
+}
+
+// check verifies token as a token of kind k issued by j's control plane
+// and returns its claims: shape, alg EdDSA, typ and scope of k, a known
+// kid, the signature, exp and iat within identLeeway (a lifetime of at
+// most k.ttl), then iss. Organization and installation are the caller's
+// to check.
+func (j *identKeySource) check(ctx context.Context, token string, k identKind) (*identClaims, error) {
+	if token == "" {
+		return nil, k.refuse(errIdentMissing, "")
+	}
+	p, err := identParse(token)
+	if err != nil {
+		return nil, k.refuse(errIdentMalformed, "%v", err)
+	}
+	if p.header.Alg != identAlg {
+		return nil, k.refuse(errIdentAlg, "alg %q; want %q", p.header.Alg, identAlg)
+	}
+	if len(p.header.Crit) > 0 {
+		return nil, k.refuse(errIdentMalformed, "header crit %q", p.header.Crit)
+	}
+	// An identity token of an earlier control plane may omit typ.
+	if typ := p.header.Typ; (typ != k.typ && (typ != "" || k != identKindIdentity)) || p.claims.Scope != k.scope {
+		return nil, k.refuse(errIdentKind, "typ %q, scope %q; want typ %q, scope %q", typ, p.claims.Scope, k.typ, k.scope)
+	}
+	key, err := j.key(ctx, p.header.Kid, k)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.sig) != ed25519.SignatureSize || !ed25519.Verify(key, p.input, p.sig) {
+		return nil, k.refuse(errIdentSignature, "")
+	}
+	c, now := &p.claims, j.now()
+	if err := checkExp(c, now, k); err != nil {
+		return nil, err
+	}
+	if iat := time.Unix(c.Iat, 0); iat.After(now.Add(identLeeway)) || c.Exp-c.Iat > int64((k.ttl+identLeeway)/time.Second) {
+		return nil, k.refuse(errIdentNotYetValid, "issued %s, expires %s, now %s", iat.UTC().Format(time.RFC3339), time.Unix(c.Exp, 0).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if strings.TrimSuffix(c.Iss, "/") != j.issuer {
+		return nil, k.refuse(errIdentIssuer, "iss %q; trusted %q", c.Iss, j.issuer)
+	}
+	return c, nil
+}
+
+// checkExp refuses claims of a token of kind k expired at now (with
+// identLeeway).
+func checkExp(c *identClaims, now time.Time, k identKind) error {
+	if exp := time.Unix(c.Exp, 0); !now.Before(exp.Add(identLeeway)) {
+		return k.refuse(errIdentExpired, "expired %s, now %s", exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// identVerifier verifies identity tokens for one control plane,
+// organization and installation: what the box was taught, or a tunnel's
+// at the relay. Build it with newIdentVerifier; safe for concurrent use.
+type identVerifier struct {
+	*identKeySource
+	org, aud string
+
+	verifiedMu sync.Mutex
+	verified   map[string]*identClaims // tokens that passed every check, by their text
+}
+
+// newIdentVerifier returns a verifier of identity tokens issued by the
+// control plane at issuer for organization org and installation aud.
+// client nil means a default client; now nil means time.Now. It fetches
+// nothing until the first token.
+func newIdentVerifier(issuer, org, aud string, client *http.Client, now func() time.Time) (*identVerifier, error) {
+	j, err := newIdentKeySource(issuer, client, now)
+	if err != nil {
+		return nil, err
+	}
+	return newIdentVerifierOn(j, org, aud)
+}
+
+// newIdentVerifierOn returns a verifier of identity tokens for
+// organization org and installation aud whose keys are those of j.
+func newIdentVerifierOn(j *identKeySource, org, aud string) (*identVerifier, error) {
+	if j == nil || org == "" || aud == "" {
+		return nil, errors.New("new identity verifier: want the control plane's keys, the organization and the installation")
+	}
+	return &identVerifier{identKeySource: j, org: org, aud: aud, verified: map[string]*identClaims{}}, nil
 }
 
 // identBearer returns the token of an "Authorization: Bearer" header, or "".
@@ -125,25 +212,27 @@ func identBearer(r *http.Request) string {
 	return strings.TrimSpace(tok)
 }
 
-// verify checks token and returns its claims: shape, alg EdDSA, a known
-// kid (refetching the JWKS once per identRefetchEvery on an unknown one),
-// the signature, exp and iat within identLeeway, then iss, org and aud. A
-// token seen before passed all but exp then (the issuer, organization and
-// installation of a verifier never change), so only exp is checked again;
-// a retired key's tokens thus live out their ≤10 minutes.
+// verify checks an identity token (check) for the verifier's organization
+// and installation and returns its claims. A token seen before passed all
+// but exp then (the issuer, organization and installation of a verifier
+// never change), so only exp is checked again; a retired key's tokens thus
+// live out their ≤10 minutes.
 func (v *identVerifier) verify(ctx context.Context, token string) (*identClaims, error) {
-	if token == "" {
-		return nil, &identError{Reason: errIdentMissing}
-	}
 	v.verifiedMu.Lock()
 	c, ok := v.verified[token]
 	v.verifiedMu.Unlock()
 	if ok {
-		return c, v.checkExp(c, v.now())
+		return c, checkExp(c, v.now(), identKindIdentity)
 	}
-	c, err := v.verifyNew(ctx, token)
+	c, err := v.check(ctx, token, identKindIdentity)
 	if err != nil {
 		return nil, err
+	}
+	if c.Org != v.org {
+		return nil, identKindIdentity.refuse(errIdentOrganization, "org %q; this box serves %q", c.Org, v.org)
+	}
+	if c.Aud != v.aud {
+		return nil, identKindIdentity.refuse(errIdentAudience, "aud %q; this box serves %q", c.Aud, v.aud)
 	}
 	v.verifiedMu.Lock()
 	if len(v.verified) >= identVerifiedCap {
@@ -154,109 +243,63 @@ func (v *identVerifier) verify(ctx context.Context, token string) (*identClaims,
 	return c, nil
 }
 
-// checkExp refuses claims expired at now (with identLeeway).
-func (v *identVerifier) checkExp(c *identClaims, now time.Time) error {
-	if exp := time.Unix(c.Exp, 0); !now.Before(exp.Add(identLeeway)) {
-		return identRefuse(errIdentExpired, "expired %s, now %s", exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-	}
-	return nil
-}
-
-// verifyNew runs every check of verify on a token not seen before.
-func (v *identVerifier) verifyNew(ctx context.Context, token string) (*identClaims, error) {
-	p, err := identParse(token)
-	if err != nil {
-		return nil, identRefuse(errIdentMalformed, "%v", err)
-	}
-	if p.header.Alg != identAlg {
-		return nil, identRefuse(errIdentAlg, "alg %q; want %q", p.header.Alg, identAlg)
-	}
-	if len(p.header.Crit) > 0 || (p.header.Typ != "" && p.header.Typ != identTyp) {
-		return nil, identRefuse(errIdentMalformed, "header typ %q crit %q", p.header.Typ, p.header.Crit)
-	}
-	key, err := v.key(ctx, p.header.Kid)
-	if err != nil {
-		return nil, err
-	}
-	if len(p.sig) != ed25519.SignatureSize || !ed25519.Verify(key, p.input, p.sig) {
-		return nil, &identError{Reason: errIdentSignature}
-	}
-	c, now := &p.claims, v.now()
-	if err := v.checkExp(c, now); err != nil {
-		return nil, err
-	}
-	if iat := time.Unix(c.Iat, 0); iat.After(now.Add(identLeeway)) || c.Exp-c.Iat > int64((identTTL+identLeeway)/time.Second) {
-		return nil, identRefuse(errIdentNotYetValid, "issued %s, expires %s, now %s", iat.UTC().Format(time.RFC3339), time.Unix(c.Exp, 0).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-	}
-	if strings.TrimSuffix(c.Iss, "/") != v.issuer {
-		return nil, identRefuse(errIdentIssuer, "iss %q; this box trusts %q", c.Iss, v.issuer)
-	}
-	if c.Org != v.org {
-		return nil, identRefuse(errIdentOrganization, "org %q; this box serves %q", c.Org, v.org)
-	}
-	if c.Aud != v.aud {
-		return nil, identRefuse(errIdentAudience, "aud %q; this box serves %q", c.Aud, v.aud)
-	}
-	return c, nil
-}
-
 // key returns the public key kid names, fetching the JWKS when there is
 // none yet, when it is older than identJWKSMaxAge, or when kid is unknown
 // and the last fetch is older than identRefetchEvery.
-func (v *identVerifier) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
+func (j *identKeySource) key(ctx context.Context, kid string, k identKind) (ed25519.PublicKey, error) {
 	if kid == "" {
-		return nil, identRefuse(errIdentMalformed, "header has no kid")
+		return nil, k.refuse(errIdentMalformed, "header has no kid")
 	}
-	c := v.keys.Load()
-	if c != nil && v.now().Sub(c.fetched) < identJWKSMaxAge {
-		if k, ok := c.keys[kid]; ok {
-			return k, nil
+	c := j.keys.Load()
+	if c != nil && j.now().Sub(c.fetched) < identJWKSMaxAge {
+		if pub, ok := c.keys[kid]; ok {
+			return pub, nil
 		}
 	}
-	c, err := v.refresh(ctx, c)
+	c, err := j.refresh(ctx, c)
 	if c == nil {
-		return nil, &identError{Reason: errIdentNoKeys, Detail: err.Error()}
+		return nil, k.refuse(errIdentNoKeys, "%v", err)
 	}
-	if k, ok := c.keys[kid]; ok {
-		return k, nil
+	if pub, ok := c.keys[kid]; ok {
+		return pub, nil
 	}
-	return nil, identRefuse(errIdentUnknownKey, "kid %q is not in %s", kid, v.issuer+identJWKS)
+	return nil, k.refuse(errIdentUnknownKey, "kid %q is not in %s", kid, j.issuer+identJWKS)
 }
 
 // refresh fetches the JWKS unless another caller did since seen was loaded
 // or the last try is within identRefetchEvery; it returns the keys to use
 // (the cached ones when the fetch fails or is skipped) and the fetch error.
-func (v *identVerifier) refresh(ctx context.Context, seen *identKeyCache) (*identKeyCache, error) {
-	v.fetchMu.Lock()
-	defer v.fetchMu.Unlock()
-	if c := v.keys.Load(); c != seen {
+func (j *identKeySource) refresh(ctx context.Context, seen *identKeyCache) (*identKeyCache, error) {
+	j.fetchMu.Lock()
+	defer j.fetchMu.Unlock()
+	if c := j.keys.Load(); c != seen {
 		return c, nil
 	}
-	now := v.now()
-	if !v.lastTry.IsZero() && now.Sub(v.lastTry) < identRefetchEvery {
+	now := j.now()
+	if !j.lastTry.IsZero() && now.Sub(j.lastTry) < identRefetchEvery {
 		return seen, errors.New("last fetch failed or is too recent to retry")
 	}
-	v.lastTry = now
-	keys, err := v.fetch(ctx)
+	j.lastTry = now
+	keys, err := j.fetch(ctx)
 	if err != nil {
 		return seen, err
 	}
 	c := &identKeyCache{keys: keys, fetched: now}
-	v.keys.Store(c)
+	j.keys.Store(c)
 	return c, nil
 }
 
 // fetch reads the control plane's JWKS and keeps its Ed25519 signing keys;
 // keys of other types are skipped.
-func (v *identVerifier) fetch(ctx context.Context) (map[string]ed25519.PublicKey, error) {
+func (j *identKeySource) fetch(ctx context.Context) (map[string]ed25519.PublicKey, error) {
 	ctx, cancel := context.WithTimeout(ctx, identFetchTimeout)
 	defer cancel()
-	u := v.issuer + identJWKS
+	u := j.issuer + identJWKS
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", u, err)
 	}
-	resp, err := v.client.Do(req)
+	resp, err := j.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", u, err)
 	}

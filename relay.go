@@ -11,13 +11,17 @@ package main
 // requests are HTTP/2 streams with HTTP/2's flow control, and SSE and long
 // polls stream frame by frame.
 //
-// Registration: the relay admits a tunnel only when its registry file
-// (--tunnels) lists the installation with the SHA-256 of the token it
-// shows; the file is read at each registration, so adding a tunnel needs
-// no restart. The subdomain is derived from the installation id by the
-// relay (a tunnel cannot pick another's). Relayed requests must carry an
-// identity token of the control plane the relay trusts, for the tunnel's
-// organization and installation; anything else is 401 at the relay.
+// Registration: the relay admits a tunnel only with a registration token
+// of the control plane it trusts (identKindTunnel: minted by
+// POST /api/installations/{id}/tunnel for the caller's own local-dev
+// installation, a minute long), verified with the control plane's JWKS
+// like identity tokens, for the installation the hello names; the
+// organization is the token's. A token registers once (its jti is
+// remembered until it expires). The subdomain is derived from the
+// installation id by the relay (a tunnel cannot pick another's). Relayed
+// requests must carry an identity token of that control plane, for the
+// tunnel's organization and installation; anything else (a registration
+// token included) is 401 at the relay.
 //
 // CORS: the console (a page at the origin of the control plane URL the
 // relay trusts) calls tunnels from the browser. Its preflights are
@@ -29,7 +33,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
@@ -42,7 +45,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -56,8 +58,6 @@ const (
 	relayHelloMaxBytes = 8 << 10
 	// relayHelloTimeout bounds the registration exchange.
 	relayHelloTimeout = 10 * time.Second
-	// relayRegistryMaxBytes bounds the registry file.
-	relayRegistryMaxBytes = 1 << 20
 	// relayPingEvery is how often the relay pings an idle tunnel, so a
 	// dead one (a laptop gone to sleep) is dropped and its slot freed.
 	relayPingEvery = 30 * time.Second
@@ -70,11 +70,13 @@ type relayHello struct {
 }
 
 // relayWelcome is the relay's answer to a hello: Error set means refused
-// (and the connection is closed).
+// (and the connection is closed); Retry then says the fault was the
+// relay's (it could not reach the control plane's keys), not the token's.
 type relayWelcome struct {
 	Subdomain string `json:"subdomain,omitempty"`
 	PublicURL string `json:"public_url,omitempty"`
 	Error     string `json:"error,omitempty"`
+	Retry     bool   `json:"retry,omitempty"`
 }
 
 // relayWriteFrame writes v as one length-prefixed JSON message (4 bytes
@@ -115,51 +117,37 @@ func relaySubdomain(installation string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// relayRegistryEntry is one registered tunnel of the registry file.
-type relayRegistryEntry struct {
-	Installation string `json:"installation"`
-	Organization string `json:"organization"`
-	// TokenSHA256 is the hex SHA-256 of the registration token (the token
-	// itself is never stored by the relay).
-	TokenSHA256 string `json:"token_sha256"`
-}
-
-// relayRegistry is the registry file: {"tunnels":[…]}.
-type relayRegistry struct {
-	Tunnels []relayRegistryEntry `json:"tunnels"`
-}
-
 // relayTunnel is one registered, connected tunnel.
 type relayTunnel struct {
-	entry    relayRegistryEntry
 	conn     net.Conn
 	proxy    *httputil.ReverseProxy
-	verifier *identVerifier
+	verifier *identVerifier // identity tokens for the tunnel's organization and installation
 }
 
 // relayServer routes https://<sub>.tun.<domain> to the tunnel registered
 // under <sub>. Built by newRelayServer; its maps are guarded by mu.
 type relayServer struct {
-	domain       string // the tunnel domain D: hosts are <sub>.tun.D
-	registry     string // path of the registry file
-	controlPlane string // issuer of the identity tokens relayed requests carry
-	console      string // origin of controlPlane: the browser origin answered CORS
+	domain       string          // the tunnel domain D: hosts are <sub>.tun.D
+	controlPlane string          // issuer of the registration and identity tokens
+	keys         *identKeySource // controlPlane's JWKS, shared by every check
+	console      string          // origin of controlPlane: the browser origin answered CORS
 	log          *slog.Logger
 	guard        *httpGuard // paces public request bodies, then route
 
 	mu      sync.Mutex
 	tunnels map[string]*relayTunnel // by subdomain
+	spent   map[string]time.Time    // jti of the registration tokens used, until their expiry
 	closing bool                    // close was called: no more tunnels
 	wg      sync.WaitGroup          // tunnel goroutines, counted under mu
 }
 
-// newRelayServer returns a relay for domain, admitting the tunnels of the
-// registry file and identity tokens of controlPlane; all are required.
-func newRelayServer(domain, registry, controlPlane string, log *slog.Logger) (*relayServer, error) {
-	if domain == "" || registry == "" || controlPlane == "" || log == nil {
-		return nil, errors.New("new relay: want a domain, a registry file, a control plane URL and a logger")
+// newRelayServer returns a relay for domain, admitting the tunnels and
+// identity tokens of controlPlane; all are required.
+func newRelayServer(domain, controlPlane string, log *slog.Logger) (*relayServer, error) {
+	if domain == "" || controlPlane == "" || log == nil {
+		return nil, errors.New("new relay: want a domain, a control plane URL and a logger")
 	}
-	s := &relayServer{domain: strings.ToLower(domain), registry: registry, controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}}
+	s := &relayServer{domain: strings.ToLower(domain), controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}, spent: map[string]time.Time{}}
 	u, err := url.Parse(s.controlPlane)
 	if err == nil {
 		var o httpGuardOrigin
@@ -168,6 +156,9 @@ func newRelayServer(domain, registry, controlPlane string, log *slog.Logger) (*r
 	}
 	if err != nil {
 		return nil, fmt.Errorf("new relay: control plane URL %q: want an http:// or https:// URL with a host", controlPlane)
+	}
+	if s.keys, err = newIdentKeySource(s.controlPlane, nil, nil); err != nil {
+		return nil, err
 	}
 	if s.guard, err = newHTTPGuard(http.HandlerFunc(s.route), httpGuardConfig{}); err != nil {
 		return nil, err
@@ -194,34 +185,49 @@ func (s *relayServer) httpServer(cert tls.Certificate) *http.Server {
 	return srv
 }
 
-// lookup returns the registry entry of installation, or an error saying
-// why there is none. The file is read each time: registrations are rare.
-func (s *relayServer) lookup(installation, token string) (relayRegistryEntry, error) {
-	f, err := os.Open(s.registry)
+// register verifies a hello: a registration token of the trusted control
+// plane for the installation it names. It returns the verifier of the
+// identity tokens relayed to that tunnel (the token's organization and
+// installation).
+func (s *relayServer) register(ctx context.Context, hello relayHello) (*identVerifier, error) {
+	c, err := s.keys.check(ctx, hello.Token, identKindTunnel)
 	if err != nil {
-		return relayRegistryEntry{}, fmt.Errorf("read tunnel registry: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	var reg relayRegistry
-	if err := json.NewDecoder(io.LimitReader(f, relayRegistryMaxBytes)).Decode(&reg); err != nil {
-		return relayRegistryEntry{}, fmt.Errorf("read tunnel registry %s: %w", s.registry, err)
+	if c.Aud != hello.Installation {
+		return nil, identKindTunnel.refuse(errIdentAudience, "aud %q; the hello names %q", c.Aud, hello.Installation)
 	}
-	sum := sha256.Sum256([]byte(token))
-	got := hex.EncodeToString(sum[:])
-	for _, e := range reg.Tunnels {
-		if e.Installation == installation {
-			if token == "" || subtle.ConstantTimeCompare([]byte(strings.ToLower(e.TokenSHA256)), []byte(got)) != 1 {
-				return relayRegistryEntry{}, errRelayRefused
-			}
-			return e, nil
-		}
+	if c.Org == "" || c.Jti == "" {
+		return nil, identKindTunnel.refuse(errIdentMalformed, "want org and jti claims")
 	}
-	return relayRegistryEntry{}, errRelayRefused
+	if !s.spend(c) {
+		return nil, identKindTunnel.refuse(errRelayTokenSpent, "jti %q", c.Jti)
+	}
+	return newIdentVerifierOn(s.keys, c.Org, c.Aud)
 }
 
-// errRelayRefused is a hello the registry does not admit. The tunnel client
-// is told only this, never which part was wrong.
-var errRelayRefused = errors.New("tunnel not registered: unknown installation or wrong registration token")
+// errRelayTokenSpent is a registration token shown twice: svc dev fetches
+// a fresh one for each dial, so a second use is a replay.
+var errRelayTokenSpent = errors.New("token already used")
+
+// spend records the registration token of c as used and reports whether
+// it was unused; tokens past their expiry (when they verify no more) are
+// forgotten.
+func (s *relayServer) spend(c *identClaims) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for jti, exp := range s.spent {
+		if now.After(exp) {
+			delete(s.spent, jti)
+		}
+	}
+	if _, ok := s.spent[c.Jti]; ok {
+		return false
+	}
+	s.spent[c.Jti] = time.Unix(c.Exp, 0).Add(identLeeway)
+	return true
+}
 
 // serveTunnel runs one tunnel connection: registration, then the HTTP/2
 // client over it until it breaks. A newer tunnel of the same installation
@@ -243,28 +249,28 @@ func (s *relayServer) serveTunnel(c *tls.Conn) {
 		s.log.Info("tunnel hello", "remote", c.RemoteAddr(), "err", err)
 		return
 	}
-	entry, err := s.lookup(hello.Installation, hello.Token)
+	ctx, cancel := context.WithTimeout(context.Background(), relayHelloTimeout)
+	v, err := s.register(ctx, hello)
+	cancel()
 	if err == nil {
-		var v *identVerifier
-		if v, err = newIdentVerifier(s.controlPlane, entry.Organization, entry.Installation, nil, nil); err == nil {
-			err = s.attach(c, entry, v)
-		}
+		err = s.attach(c, hello.Installation, v)
 	}
 	if err != nil {
 		s.log.Warn("tunnel refused", "remote", c.RemoteAddr(), "installation", hello.Installation, "err", err)
-		msg := err.Error()
-		if !errors.Is(err, errRelayRefused) {
-			msg = "the relay could not register the tunnel; see its log"
+		w := relayWelcome{Error: err.Error()}
+		if errors.Is(err, errIdentNoKeys) || !errors.As(err, new(*identError)) {
+			w = relayWelcome{Error: "the relay could not register the tunnel now (it cannot reach its control plane's keys); see its log", Retry: true}
 		}
-		relayWriteFrame(c, relayWelcome{Error: msg})
+		relayWriteFrame(c, w)
 	}
 }
 
-// attach welcomes a registered tunnel, opens the HTTP/2 client over it and
-// routes its subdomain to it until the connection closes. An error is one
-// before the welcome, which the caller reports to the client.
-func (s *relayServer) attach(c *tls.Conn, entry relayRegistryEntry, v *identVerifier) error {
-	sub := relaySubdomain(entry.Installation)
+// attach welcomes the registered tunnel of installation, opens the HTTP/2
+// client over it and routes its subdomain to it until the connection
+// closes. An error is one before the welcome, which the caller reports to
+// the client.
+func (s *relayServer) attach(c *tls.Conn, installation string, v *identVerifier) error {
+	sub := relaySubdomain(installation)
 	if err := relayWriteFrame(c, relayWelcome{Subdomain: sub, PublicURL: s.publicURL(sub)}); err != nil {
 		return fmt.Errorf("write welcome: %w", err)
 	}
@@ -278,11 +284,11 @@ func (s *relayServer) attach(c *tls.Conn, entry relayRegistryEntry, v *identVeri
 	}
 	cc, err := tr.NewClientConn(context.Background(), "http", sub+":80")
 	if err != nil { // after the welcome: the client sees the connection close
-		s.log.Warn("tunnel: open HTTP/2", "installation", entry.Installation, "err", err)
+		s.log.Warn("tunnel: open HTTP/2", "installation", installation, "err", err)
 		return nil
 	}
 	defer cc.Close()
-	t := &relayTunnel{entry: entry, conn: c, verifier: v}
+	t := &relayTunnel{conn: c, verifier: v}
 	t.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", pr.In.Host
@@ -307,7 +313,7 @@ func (s *relayServer) attach(c *tls.Conn, entry relayRegistryEntry, v *identVeri
 	if old != nil {
 		old.conn.Close()
 	}
-	s.log.Info("tunnel up", "installation", entry.Installation, "url", s.publicURL(sub), "remote", c.RemoteAddr())
+	s.log.Info("tunnel up", "installation", installation, "url", s.publicURL(sub), "remote", c.RemoteAddr())
 	// The client conn reads the connection until it breaks (closed by
 	// either side, or pings unanswered for relayPingEvery/2): wait for that.
 	<-wc.done
@@ -316,7 +322,7 @@ func (s *relayServer) attach(c *tls.Conn, entry relayRegistryEntry, v *identVeri
 		delete(s.tunnels, sub)
 	}
 	s.mu.Unlock()
-	s.log.Info("tunnel down", "installation", entry.Installation)
+	s.log.Info("tunnel down", "installation", installation)
 	return nil
 }
 

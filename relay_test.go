@@ -6,11 +6,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -23,12 +21,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // relayTestCA writes a test CA and a certificate it signed for *.tun.test,
@@ -64,6 +65,17 @@ func relayTestCA(t testing.TB, dir string) (pool *x509.CertPool, caFile, certFil
 	pool = x509.NewCertPool()
 	pool.AddCert(ca)
 	return pool, caFile, certFile, keyFile
+}
+
+// relayFreeAddr is a loopback address nothing listens on (just freed).
+func relayFreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // relayProcess is a running `svc relay` under test.
@@ -119,40 +131,48 @@ func (r *relayProcess) kill() {
 	}
 }
 
-// relayFixture is a relay in front of a svc dev, with a test control plane
-// (its JWKS) minting identity tokens and a client that trusts the test CA
-// and resolves every name to the relay.
+// relayFixture is a relay in front of a svc dev, both trusting a real
+// control plane: svc dev is signed in (svc login --token, in its own
+// XDG_CONFIG_HOME), its project linked to an agent there, and fetches its
+// registration tokens from it; identity tokens come from the control
+// plane's API. The client trusts the test CA and resolves every name to
+// the relay.
 type relayFixture struct {
 	relay    *relayProcess
 	dev      *devProcess
-	plane    *identTestPlane
+	cp       *cpProcess
+	dbURL    string       // the control plane's database
+	admin    string       // the admin's credential
+	issuer   *identIssuer // the control plane's own keys (from its store), for tokens it never mints
 	client   *http.Client
 	org, ldi string
 	caFile   string
-	registry string   // the relay's registry file
 	env      []string // dev's environment
 	gate     atomic.Pointer[chan struct{}]
 	held     atomic.Int32 // streams the gate held
 }
 
-// newRelayFixture starts the control plane's JWKS, the relay and svc dev
-// (registered with token "tok-1"), the model provider gated (gatedProvider).
+// newRelayFixture starts the control plane, the relay and svc dev, the
+// model provider gated (gatedProvider).
 func newRelayFixture(t testing.TB) *relayFixture {
 	t.Helper()
-	f := &relayFixture{plane: newIdentTestPlane(t, identNewKey())}
+	f := &relayFixture{}
+	f.dbURL = testPostgresURL(t)
+	var code string
+	f.cp, code = startTestControlPlane(t, f.dbURL)
+	f.admin = cpSignInAdmin(t, f.cp, code)
+	f.issuer = relayControlPlaneIssuer(t, f.dbURL, f.cp.url)
+	xdg := t.TempDir()
+	if out, errOut, code := cli(t, t.TempDir(), baseEnv("XDG_CONFIG_HOME="+xdg), "--json", "login", "--control-plane", f.cp.url, "--token", f.admin); code != 0 {
+		t.Fatalf("svc login = %d %s %s", code, out, errOut)
+	}
 	tmp := t.TempDir()
 	pool, caFile, certFile, keyFile := relayTestCA(t, tmp)
 	f.caFile = caFile
 	dir := projectDir(t)
-	f.registry = filepath.Join(tmp, "tunnels.json")
-	f.org, f.ldi = f.register(t, dir, "tok-1")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	f.relay = startRelay(t, addr, "--domain", "test", "--tls-cert", certFile, "--tls-key", keyFile, "--tunnels", f.registry, "--control-plane", f.plane.srv.URL)
+	f.org, f.ldi = f.link(t, dir, "demo")
+	addr := relayFreeAddr(t)
+	f.relay = startRelay(t, addr, "--domain", "test", "--tls-cert", certFile, "--tls-key", keyFile, "--control-plane", f.cp.url)
 	f.client = &http.Client{Transport: &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool},
 		ForceAttemptHTTP2:   true,
@@ -163,32 +183,86 @@ func newRelayFixture(t testing.TB) *relayFixture {
 	}}
 	t.Cleanup(f.client.CloseIdleConnections)
 	provider := f.gatedProvider(t)
-	f.env = baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "SSL_CERT_FILE="+caFile, "SVC_CONTROL_PLANE_URL="+f.plane.srv.URL,
-		"SVC_RELAY_URL=https://"+addr, "SVC_RELAY_TOKEN=tok-1", "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+provider+"/v1")
+	f.env = baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "SSL_CERT_FILE="+caFile, "XDG_CONFIG_HOME="+xdg,
+		"SVC_RELAY_URL=https://"+addr, "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+provider+"/v1")
 	f.dev = startDev(t, dir, f.env)
 	return f
 }
 
-// register adds the installation of the project in dir to the relay's
-// registry with token and returns its organization and installation.
-func (f *relayFixture) register(t testing.TB, dir, token string) (org, ldi string) {
+// relayControlPlaneIssuer is an issuer with the signing keys of the test
+// control plane on dbURL (read from its store) and its URL: what forges
+// the tokens the control plane never mints (expired, another
+// organization's).
+func relayControlPlaneIssuer(t testing.TB, dbURL, cpURL string) *identIssuer {
 	t.Helper()
-	var pf projectFile
-	b, err := os.ReadFile(filepath.Join(dir, ".svc", "project.json"))
-	if err != nil || json.Unmarshal(b, &pf) != nil {
-		t.Fatalf("read project.json: %v", err)
-	}
-	var reg relayRegistry
-	if b, err := os.ReadFile(f.registry); err == nil {
-		json.Unmarshal(b, &reg)
-	}
-	sum := sha256.Sum256([]byte(token))
-	reg.Tunnels = append(reg.Tunnels, relayRegistryEntry{Installation: pf.LocalDevInstallationID, Organization: pf.OrganizationID, TokenSHA256: hex.EncodeToString(sum[:])})
-	b, _ = json.Marshal(reg)
-	if err := os.WriteFile(f.registry, b, 0o600); err != nil {
+	key, err := cpMasterKey(cpTestMasterKey, "", "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return pf.OrganizationID, pf.LocalDevInstallationID
+	aead, err := secretNewAEAD(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	store, err := openCPStore(ctx, dbURL, aead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.close()
+	keys, err := store.identityKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := newIdentIssuer(cpURL, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
+}
+
+// link links the project in dir to the agent slug of the control plane
+// (created when absent), as svc dev does: the admin's local-dev
+// installation in .svc/project.json. It returns the organization and the
+// installation.
+func (f *relayFixture) link(t testing.TB, dir, slug string) (org, ldi string) {
+	t.Helper()
+	orgURL := f.cp.url + "/api/orgs/default"
+	var agent cpAgent
+	httpJSONAuth(t, "POST", orgURL+"/agents", f.admin, map[string]string{"slug": slug}, &agent)
+	var local cpInstallation
+	if code := httpJSONAuth(t, "POST", orgURL+"/agents/"+slug+"/local-dev-installation", f.admin, nil, &local); code != 200 {
+		t.Fatalf("local-dev installation of %s = %d", slug, code)
+	}
+	pf := projectFile{SchemaVersion: schemaVersion, OrganizationID: local.OrganizationID, OrganizationSlug: local.OrganizationSlug,
+		Agent: projectAgent{ID: local.AgentID, Slug: slug, Name: slug}, LocalDevInstallationID: local.ID, ControlPlaneURL: f.cp.url}
+	if _, err := projectWrite(dir, pf); err != nil {
+		t.Fatal(err)
+	}
+	return local.OrganizationID, local.ID
+}
+
+// identity mints the admin an identity token for their local-dev
+// installation ldi with the control plane's API.
+func (f *relayFixture) identity(t testing.TB, ldi string) string { return f.mint(t, ldi, "token") }
+
+// registration mints the admin a tunnel registration token for their
+// local-dev installation ldi with the control plane's API.
+func (f *relayFixture) registration(t testing.TB, ldi string) string { return f.mint(t, ldi, "tunnel") }
+
+// mint posts to /api/installations/{ldi}/{route} as the admin and returns
+// the token of the answer (identity or registration).
+func (f *relayFixture) mint(t testing.TB, ldi, route string) string {
+	t.Helper()
+	var got struct {
+		IdentityToken     string `json:"identity_token"`
+		RegistrationToken string `json:"registration_token"`
+	}
+	code := httpJSONAuth(t, "POST", f.cp.url+"/api/installations/"+ldi+"/"+route, f.admin, nil, &got)
+	if tok := got.IdentityToken + got.RegistrationToken; code == 200 && tok != "" {
+		return tok
+	}
+	t.Fatalf("POST /api/installations/%s/%s = %d", ldi, route, code)
+	return ""
 }
 
 // devEnv is dev's environment of the fixture with a fresh database and
@@ -253,14 +327,6 @@ func (w *relayGatedWriter) Write(p []byte) (int, error) {
 // Flush lets the fake flush each event.
 func (w *relayGatedWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
 
-// token mints an identity token for installation aud of organization org.
-func (f *relayFixture) token(org, aud string) string {
-	f.plane.mu.Lock()
-	defer f.plane.mu.Unlock()
-	tok, _ := f.plane.issuer.issue("usr_test", org, aud, time.Now())
-	return tok
-}
-
 // do sends method path to the public URL with an identity token (none
 // when tok is "").
 func (f *relayFixture) do(t testing.TB, method, url, tok, body string) *http.Response {
@@ -306,32 +372,36 @@ func firstContent(t testing.TB, br *bufio.Reader) string {
 	return ""
 }
 
-// TestRelayTunnel runs svc relay, svc dev and this client as separate
-// processes: the payload's URLs, identity at the relay, concurrent
-// requests, SSE streamed through as produced, and the relay killed and
-// restarted mid-stream.
+// TestRelayTunnel runs the control plane, svc relay, svc dev and this
+// client as separate processes: the payload's URLs, registration tokens
+// and identity tokens at the relay (neither passing for the other),
+// concurrent requests, SSE streamed through as produced, the relay killed
+// and restarted mid-stream, and the sessions left without a public URL.
 func TestRelayTunnel(t *testing.T) {
 	f := newRelayFixture(t)
 	public := "https://" + relaySubdomain(f.ldi) + ".tun.test"
 	if p := f.dev.payload; p.PublicURL == nil || *p.PublicURL != public || p.Deeplink == nil ||
-		*p.Deeplink != f.plane.srv.URL+"/dev/"+f.ldi+"?url="+strings.ReplaceAll(strings.ReplaceAll(public, ":", "%3A"), "/", "%2F") {
+		*p.Deeplink != f.cp.url+"/dev/"+f.ldi+"?url="+strings.ReplaceAll(strings.ReplaceAll(public, ":", "%3A"), "/", "%2F") {
 		t.Fatalf("payload public_url %v deeplink %v; want %s and its deeplink\n%s", p.PublicURL, p.Deeplink, public, f.dev.stderr.String())
 	}
-	good := f.token(f.org, f.ldi)
+	good := f.identity(t, f.ldi)
+	_, otherLDI := f.link(t, t.TempDir(), "other")
 
 	t.Run("identity", func(t *testing.T) {
 		for _, tt := range []struct {
 			name, tok string
 			want      int
+			says      error
 		}{
-			{"none", "", 401},
-			{"another installation", f.token(f.org, "ldi_other"), 401},
-			{"another organization", f.token("org_other", f.ldi), 401},
-			{"garbage", "not.a.token", 401},
-			{"valid", good, 200},
+			{"none", "", 401, errIdentMissing},
+			{"another installation", f.identity(t, otherLDI), 401, errIdentAudience},
+			{"another organization", f.forge(identKindIdentity, "org_other", f.ldi, time.Now()), 401, errIdentOrganization},
+			{"garbage", "not.a.token", 401, errIdentMalformed},
+			{"a registration token", f.registration(t, f.ldi), 401, errIdentKind},
+			{"valid", good, 200, nil},
 		} {
-			if code, body := f.status(t, "GET", public+"/api/health", tt.tok, ""); code != tt.want {
-				t.Errorf("%s: GET /api/health = %d %s; want %d", tt.name, code, body, tt.want)
+			if code, body := f.status(t, "GET", public+"/api/health", tt.tok, ""); code != tt.want || (tt.says != nil && !strings.Contains(body, tt.says.Error())) {
+				t.Errorf("%s: GET /api/health = %d %s; want %d %v", tt.name, code, body, tt.want, tt.says)
 			}
 		}
 		if code, body := f.status(t, "GET", public+"/api/health", good, ""); !strings.Contains(body, f.ldi) {
@@ -346,7 +416,7 @@ func TestRelayTunnel(t *testing.T) {
 	})
 
 	t.Run("cors", func(t *testing.T) {
-		console := f.plane.srv.URL // the relay's --control-plane: the console's origin
+		console := f.cp.url // the relay's --control-plane: the console's origin
 		send := func(method, origin, tok string) *http.Response {
 			t.Helper()
 			req, _ := http.NewRequest(method, public+"/api/health", nil)
@@ -396,15 +466,34 @@ func TestRelayTunnel(t *testing.T) {
 		}
 	})
 
-	t.Run("unregistered tunnel", func(t *testing.T) {
-		for _, hello := range []relayHello{{Installation: f.ldi, Token: "wrong"}, {Installation: "ldi_unknown", Token: "tok-1"}, {Installation: f.ldi}} {
-			if w := f.rawHello(t, hello); !strings.Contains(w.Error, "not registered") || w.PublicURL != "" {
-				t.Errorf("hello %+v: welcome %+v; want refused", hello, w)
+	t.Run("registration", func(t *testing.T) {
+		stranger, _ := newIdentIssuer(f.cp.url, []identKey{identNewKey()})
+		forged, _ := stranger.issueTunnel("usr_x", f.org, f.ldi, time.Now())
+		spent := f.registration(t, otherLDI)
+		if w := f.rawHello(t, relayHello{Installation: otherLDI, Token: spent}); w.Error != "" || w.PublicURL != "https://"+relaySubdomain(otherLDI)+".tun.test" {
+			t.Fatalf("a registration token of the control plane: welcome %+v; want the public URL", w)
+		}
+		for _, tt := range []struct {
+			name  string
+			hello relayHello
+			says  error
+		}{
+			{"no token", relayHello{Installation: f.ldi}, errIdentMissing},
+			{"garbage", relayHello{Installation: f.ldi, Token: "wrong"}, errIdentMalformed},
+			{"an identity token", relayHello{Installation: f.ldi, Token: good}, errIdentKind},
+			{"another installation's token", relayHello{Installation: f.ldi, Token: f.registration(t, otherLDI)}, errIdentAudience},
+			{"expired", relayHello{Installation: f.ldi, Token: f.forge(identKindTunnel, f.org, f.ldi, time.Now().Add(-time.Hour))}, errIdentExpired},
+			{"signed by an unknown key", relayHello{Installation: f.ldi, Token: forged}, errIdentUnknownKey},
+			{"used twice", relayHello{Installation: otherLDI, Token: spent}, errRelayTokenSpent},
+		} {
+			if w := f.rawHello(t, tt.hello); !strings.Contains(w.Error, "verify tunnel registration token") || !strings.Contains(w.Error, tt.says.Error()) || w.PublicURL != "" || w.Retry {
+				t.Errorf("%s: welcome %+v; want refused: %v", tt.name, w, tt.says)
 			}
 		}
 	})
 
 	t.Run("handshake refused", f.handshakeRefused)
+	t.Run("no registration token", f.noRegistrationToken)
 	t.Run("relay down at boot", f.relayDownAtBoot)
 
 	t.Run("concurrent", func(t *testing.T) {
@@ -524,52 +613,109 @@ func (f *relayFixture) rawHello(t testing.TB, hello relayHello) relayWelcome {
 	return w
 }
 
-// handshakeRefused: a svc dev the relay refuses prints null URLs, says why
-// at WARN and serves locally.
-func (f *relayFixture) handshakeRefused(t *testing.T) {
-	d := startDev(t, projectDir(t), f.devEnv(t, "SVC_RELAY_TOKEN=wrong"))
+// forge signs a token of kind k for the admin with the control plane's
+// own key, issued at iat: one the control plane would never mint.
+func (f *relayFixture) forge(k identKind, org, aud string, iat time.Time) string {
+	tok, _ := f.issuer.sign(k, "usr_forged", org, aud, iat)
+	return tok
+}
+
+// unpublished starts a svc dev that gets no public URL and checks that it
+// prints null URLs, says why at WARN (a line holding every one of says)
+// and serves locally.
+func (f *relayFixture) unpublished(t *testing.T, dir string, env []string, says ...string) *devProcess {
+	t.Helper()
+	d := startDev(t, dir, env)
 	if d.payload.PublicURL != nil || d.payload.Deeplink != nil {
-		t.Errorf("refused tunnel: public_url %v deeplink %v; want null", d.payload.PublicURL, d.payload.Deeplink)
+		t.Errorf("public_url %v deeplink %v; want null", d.payload.PublicURL, d.payload.Deeplink)
 	}
-	// The WARN line precedes the payload, but stderr reaches the test
-	// through its own pipe: wait (bounded) for it.
+	d.waitWarn(t, says...)
+	resp, err := http.Get(d.url("/api/health"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("runtime not up without a tunnel: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	return d
+}
+
+// waitWarn waits (bounded) for a WARN line of d holding every one of says:
+// stderr reaches the test through its own pipe, after the payload maybe.
+func (d *devProcess) waitWarn(t *testing.T, says ...string) {
+	t.Helper()
 	warned := func() bool {
-		log := d.stderr.String()
-		return strings.Contains(log, "level=WARN") && strings.Contains(log, "tunnel not registered")
+		for _, line := range strings.Split(d.stderr.String(), "\n") {
+			all := strings.Contains(line, "level=WARN")
+			for _, s := range says {
+				all = all && strings.Contains(line, s)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
 	}
 	for deadline := time.Now().Add(10 * time.Second); !warned() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 	}
 	if !warned() {
-		t.Errorf("no WARN line saying why:\n%s", d.stderr.String())
+		t.Errorf("no WARN line saying %q:\n%s", says, d.stderr.String())
 	}
-	resp, err := http.Get(d.url("/api/health"))
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("runtime not up after a refused tunnel: %v %v", err, resp)
+}
+
+// handshakeRefused: a svc dev the relay refuses (the relay trusts the
+// control plane under another name, so its tokens come from "another
+// control plane") prints null URLs, says why at WARN and serves locally.
+func (f *relayFixture) handshakeRefused(t *testing.T) {
+	addr := relayFreeAddr(t)
+	args := slices.Clone(f.relay.args)
+	args[len(args)-1] = strings.Replace(f.cp.url, "127.0.0.1", "localhost", 1)
+	startRelay(t, addr, args...)
+	dir := projectDir(t)
+	f.link(t, dir, "demo")
+	f.unpublished(t, dir, f.devEnv(t, "SVC_RELAY_URL=https://"+addr), "tunnel refused by the relay", errIdentIssuer.Error())
+}
+
+// noRegistrationToken: a local-only project, or one whose control plane is
+// down, has no registration token: null URLs, a WARN saying why and what
+// to run, the runtime up.
+func (f *relayFixture) noRegistrationToken(t *testing.T) {
+	f.unpublished(t, projectDir(t), f.devEnv(t), "local only", "svc link")
+
+	down := "http://" + relayFreeAddr(t)
+	dir, xdg := projectDir(t), t.TempDir()
+	pf := projectFile{SchemaVersion: schemaVersion, OrganizationID: f.org, OrganizationSlug: "default", Agent: projectAgent{ID: "agt_x", Slug: "demo", Name: "demo"},
+		LocalDevInstallationID: f.ldi, ControlPlaneURL: down}
+	creds, _ := json.Marshal(loginCredentials{SchemaVersion: 1, ControlPlaneURL: down, Credential: "svc_cred_" + strings.Repeat("d", 40)})
+	if _, err := projectWrite(dir, pf); err != nil || os.MkdirAll(filepath.Join(xdg, "svc"), 0o700) != nil || os.WriteFile(filepath.Join(xdg, "svc", "credentials.json"), creds, 0o600) != nil {
+		t.Fatalf("write the project and credentials: %v", err)
 	}
-	resp.Body.Close()
+	f.unpublished(t, dir, f.devEnv(t, "XDG_CONFIG_HOME="+xdg), "cannot reach the control plane", down)
 }
 
 // relayDownAtBoot: a svc dev whose relay is not up yet boots with null
-// URLs and a WARN line, redials with backoff, and prints the payload again
-// with its public URL once a relay answers (registered meanwhile: the
-// registry is read at each registration).
+// URLs and a WARN line, redials with backoff (a fresh registration token
+// each time), and prints the payload again with its public URL once a
+// relay answers. When the control plane then refuses it a token (its
+// agent deleted upstream), it says so and stops retrying.
 func (f *relayFixture) relayDownAtBoot(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := relayFreeAddr(t)
 	dir := projectDir(t)
-	d := startDev(t, dir, f.devEnv(t, "SVC_RELAY_URL=https://"+addr, "SVC_RELAY_TOKEN=tok-2"))
-	if d.payload.PublicURL != nil || !strings.Contains(d.stderr.String(), "dial relay") {
-		t.Fatalf("relay down: public_url %v; want null and a WARN saying why:\n%s", d.payload.PublicURL, d.stderr.String())
-	}
-	_, ldi := f.register(t, dir, "tok-2")
-	startRelay(t, addr, f.relay.args...)
+	_, ldi := f.link(t, dir, "later")
+	d := f.unpublished(t, dir, f.devEnv(t, "SVC_RELAY_URL=https://"+addr), "dial relay")
+	relay := startRelay(t, addr, f.relay.args...)
 	if p := d.nextPayload(30 * time.Second); p.PublicURL == nil || *p.PublicURL != "https://"+relaySubdomain(ldi)+".tun.test" || p.Deeplink == nil {
 		t.Errorf("once the relay is up: public_url %v deeplink %v", p.PublicURL, p.Deeplink)
 	}
+
+	conn, err := pgx.Connect(context.Background(), f.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `DELETE FROM cp.agents WHERE slug = 'later'`); err != nil {
+		t.Fatal(err)
+	}
+	relay.kill()
+	d.waitWarn(t, "not retrying", "tunnel refused by the control plane", "no local-dev installation")
 }
 
 // TestParseTunnelRelay accepts https://host[:port] only.
@@ -622,11 +768,11 @@ func TestRelayFrame(t *testing.T) {
 // pattern without a tunnel 502, before any token is looked at; a relay
 // needs a control plane URL it can take the console's origin from.
 func TestRelayRoute(t *testing.T) {
-	s, err := newRelayServer("example.com", filepath.Join(t.TempDir(), "none.json"), "http://cp", slog.New(slog.DiscardHandler))
+	s, err := newRelayServer("example.com", "http://cp", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newRelayServer("example.com", "tunnels.json", "cp.example.com", slog.New(slog.DiscardHandler)); err == nil {
+	if _, err := newRelayServer("example.com", "cp.example.com", slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("a control plane URL without a scheme: want an error (the console's origin is derived from it)")
 	}
 	for _, tt := range []struct {
@@ -655,8 +801,10 @@ func TestRelayFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"relay"},
 		{"relay", "--domain", "example.com"},
-		{"relay", "--domain", "bad/domain", "--tls-cert", "c", "--tls-key", "k", "--tunnels", "f"},
-		{"relay", "--domain", "example.com", "--tls-cert", "missing.pem", "--tls-key", "missing.pem", "--tunnels", "f"},
+		{"relay", "--domain", "example.com", "--tls-cert", "c"},
+		{"relay", "--domain", "bad/domain", "--tls-cert", "c", "--tls-key", "k"},
+		{"relay", "--domain", "example.com", "--tls-cert", "missing.pem", "--tls-key", "missing.pem"},
+		{"relay", "--domain", "example.com", "--tls-cert", "c", "--tls-key", "k", "--tunnels", "f"},
 	} {
 		var out strings.Builder
 		if code := run(context.Background(), args, cliIO{stdout: &out, stderr: &out, getenv: func(string) string { return "" }, dir: t.TempDir()}); code != 1 {

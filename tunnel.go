@@ -1,10 +1,13 @@
 package main
 
 // The tunnel client of `svc dev` (DESIGN §7): one outbound TLS connection
-// to `svc relay` (relay.go), registered with the installation and its
-// registration token, then served as an HTTP/2 server (prior knowledge)
-// whose requests the relay sends. It reconnects with backoff, and keeps
-// its subdomain: the relay derives it from the installation.
+// to `svc relay` (relay.go), registered with the installation and a
+// registration token fetched from the control plane before each dial,
+// then served as an HTTP/2 server (prior knowledge) whose requests the
+// relay sends. It reconnects with backoff, and keeps its subdomain: the
+// relay derives it from the installation. A refusal (by the relay, or by
+// the control plane asked for a token) ends the retries: it is logged with
+// what to do, and the runtime goes on locally.
 //
 // Relayed requests reach dev's API through tunnelHandler: the relay has
 // verified their identity token, and the connection they come over is the
@@ -51,8 +54,10 @@ type tunnelConfig struct {
 	Addr         string // host:port of the relay
 	ServerName   string // TLS name of the relay
 	Installation string // the local-dev installation
-	Token        string // registration token (SVC_RELAY_TOKEN)
-	Console      string // console base URL of the deeplink
+	// Token returns a fresh registration token for Installation; an error
+	// wrapping errTunnelRefused ends the retries.
+	Token   func(context.Context) (string, error)
+	Console string // console base URL of the deeplink
 }
 
 // parseTunnelRelay validates SVC_RELAY_URL: https://host[:port], no path.
@@ -68,9 +73,9 @@ func parseTunnelRelay(s string) (addr, serverName string, err error) {
 	return net.JoinHostPort(u.Hostname(), port), u.Hostname(), nil
 }
 
-// errTunnelRefused is a relay that answered and refused: retrying cannot
-// help until the configuration changes.
-var errTunnelRefused = errors.New("relay refused the tunnel")
+// errTunnelRefused is a refusal by the relay or by the control plane:
+// retrying cannot help until the configuration or the sign-in changes.
+var errTunnelRefused = errors.New("tunnel refused")
 
 // tunnelClient holds svc dev's tunnel. Start it with start; close stops
 // it and waits.
@@ -113,9 +118,12 @@ func (t *tunnelClient) start() {
 		err = fmt.Errorf("no answer from the relay within %v", tunnelBootWait)
 	}
 	t.booted.Store(true)
+	hint := "svc dev keeps retrying; the runtime works locally meanwhile"
+	if errors.Is(err, errTunnelRefused) {
+		hint = "svc dev does not retry a refusal: fix it (SVC_RELAY_URL, the relay's --control-plane, svc whoami) and restart svc dev; the runtime works locally meanwhile"
+	}
 	if err != nil {
-		t.log.Warn("tunnel: no public URL, public_url and deeplink are null", "relay", t.cfg.Addr, "err", err,
-			"hint", "check SVC_RELAY_URL, SVC_RELAY_TOKEN and the relay's registry; the runtime works locally meanwhile")
+		t.log.Warn("tunnel: no public URL, public_url and deeplink are null", "relay", t.cfg.Addr, "err", err, "hint", hint)
 	}
 }
 
@@ -157,7 +165,7 @@ func (t *tunnelClient) run(ctx context.Context) {
 		}
 		if errors.Is(err, errTunnelRefused) {
 			if t.booted.Load() && attempt > 0 {
-				t.log.Warn("tunnel: the relay refused this session; not retrying", "err", err)
+				t.log.Warn("tunnel: refused; not retrying until svc dev restarts", "err", err)
 			}
 			return
 		}
@@ -175,10 +183,15 @@ func (t *tunnelClient) run(ctx context.Context) {
 	}
 }
 
-// session dials and registers one tunnel and serves it until it breaks.
+// session fetches a registration token, dials and registers one tunnel
+// and serves it until it breaks.
 func (t *tunnelClient) session(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, tunnelDialTimeout)
 	defer cancel()
+	token, err := t.cfg.Token(dctx)
+	if err != nil {
+		return err
+	}
 	// The system roots verify the relay (they honour SSL_CERT_FILE).
 	conf := &tls.Config{ServerName: t.cfg.ServerName, NextProtos: []string{relayTunnelALPN}, MinVersion: tls.VersionTLS12}
 	raw, err := (&tls.Dialer{Config: conf}).DialContext(dctx, "tcp", t.cfg.Addr)
@@ -192,15 +205,18 @@ func (t *tunnelClient) session(ctx context.Context) error {
 	}
 	deadline, _ := dctx.Deadline()
 	c.SetDeadline(deadline)
-	if err := relayWriteFrame(c, relayHello{Installation: t.cfg.Installation, Token: t.cfg.Token}); err != nil {
+	if err := relayWriteFrame(c, relayHello{Installation: t.cfg.Installation, Token: token}); err != nil {
 		return fmt.Errorf("register with relay: %w", err)
 	}
 	var welcome relayWelcome
 	if err := relayReadFrame(c, &welcome); err != nil {
 		return fmt.Errorf("register with relay: %w", err)
 	}
+	if welcome.Retry {
+		return fmt.Errorf("register with relay: %s", welcome.Error)
+	}
 	if welcome.Error != "" || welcome.PublicURL == "" {
-		return fmt.Errorf("%w: %s", errTunnelRefused, welcome.Error)
+		return fmt.Errorf("%w by the relay: %s", errTunnelRefused, welcome.Error)
 	}
 	c.SetDeadline(time.Time{})
 	t.up(welcome.PublicURL)
