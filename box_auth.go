@@ -67,7 +67,7 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 	// A durable session belongs to the user, not to one of the tokens
 	// that are renewed every few minutes.
-	*r = *r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, "identity:"+c.Org+"/"+c.Sub))
+	*r = *r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, c.principal()))
 	return true
 }
 

@@ -212,6 +212,11 @@ func identBearer(r *http.Request) string {
 	return strings.TrimSpace(tok)
 }
 
+// principal is who a verified identity token stands for: its user in its
+// organization, "identity:<org>/<sub>". Durable sessions are scoped to it,
+// not to one of the tokens, which are renewed every few minutes.
+func (c *identClaims) principal() string { return "identity:" + c.Org + "/" + c.Sub }
+
 // verify checks an identity token (check) for the verifier's organization
 // and installation and returns its claims. A token seen before passed all
 // but exp then (the issuer, organization and installation of a verifier

@@ -384,12 +384,16 @@ func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadGateway, apiError{Code: "tunnel_down", Message: "no svc dev session is connected at " + host + " now; it reconnects on its own"})
 		return
 	}
-	if _, err := t.verifier.verify(r.Context(), identBearer(r)); err != nil {
+	claims, err := t.verifier.verify(r.Context(), identBearer(r))
+	if err != nil {
 		s.log.Debug("relayed request refused", "sub", sub, "path", r.URL.Path, "err", err)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="svc relay"`)
 		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "unauthorized", Message: err.Error() + ": send an identity token for this installation in Authorization: Bearer"})
 		return
 	}
+	// svc dev scopes durable sessions to the user (tunnelHandler); a
+	// principal header from the caller is overwritten.
+	r.Header.Set(signPrincipalHeader, claims.principal())
 	t.proxy.ServeHTTP(w, r)
 }
 

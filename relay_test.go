@@ -415,6 +415,34 @@ func TestRelayTunnel(t *testing.T) {
 		}
 	})
 
+	t.Run("sessions outlive the token", func(t *testing.T) {
+		// A durable session started with one identity token is the
+		// user's: a renewed token reads it back. The principal header a
+		// caller sends is overwritten by the relay.
+		req, _ := http.NewRequest("POST", public+"/openai/v1/chat/completions", strings.NewReader(`{"model":"assistant","messages":[{"role":"user","content":"remember the relay"}]}`))
+		req.Header.Set("Authorization", "Bearer "+good)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(wireHeaderSession, "relay-thread")
+		req.Header.Set(signPrincipalHeader, "identity:org_evil/usr_evil")
+		resp, err := f.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("chat in a session = %d %s", resp.StatusCode, b)
+		}
+		renewed := f.identity(t, f.ldi)
+		if renewed == good {
+			t.Fatal("the control plane minted the same token twice: the test proves nothing")
+		}
+		code, body := f.status(t, "GET", public+"/api/agents/assistant/sessions/relay-thread", renewed, "")
+		if code != 200 || !strings.Contains(body, "remember the relay") {
+			t.Fatalf("the session with a renewed token = %d %s; want its transcript", code, body)
+		}
+	})
+
 	t.Run("cors", func(t *testing.T) {
 		console := f.cp.url // the relay's --control-plane: the console's origin
 		send := func(method, origin, tok string) *http.Response {

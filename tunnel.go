@@ -293,6 +293,9 @@ func (l *tunnelListener) Addr() net.Addr { return l.conn.LocalAddr() }
 // (apiHost) and Origin is dropped, since the relay verified an identity
 // token (a header no cross-site page can borrow) and the tunnel itself is
 // authenticated; the dev-only routes are refused, being for this machine.
+// The relay names the token's user in x-svc-principal (overwriting any
+// the caller sent): durable sessions belong to that user, so they outlive
+// the token, which the console renews every few minutes.
 func tunnelHandler(api http.Handler, apiHost string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/api/dev/") {
@@ -301,6 +304,10 @@ func tunnelHandler(api http.Handler, apiHost string) http.Handler {
 		}
 		r.Host = apiHost
 		r.Header.Del("Origin")
+		if p := r.Header.Get(signPrincipalHeader); p != "" {
+			r.Header.Del(signPrincipalHeader)
+			r = r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, p))
+		}
 		api.ServeHTTP(w, r)
 	})
 }
