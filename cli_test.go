@@ -334,7 +334,13 @@ func TestDevWithoutProjectInteractive(t *testing.T) {
 			done <- run(ctx, []string{"dev", "--port", strconv.Itoa(freePortBase(t))}, cliIO{stdin: strings.NewReader("\n"), stdout: &stdout, stderr: &stderr,
 				getenv: func(k string) string { return env[k] }, dir: dir, stdinTerminal: true})
 		}()
-		eventually(t, 60*time.Second, "svc dev to come up", func() bool { return strings.Contains(stdout.String(), "svc dev is up") })
+		eventually(t, 60*time.Second, "svc dev to come up", func() bool { return strings.Contains(stdout.String(), "Press Ctrl-C") })
+		// The summary's console link carries the session's token.
+		var rf devRuntimeFile
+		if b, err := os.ReadFile(filepath.Join(dir, ".svc", devRuntimeFileName)); err != nil || json.Unmarshal(b, &rf) != nil ||
+			!strings.Contains(stdout.String(), "/api/dev/console?session="+rf.Token+" ") {
+			t.Errorf("summary without the console link of token %q (%v):\n%s", rf.Token, err, stdout.String())
+		}
 		cancel()
 		select {
 		case code := <-done:

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,5 +106,10 @@ export default async function shapes(input: unknown) { "use workflow"; return in
 		t.Fatal(err)
 	}
 	os.RemoveAll(artifacts)
-	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
+	var rf devRuntimeFile
+	if b, err := os.ReadFile(filepath.Join(dir, ".svc", devRuntimeFileName)); err != nil || json.Unmarshal(b, &rf) != nil || rf.Token == "" {
+		t.Fatalf("read .svc/%s: %v", devRuntimeFileName, err)
+	}
+	link := d.payload.EmulatorURL + "/api/dev/console?session=" + url.QueryEscape(rf.Token)
+	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_CONSOLE_LINK=" + link, "SVC_ARTIFACTS=" + artifacts})
 }

@@ -5,14 +5,45 @@ package main
 // `svc env` prints with the secrets left out; POST /api/dev/services/reveal
 // answers them, on the click that asks. Both are dev-only routes
 // (devRoutes): the box never serves them, and the tunnel refuses /api/dev/
-// (tunnelHandler), so a relayed page cannot reach them.
+// (tunnelHandler), so a relayed page cannot reach them. The console's page
+// proves it may see the keys with a cookie holding the session token,
+// set by the link svc dev prints (GET /api/dev/console?session=…): being
+// on this machine is not enough, since .svc's secrets are kept from the
+// machine's other users (0600 files).
 
 import (
 	"crypto/subtle"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 )
+
+// devSessionCookie holds the session token for the console's page: HttpOnly,
+// SameSite=Strict, sent only to the dev-only routes.
+const devSessionCookie = "svc_dev_session"
+
+// devConsoleLink is the console link svc dev prints: it sets the session
+// cookie, then opens the console.
+func (rt *devRuntime) devConsoleLink() string {
+	return rt.apiURL + "/api/dev/console?session=" + url.QueryEscape(rt.devToken)
+}
+
+// handleDevConsole serves GET /api/dev/console?session=<token>: the
+// session token becomes the console's cookie and the browser goes on to
+// the console; a wrong token is 403.
+func (rt *devRuntime) handleDevConsole(w http.ResponseWriter, r *http.Request) {
+	if !devFromLoopback(w, r) {
+		return
+	}
+	tok := r.URL.Query().Get("session")
+	if !rt.devTokenIs(tok) {
+		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token", Message: "this link is not this session's: open the Console link the running svc dev printed"})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: devSessionCookie, Value: tok, Path: "/api/dev/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/#/settings", http.StatusSeeOther)
+}
 
 // devSecretVars are the variables of devToolEnvVars whose values the list
 // leaves out until revealed: DATABASE_URL shows with its password hidden,
@@ -79,9 +110,9 @@ func (rt *devRuntime) handleDevServicesReveal(w http.ResponseWriter, r *http.Req
 	if !devFromLoopback(w, r) {
 		return
 	}
-	if !devConsoleRequest(r) && !rt.devTokenValid(r) {
+	if !rt.devTokenValid(r) && !rt.devConsoleAllowed(r) {
 		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token",
-			Message: "the keys are revealed to the console's own page (open it at this address) or with the token of .svc/" + devRuntimeFileName + " in " + devTokenHeader})
+			Message: "to show the keys here, open the console from the Console link svc dev printed (it carries this session's token), or run svc env in the project"})
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -101,17 +132,26 @@ func devFromLoopback(w http.ResponseWriter, r *http.Request) bool {
 
 // devTokenValid reports whether r shows the session token of
 // .svc/runtime.json (proof that it can read the project's private state).
-func (rt *devRuntime) devTokenValid(r *http.Request) bool {
-	return rt.devToken != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(devTokenHeader)), []byte(rt.devToken)) == 1
+func (rt *devRuntime) devTokenValid(r *http.Request) bool { return rt.devTokenIs(r.Header.Get(devTokenHeader)) }
+
+// devTokenIs compares tok with the session token in constant time.
+func (rt *devRuntime) devTokenIs(tok string) bool {
+	return rt.devToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(rt.devToken)) == 1
+}
+
+// devConsoleAllowed reports whether r comes from the console's own page
+// (devConsoleRequest) with the session cookie of the printed link.
+func (rt *devRuntime) devConsoleAllowed(r *http.Request) bool {
+	c, err := r.Cookie(devSessionCookie)
+	return err == nil && devConsoleRequest(r) && rt.devTokenIs(c.Value)
 }
 
 // devConsoleRequest reports whether r was sent by a page of this very
 // server (the console), as the browser tells: Sec-Fetch-Site same-origin
 // and an Origin equal to the address requested (scheme, host and port).
 // Both are headers a page cannot set, so no other site, no other localhost
-// port and no relayed page passes; the credential is the page's origin,
-// and nothing secret is in the page itself. A program on this machine can
-// send them, as it can call every other loopback route.
+// port and no relayed page passes. A program on this machine can send
+// them: the session cookie (devConsoleAllowed) is the proof.
 func devConsoleRequest(r *http.Request) bool {
 	if r.Header.Get("Sec-Fetch-Site") != "same-origin" {
 		return false

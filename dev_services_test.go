@@ -36,7 +36,32 @@ func TestDevServices(t *testing.T) {
 		return guardTestDo(from, method, "http://"+api+path, api, headers)
 	}
 	const local = "127.0.0.1:50000"
-	console := map[string]string{"Origin": "http://" + api, "Sec-Fetch-Site": "same-origin"}
+	page := map[string]string{"Origin": "http://" + api, "Sec-Fetch-Site": "same-origin"}
+	with := func(h map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range h {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	console := with(page, "Cookie", devSessionCookie+"=session-token")
+
+	// The printed link sets the cookie (HttpOnly, SameSite=Strict, only
+	// for the dev-only routes) and opens the console; another token is 403.
+	link := serve(srv, "GET", "/api/dev/console?session=session-token", local, nil)
+	cookie := link.Header().Get("Set-Cookie")
+	if link.Code != http.StatusSeeOther || link.Header().Get("Location") != "/#/settings" || !strings.Contains(cookie, devSessionCookie+"=session-token") ||
+		!strings.Contains(cookie, "Path=/api/dev/") || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") {
+		t.Fatalf("the console link = %d %v; want 303 to the console with the session cookie", link.Code, link.Header())
+	}
+	for _, tt := range []struct{ path, remote string }{{"/api/dev/console?session=guess", local}, {"/api/dev/console", local}, {"/api/dev/console?session=session-token", "192.0.2.7:50000"}} {
+		if w := serve(srv, "GET", tt.path, tt.remote, nil); w.Code != http.StatusForbidden || w.Header().Get("Set-Cookie") != "" {
+			t.Errorf("GET %s from %s = %d %v; want 403 and no cookie", tt.path, tt.remote, w.Code, w.Header())
+		}
+	}
 
 	list := serve(srv, "GET", "/api/dev/services", local, nil)
 	var body struct {
@@ -66,7 +91,10 @@ func TestDevServices(t *testing.T) {
 		headers map[string]string
 		status  int
 	}{
-		{"reveal to the console's page", srv, "POST", "/api/dev/services/reveal", local, console, 200},
+		{"reveal to the console's page with the session cookie", srv, "POST", "/api/dev/services/reveal", local, console, 200},
+		{"reveal to the console's page without the cookie", srv, "POST", "/api/dev/services/reveal", local, page, 403},
+		{"reveal to the console's page with another cookie", srv, "POST", "/api/dev/services/reveal", local, with(page, "Cookie", devSessionCookie+"=guess"), 403},
+		{"reveal with the cookie from another site", srv, "POST", "/api/dev/services/reveal", local, with(console, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"), 403},
 		{"reveal with the session token", srv, "POST", "/api/dev/services/reveal", local, map[string]string{devTokenHeader: "session-token"}, 200},
 		{"reveal without either", srv, "POST", "/api/dev/services/reveal", local, nil, 403},
 		{"reveal with a wrong token", srv, "POST", "/api/dev/services/reveal", local, map[string]string{devTokenHeader: "guess"}, 403},

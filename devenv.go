@@ -404,8 +404,9 @@ func newDevServer(rt *devRuntime) (*server, error) {
 func devRoutes(rt *devRuntime) []route {
 	return []route{
 		{"GET", "/api/dev/env", "the local credentials `svc env` prints; loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, rt.handleDevEnv},
+		{"GET", "/api/dev/console", "the console link svc dev prints: ?session=<token> becomes the cookie that lets the console's settings show the keys; loopback only", rt.handleDevConsole},
 		{"GET", "/api/dev/services", "the local services for the console's settings (URLs, secrets left out); loopback only", rt.handleDevServices},
-		{"POST", "/api/dev/services/reveal", "the values `svc env` prints, for the console's own page (same origin) or with " + devTokenHeader + "; loopback only", rt.handleDevServicesReveal},
+		{"POST", "/api/dev/services/reveal", "the values `svc env` prints, for the console's own page with the cookie of /api/dev/console, or with " + devTokenHeader + "; loopback only", rt.handleDevServicesReveal},
 	}
 }
 
@@ -553,8 +554,8 @@ func (rt *devRuntime) announce() {
 		if cat := rt.catalog.Load(); cat != nil {
 			wfs = cat.workflowNames()
 		}
-		fmt.Fprintf(w, "svc dev is up\n  API         %s\n  PostgreSQL  %s\n  S3          %s (bucket %s)\n  Gate        %s\n  Agents      %s\n  Workflows   %s\nPress Ctrl-C to stop.\n",
-			p.EmulatorURL, redactURL(p.Services.PostgresURL), p.Services.S3Endpoint, p.Services.S3Bucket, gate,
+		fmt.Fprintf(w, "svc dev is up\n  API         %s\n  Console     %s (this session's link: its settings show the local keys)\n  PostgreSQL  %s\n  S3          %s (bucket %s)\n  Gate        %s\n  Agents      %s\n  Workflows   %s\nPress Ctrl-C to stop.\n",
+			p.EmulatorURL, rt.devConsoleLink(), redactURL(p.Services.PostgresURL), p.Services.S3Endpoint, p.Services.S3Bucket, gate,
 			orNone(p.DeepAgents), orNone(wfs))
 		if p.PublicURL != nil {
 			fmt.Fprintf(w, "  Public      %s (console: %s)\n", *p.PublicURL, *p.Deeplink)

@@ -6,7 +6,8 @@
 // objects, arrays, an enum, a union and an optional field), and the agent
 // helper (the agent tests': add, and refund needing approval) in front of
 // the fake model provider (echo: <text>; "call <tool> <json>" calls it).
-// Environment: SVC_URL (the dev emulator), SVC_ARTIFACTS (screenshot dir).
+// Environment: SVC_URL (the dev emulator), SVC_CONSOLE_LINK (the Console link
+// svc dev prints, with its session token), SVC_ARTIFACTS (screenshot dir).
 // Any browser console error fails the test, except the refusals a step
 // provokes on purpose (expectConsoleError).
 import { test, before, after } from "node:test";
@@ -304,8 +305,18 @@ test("settings lists the local services and reveals their keys on a click, in on
   const reveals = [];
   const onRequest = (r) => new URL(r.url()).pathname === "/api/dev/services/reveal" && reveals.push(r.method());
   page.on("request", onRequest);
+  // Opened at its address, the console shows no keys: the link svc dev
+  // printed sets the session's cookie, then shows the settings.
   await page.getByRole("link", { name: "Settings" }).click();
   const services = page.locator("#local-services");
+  await services.locator("h3", { hasText: "Object storage" }).waitFor();
+  await page.getByRole("button", { name: "Show keys" }).click();
+  await services.locator(".error", { hasText: "Console link" }).waitFor();
+  assert.ok(consoleErrors.length === 1 && /status of 403/.test(consoleErrors[0]), `console errors: ${consoleErrors}`);
+  consoleErrors.length = 0;
+  reveals.length = 0;
+  await page.goto(process.env.SVC_CONSOLE_LINK);
+  await page.waitForURL(base + "/#/settings");
   await services.locator("h3", { hasText: "Object storage" }).waitFor();
   const secret = services.locator('code[data-var="S3_SECRET_ACCESS_KEY"]');
   assert.equal(await secret.textContent(), "••••••••");
