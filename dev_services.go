@@ -132,7 +132,9 @@ func devFromLoopback(w http.ResponseWriter, r *http.Request) bool {
 
 // devTokenValid reports whether r shows the session token of
 // .svc/runtime.json (proof that it can read the project's private state).
-func (rt *devRuntime) devTokenValid(r *http.Request) bool { return rt.devTokenIs(r.Header.Get(devTokenHeader)) }
+func (rt *devRuntime) devTokenValid(r *http.Request) bool {
+	return rt.devTokenIs(r.Header.Get(devTokenHeader))
+}
 
 // devTokenIs compares tok with the session token in constant time.
 func (rt *devRuntime) devTokenIs(tok string) bool {
