@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -233,4 +235,53 @@ func TestCPBoxConsole(t *testing.T) {
 			t.Errorf("GET /box/%s = %d %s; want 404 %s", id, resp.StatusCode, body, want)
 		}
 	}
+}
+
+// TestBoxConsoleInChromium opens the console of a deployed box in
+// headless Chromium (conformance/console_box.test.mjs), every part a real
+// process on loopback: a control plane, a box (svc serve of the scaffold,
+// the fake model provider opening its gate) and the CLI. The browser
+// signs in on /device with the first boot's one-time code and approves
+// `svc login`; `svc link` registers the box at http://localhost:<port>
+// (another site than the control plane at 127.0.0.1, so the box's
+// redirect withholds the SameSite=Strict cookie, as in production); then
+// the browser opens the box's URL, lands on its console at the control
+// plane, lists the workflows and starts ping, whose run completes in the
+// timeline, the API calls going to the box with CORS and identity tokens.
+// Screenshots go to conformance/artifacts/.
+func TestBoxConsoleInChromium(t *testing.T) {
+	if _, err := os.Stat(consoleChromium); err != nil {
+		t.Fatalf("console tests need Debian's chromium at %s (apt-get install -y chromium; .ci/run installs it): %v", consoleChromium, err)
+	}
+	cp, signInCode := startTestControlPlane(t, testPostgresURL(t))
+	model := newFakeProvider(t)
+	dir := projectDir(t)
+	box := startBox(t, dir, t.TempDir(), baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_CONTROL_PLANE_URL="+cp.url, "SVC_IMAGE_TAG=1.0.0",
+		"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL+"/v1"))
+	secret := boxMintedSecret(t, box)
+	artifacts, err := filepath.Abs(filepath.Join("conformance", "artifacts", t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(artifacts)
+	state := filepath.Join(t.TempDir(), "browser-state.json") // the cookie: kept out of the artifacts
+	browser := func(phase string, extra ...string) {
+		t.Helper()
+		runConformance(t, "conformance/console_box.test.mjs", append([]string{"SVC_PHASE=" + phase, "SVC_CP_URL=" + cp.url,
+			"SVC_STATE=" + state, "SVC_ARTIFACTS=" + artifacts}, extra...))
+	}
+
+	user := baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CI=1")
+	var outputs []string
+	cred := walkLogin(t, user, cp.url, func(userCode string) {
+		browser("signin", "SVC_USER_CODE="+userCode, "SVC_SIGN_IN_CODE="+signInCode)
+	}, &outputs)
+	if st := httpJSONAuth(t, "POST", cp.url+"/api/orgs/default/agents", cred, map[string]string{"slug": "demo"}, nil); st != 201 {
+		t.Fatalf("create the agent = %d", st)
+	}
+	boxURL := strings.Replace(box.url, "127.0.0.1", "localhost", 1)
+	if out, errOut, code := cli(t, dir, user, "--json", "link", "--agent", "demo", "--url", boxURL, "--secret", secret, "--tag", "1.0.0", "--no-agents", "--force"); code != 0 {
+		t.Fatalf("svc link = %d %s %s", code, out, errOut)
+	}
+	browser("console", "SVC_BOX_URL="+boxURL)
 }

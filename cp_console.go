@@ -101,11 +101,11 @@ func cpBoxReload(w http.ResponseWriter, target string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	h.Set("Referrer-Policy", "no-referrer")
 	t := html.EscapeString(target)
 	io.WriteString(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url=`+t+
-		`"><title>svc console</title></head><body><p>Opening the console… <a href="`+t+`">Continue</a></p></body></html>`+"\n")
+		`"><title>svc console</title><link rel="icon" href="data:,"></head><body><p>Opening the console… <a href="`+t+`">Continue</a></p></body></html>`+"\n")
 }
 
 // cpHandleConsoleFile serves the console's files, which index.html at
