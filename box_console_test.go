@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -143,17 +142,7 @@ func TestBoxCORSAndRoot(t *testing.T) {
 // console cookie when not "", following no redirect.
 func boxConsoleGet(t testing.TB, base, path, cookie string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", base+path, nil)
-	if cookie != "" {
-		req.AddCookie(&http.Cookie{Name: cpCookie, Value: cookie})
-	}
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return cpConsoleSend(t, base, "GET", path, cookie, "", nil)
 }
 
 // TestCPBoxConsole runs the control plane as a process: GET
