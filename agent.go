@@ -223,6 +223,7 @@ func (h *agentHost) executeTool(ctx context.Context, ag *agentDef, t *agentTool,
 	// A tool stuck in synchronous code is interrupted; its VM is then dropped.
 	stopInterrupt := context.AfterFunc(ctx, func() { av.vm.Interrupt("tool execution timed out or was cancelled") })
 	out, err := h.callExecute(ctx, av, t.Name, args, tc)
+	av.loop.release()
 	if stopInterrupt() && av.loop.pending == 0 && ctx.Err() == nil {
 		select {
 		case ag.Spec.vms <- av:

@@ -197,7 +197,7 @@ func verbs() []*verb {
 		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
 		{name: "serve", summary: "run a project as a box: its wires, workflow routes, runs API and handshake (DESIGN §7)", usage: "[dir]", newFlags: newServeFlags, run: runServe},
 		{name: "link", summary: "register a deployed container with a control plane", newFlags: newLinkFlags, run: runLink},
-		{name: "login", summary: "sign in to a control plane (device code, or --token for CI)", newFlags: newLoginFlags, run: runLogin},
+		{name: "login", summary: "sign in to a control plane (device code, or --token for CI; --browser: a code to sign a browser in)", newFlags: newLoginFlags, run: runLogin},
 		{name: "logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},
 		{name: "whoami", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
 		{name: "control-plane", summary: "serve a control plane: organizations, agents, deployments, sign-in, identity (DATABASE_URL)", newFlags: newCPFlags, run: cpRun},

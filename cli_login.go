@@ -107,7 +107,26 @@ func newLoginFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
 	fs.String("control-plane", "", "control plane URL (default $SVC_CONTROL_PLANE_URL, else the one signed in to last)")
 	fs.String("token", "", "sign in with this credential instead of a device code (CI); checked with the control plane, then saved")
+	fs.Bool("browser", false, "already signed in here: print a one-time code (10 minutes) that signs a browser in to the console")
 	return fs
+}
+
+// loginBrowser is `svc login --browser`: a one-time sign-in code for a
+// browser, minted for the user signed in here.
+func loginBrowser(ctx context.Context, c *cmd) error {
+	cl, _, err := requireSignIn(c)
+	if err != nil {
+		return err
+	}
+	var code cpNewSignInCode
+	if err := cl.call(ctx, http.MethodPost, "/api/login/codes", nil, &code); err != nil {
+		return err
+	}
+	c.emit(code, func(w io.Writer) {
+		fmt.Fprintf(w, "Open %s in your browser and sign in with the one-time code %s (valid until %s)\n",
+			code.SignInURL, code.Code, code.ExpiresAt.Local().Format(time.Kitchen))
+	})
+	return nil
 }
 
 // runLogin is `svc login`: with --token, check it (whoami) and save it;
@@ -116,6 +135,12 @@ func newLoginFlags() *flag.FlagSet {
 func runLogin(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("login takes no arguments: %w", errUsage)
+	}
+	if fs.Lookup("browser").Value.String() == "true" {
+		if fs.Lookup("token").Value.String() != "" || fs.Lookup("control-plane").Value.String() != "" {
+			return failf(codeGeneric, "run `svc login --browser` alone, signed in", "svc login: --browser takes no --token or --control-plane")
+		}
+		return loginBrowser(ctx, c)
 	}
 	saved, _, err := loginLoad(c)
 	if err != nil {

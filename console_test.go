@@ -62,8 +62,10 @@ func TestConsoleHandler(t *testing.T) {
 // with nested objects, arrays, an enum, a union and an optional field,
 // cancelling a sleeping run, resuming a hook, the runs filters, the chat
 // with the agent tests' helper (a streamed answer, a tool call, an approval)
-// against the fake model provider, and the settings form. Screenshots go
-// to conformance/artifacts/.
+// against the fake model provider, the chat after a reload (the thread read
+// back from its session, a pending approval approved), the local services
+// with their keys revealed by one request on a click, and the settings
+// form. Screenshots go to conformance/artifacts/.
 func TestConsoleInChromium(t *testing.T) {
 	if _, err := os.Stat(consoleChromium); err != nil {
 		t.Fatalf("console tests need Debian's chromium at %s (apt-get install -y chromium; .ci/run installs it): %v", consoleChromium, err)

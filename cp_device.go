@@ -5,7 +5,9 @@ package main
 // a signed-in user approves (the device page with the console cookie, or
 // POST /api/login/device/approve with a credential); the CLI's poll then
 // receives a fresh credential, once. The admin's first sign-in spends the
-// one-time code the first boot printed.
+// one-time code the first boot printed. A page that sent its browser here
+// to sign in (the console at a deeplink) passes ?return=<its path>, where
+// the sign-in goes back to: a path of the control plane only (cpReturnPath).
 
 import (
 	"errors"
@@ -85,12 +87,36 @@ func (s *cpServer) handleSignInCode(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// cpSignInCodeTTL is the life of a sign-in code minted for a browser.
+const cpSignInCodeTTL = 10 * time.Minute
+
+// cpNewSignInCode is the answer of POST /api/login/codes.
+type cpNewSignInCode struct {
+	Code      string    `json:"code"`
+	SignInURL string    `json:"sign_in_url"` // the page to type it on
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// handleNewSignInCode mints the caller a one-time sign-in code for a
+// browser (`svc login --browser`): a user signed in on the command line
+// signs a browser in with it on the device page, where approving further
+// devices and the console's deeplinks need a signed-in browser.
+func (s *cpServer) handleNewSignInCode(w http.ResponseWriter, r *http.Request) {
+	expires := s.now().Add(cpSignInCodeTTL).UTC().Truncate(time.Second)
+	code, err := s.store.newSignInCode(r.Context(), caller(r).user.ID, expires)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, cpNewSignInCode{Code: code, SignInURL: s.origin() + cpConsoleSignIn, ExpiresAt: expires})
+}
+
 // redeem spends a one-time sign-in code and mints a credential of kind for
 // its user; on failure it answers and returns false.
 func (s *cpServer) redeem(w http.ResponseWriter, r *http.Request, code, kind string) (string, bool) {
 	user, err := s.store.redeemSignInCode(r.Context(), code)
 	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusUnauthorized, codeAuth, "the sign-in code is wrong or was already used")
+		cpError(w, http.StatusUnauthorized, codeAuth, "the sign-in code is wrong, expired or was already used: `svc login --browser` mints a new one")
 		return "", false
 	}
 	if err == nil {
@@ -135,28 +161,58 @@ func (s *cpServer) approve(w http.ResponseWriter, r *http.Request, userCode stri
 // cpDevicePage is the device page: approve a user code when signed in to
 // the console, or sign in with a one-time code first.
 var cpDevicePage = template.Must(template.New("device").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>svc sign-in</title>
+<html><head><meta charset="utf-8"><title>svc sign-in</title><link rel="icon" href="data:,">
 <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto}input{font-size:1.1rem;margin:.3rem 0}</style></head>
 <body><h1>svc sign-in</h1>
-{{if .Done}}<p>Approved. Return to your terminal.</p>{{else}}
+{{if .Done}}<p>Approved. Return to your terminal.</p>{{else}}{{if not .Return}}
 <form method="post" action="/device/approve"><p>Approve the sign-in showing this code in your terminal:</p>
 <input name="user_code" value="{{.Code}}" autocomplete="off" required> <button>Approve</button></form>
-<hr><form method="post" action="/device/sign-in"><p>Not signed in to this control plane yet? Enter a one-time sign-in code:</p>
-<input type="hidden" name="user_code" value="{{.Code}}"><input name="sign_in_code" autocomplete="off" required> <button>Sign in</button></form>
+<hr>{{end}}<form method="post" action="/device/sign-in"><p>{{if .Return}}Sign in to open the console: enter a one-time sign-in code:{{else}}Not signed in to this control plane yet? Enter a one-time sign-in code:{{end}}</p>
+<input type="hidden" name="user_code" value="{{.Code}}"><input type="hidden" name="return" value="{{.Return}}">
+<input name="sign_in_code" aria-label="One-time sign-in code" autocomplete="off" required> <button>Sign in</button></form>
 {{end}}</body></html>
 `))
 
-// cpDevicePageData fills cpDevicePage: the user code to approve, or Done
-// once approved.
+// cpDevicePageData fills cpDevicePage: the user code to approve, the path
+// to go back to after signing in, or Done once approved.
 type cpDevicePageData struct {
-	Code string
-	Done bool
+	Code   string
+	Return string
+	Done   bool
 }
 
-// handleDevicePage serves the device page for ?code=.
+// handleDevicePage serves the device page for ?code= and ?return= (an
+// unsafe return is dropped: the page then signs in as if none was given).
 func (s *cpServer) handleDevicePage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	back, _ := cpReturnPath(q.Get("return"))
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	cpDevicePage.Execute(w, cpDevicePageData{Code: r.URL.Query().Get("code")})
+	cpDevicePage.Execute(w, cpDevicePageData{Code: q.Get("code"), Return: back})
+}
+
+// cpReturnMax bounds the length of a return path.
+const cpReturnMax = 2048
+
+// cpReturnPath checks that raw is a path of the control plane's own
+// origin, where a sign-in may send the browser back: "/" then printable
+// ASCII (a browser's location.pathname + search + hash is percent-encoded
+// so), never "//" or a backslash at all (which browsers read as another
+// host: /\evil.example), no scheme or host; anything else is refused, so
+// the device page is no open redirect.
+func cpReturnPath(raw string) (string, bool) {
+	if len(raw) < 1 || len(raw) > cpReturnMax || raw[0] != '/' || strings.HasPrefix(raw, "//") {
+		return "", false
+	}
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return "", false
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") {
+		return "", false
+	}
+	return raw, true
 }
 
 // parseForm parses r's url-encoded form (at most maxRequestBody bytes) from
@@ -175,7 +231,8 @@ func (s *cpServer) parseForm(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // handleDevicePageSignIn spends a one-time sign-in code from the device
-// page, sets the console cookie and goes back to the page.
+// page, sets the console cookie and goes back to the form's return path
+// when it is safe (cpReturnPath), else to the device page.
 func (s *cpServer) handleDevicePageSignIn(w http.ResponseWriter, r *http.Request) {
 	if !s.parseForm(w, r) {
 		return
@@ -186,6 +243,11 @@ func (s *cpServer) handleDevicePageSignIn(w http.ResponseWriter, r *http.Request
 	}
 	http.SetCookie(w, &http.Cookie{Name: cpCookie, Value: cred, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: strings.HasPrefix(s.origin(), "https:"), MaxAge: int((30 * 24 * time.Hour) / time.Second)})
+	if back, ok := cpReturnPath(r.PostForm.Get("return")); ok {
+		w.Header().Set("Location", back) // as is: http.Redirect would path.Clean the fragment too
+		w.WriteHeader(http.StatusSeeOther)
+		return
+	}
 	http.Redirect(w, r, "/device?code="+url.QueryEscape(r.PostForm.Get("user_code")), http.StatusSeeOther)
 }
 

@@ -98,6 +98,7 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/login/device", true, s.handleDeviceStart},
 		{"POST", "/api/login/device/token", true, s.handleDevicePoll},
 		{"POST", "/api/login/code", true, s.handleSignInCode},
+		{"POST", "/api/login/codes", false, s.handleNewSignInCode},
 		{"GET", "/device", true, s.handleDevicePage},
 		{"POST", "/device/sign-in", true, s.handleDevicePageSignIn},
 		{"POST", "/device/approve", false, s.handleDevicePageApprove},

@@ -281,10 +281,24 @@ func (s *cpStore) identityKeys(ctx context.Context) ([]identKey, error) {
 	return keys, nil
 }
 
-// redeemSignInCode spends a one-time sign-in code and returns its user.
+// newSignInCode mints user a one-time sign-in code that expires at
+// expires (a browser's sign-in on the device page).
+func (s *cpStore) newSignInCode(ctx context.Context, user string, expires time.Time) (string, error) {
+	code := cpCode(4)
+	_, err := s.db.Exec(ctx, `INSERT INTO cp.signin_codes (code_hash, user_id, expires_at) VALUES ($1, $2, $3)`,
+		cpHash(cpNormalizeCode(code)), user, expires)
+	if err != nil {
+		return "", fmt.Errorf("new sign-in code: %w", err)
+	}
+	return code, nil
+}
+
+// redeemSignInCode spends a one-time sign-in code that has not expired and
+// returns its user.
 func (s *cpStore) redeemSignInCode(ctx context.Context, code string) (string, error) {
 	var user string
-	err := s.db.QueryRow(ctx, `UPDATE cp.signin_codes SET used_at = now() WHERE code_hash = $1 AND used_at IS NULL RETURNING user_id`,
+	err := s.db.QueryRow(ctx, `UPDATE cp.signin_codes SET used_at = now()
+		WHERE code_hash = $1 AND used_at IS NULL AND (expires_at IS NULL OR expires_at > now()) RETURNING user_id`,
 		cpHash(cpNormalizeCode(code))).Scan(&user)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", errCPNotFound

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,6 +381,8 @@ func newDevServer(rt *devRuntime) (*server, error) {
 func devRoutes(rt *devRuntime) []route {
 	return []route{
 		{"GET", "/api/dev/env", "the local credentials `svc env` prints; loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, rt.handleDevEnv},
+		{"GET", "/api/dev/services", "the local services for the console's settings (URLs, secrets left out); loopback only", rt.handleDevServices},
+		{"POST", "/api/dev/services/reveal", "the values `svc env` prints, for the console's own page (same origin) or with " + devTokenHeader + "; loopback only", rt.handleDevServicesReveal},
 	}
 }
 
@@ -392,12 +392,10 @@ func devRoutes(rt *devRuntime) []route {
 // show the token of .svc/runtime.json, proof that it can read the
 // project's private state, where the keys are kept anyway.
 func (rt *devRuntime) handleDevEnv(w http.ResponseWriter, r *http.Request) {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if addr, perr := netip.ParseAddr(host); err != nil || perr != nil || !addr.Unmap().IsLoopback() {
-		writeAPIError(w, http.StatusForbidden, apiError{Code: "not_loopback", Message: "the local credentials are served to this machine only"})
+	if !devFromLoopback(w, r) {
 		return
 	}
-	if rt.devToken == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get(devTokenHeader)), []byte(rt.devToken)) != 1 {
+	if !rt.devTokenValid(r) {
 		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token", Message: "send the token of .svc/" + devRuntimeFileName + " in " + devTokenHeader + " (svc env does)"})
 		return
 	}

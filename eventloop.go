@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"regexp"
 	"strings"
 
@@ -24,6 +25,11 @@ type jsLoop struct {
 	// helpers such as jsReadableStream call, installing the platform on
 	// first use; nil in a VM without it.
 	web func() *goja.Object
+	// held are the open native streams of the current invocation (a fetch
+	// body user code has not read to its end nor cancelled), closed by
+	// release when the invocation settles; only the loop goroutine, or the
+	// one that ran it after it stopped, touches it.
+	held map[io.Closer]struct{}
 }
 
 // newJSLoop returns a loop for vm.
@@ -46,6 +52,28 @@ func (l *jsLoop) postDetached(fn func()) {
 	case l.jobs <- fn:
 	default:
 	}
+}
+
+// hold registers c, an open native stream, as the current invocation's.
+func (l *jsLoop) hold(c io.Closer) {
+	if l.held == nil {
+		l.held = map[io.Closer]struct{}{}
+	}
+	l.held[c] = struct{}{}
+}
+
+// unhold forgets c: it was read to its end, failed, or was cancelled.
+func (l *jsLoop) unhold(c io.Closer) { delete(l.held, c) }
+
+// release closes the streams the invocation left open (a step that
+// returned a fetch's status without reading its body): the connection
+// goes back at once instead of at the client's timeout. Called when a
+// step or tool call settles, on the goroutine that ran the loop.
+func (l *jsLoop) release() {
+	for c := range l.held {
+		c.Close()
+	}
+	clear(l.held)
 }
 
 // errLoopIdle reports that a promise is still pending but nothing is left

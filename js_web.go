@@ -128,11 +128,14 @@ func jsBytes(v goja.Value) ([]byte, bool) {
 // jsReadableStream returns a ReadableStream of Uint8Array chunks read from
 // rc on another goroutine, one read per chunk user code waits for (a read
 // in flight counts as pending work of l, nothing else does). The stream
-// closes rc at its end, on error and when cancelled. A read that fails
+// closes rc at its end, on error, when cancelled, and when the invocation
+// that opened it settles unread (jsLoop.release). A read that fails
 // because its context was cancelled rejects with an AbortError.
 func jsReadableStream(l *jsLoop, rc io.ReadCloser) goja.Value {
 	vm := l.vm
 	buf := make([]byte, jsStreamChunk) // reads never overlap: the stream pulls one at a time
+	l.hold(rc)
+	end := func() { l.unhold(rc); rc.Close() }
 	read := func() goja.Value {
 		p, resolve, reject := vm.NewPromise()
 		l.begin()
@@ -144,17 +147,17 @@ func jsReadableStream(l *jsLoop, rc io.ReadCloser) goja.Value {
 				case n > 0 || err == nil:
 					resolve(jsUint8Array(vm, chunk))
 				case errors.Is(err, io.EOF):
-					rc.Close()
+					end()
 					resolve(goja.Null())
 				default:
-					rc.Close()
+					end()
 					reject(jsReadError(l, err))
 				}
 			})
 		}()
 		return vm.ToValue(p)
 	}
-	cancel := func() { rc.Close() }
+	cancel := end
 	ns, _ := goja.AssertFunction(l.web().Get("nativeStream"))
 	s, err := ns(goja.Undefined(), vm.ToValue(read), vm.ToValue(cancel))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 func init() {
@@ -62,6 +63,37 @@ export default async function webstep(input: { base: string }) {
   "use workflow";
   return await chat(input.base);
 }`
+	// A step that looks at a response's status and never reads its body.
+	engineWorkflows["workflows/webunread.workflow.ts"] = `
+async function peek(url: string) { "use step"; return (await fetch(url)).status; }
+export default async function webunread(input: { url: string }) { "use workflow"; return await peek(input.url); }`
+}
+
+// TestWebUnreadBodyClosedAtStepEnd: a body the step never reads is closed
+// when the step settles, so its connection does not stay open until the
+// client's timeout.
+func TestWebUnreadBodyClosedAtStepEnd(t *testing.T) {
+	gone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("first chunk of an endless body"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			close(gone)
+		case <-time.After(30 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	te := newTestEngine(t)
+	r := te.startWait(t, "webunread", fmt.Sprintf(`{"url":%q}`, srv.URL))
+	if r.Status != runCompleted || string(r.Output) != "200" {
+		t.Fatalf("webunread = %s %s %+v", r.Status, r.Output, r.Error)
+	}
+	select {
+	case <-gone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the unread body's connection is still open after the step settled")
+	}
 }
 
 func TestWebWorkflowDeterministic(t *testing.T) {

@@ -82,8 +82,9 @@
 //	             stand-in), eventloop.go, js_platform.go (what a VM gets: the entry), js_web.go,
 //	             js_fetch.go, js_url.go, js_encoding.go, js_crypto.go and js/web*.js (the web
 //	             platform), js_sql.go (sql), js_storage.go (storage), catalog.go (the project's agents
-//	             and workflows), typegen.go and typegen_drizzle.go (.svc/*.d.ts), schema.go and
-//	             schema_ts.go (JSON Schema), automigrate.go and migrate.go (src/schema.ts to migrations)
+//	             and workflows), typegen.go and typegen_drizzle.go (.svc/*.d.ts), schema.go,
+//	             schema_format.go and schema_ts.go (JSON Schema), automigrate.go and migrate.go
+//	             (src/schema.ts to migrations)
 //	agents       agent.go (the agent loop and tools), session.go (durable sessions), model.go,
 //	             providers.go (model provider clients)
 //	services     s3.go, s3_multipart.go and s3_sigv4.go (the built-in object storage), storage_client.go (an S3

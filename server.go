@@ -69,6 +69,7 @@ func routeTable(s *server) []route {
 		{"GET", "/anthropic/v1/models", "the agents as models (Anthropic list shape)", s.handleAnthropicModels},
 		{"GET", "/anthropic/v1/models/{model}", "one agent as a model (Anthropic shape)", s.handleAnthropicModel},
 		{"POST", "/agui/{agent}", "agent-UI wire: AG-UI RunAgentInput body, SSE of AG-UI events; threadId = durable session", s.handleAGUI},
+		{"GET", "/api/agents/{agent}/sessions/{id}", "a durable session's transcript for its credential: user messages, assistant text, tool calls with results, pending calls; ?limit=1-500 (default 100), ?cursor= pages back; 404 unknown", s.handleGetSession},
 		{"POST", "/chat", "the agent-UI wire with the agent named in forwardedProps.agent (the console's chat)", s.handleChat},
 		{"POST", "/mcp", "MCP for coding agents (streamable HTTP, JSON answers): workflows, runs, hooks, agents as tools", s.handleMCP},
 		{"GET", "/mcp", "405: MCP without server-initiated streams", s.handleMCPGet},

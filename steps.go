@@ -132,6 +132,7 @@ func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name 
 	} else {
 		v, err = sv.loop.await(ctx, p)
 	}
+	sv.loop.release() // before the VM can go back to the pool
 	if timedOut.Load() || errors.Is(err, context.DeadlineExceeded) {
 		// The VM may have been interrupted mid-code: it is not reused.
 		s.platform.abandon(sv.loop)

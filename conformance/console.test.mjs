@@ -241,6 +241,14 @@ async function lastAnswer(want) {
   return msg;
 }
 
+/** approve clicks Approve on a refund's card and waits for its result and the model's answer. */
+async function approve(card, orderId) {
+  await card.getByRole("button", { name: "Approve" }).click();
+  await card.locator(".result").waitFor();
+  assert.match(await card.locator(".result").textContent(), new RegExp(`"refunded":"${orderId}"`));
+  await lastAnswer(`tool refund said: {"refunded":"${orderId}"}`);
+}
+
 test("chat: a streamed answer, a tool call with its result, an approval from the page; the thread survives navigation", async () => {
   await page.getByRole("link", { name: "Chat" }).click();
   await page.locator("#chat-agent").selectOption("helper");
@@ -259,10 +267,7 @@ test("chat: a streamed answer, a tool call with its result, an approval from the
   const refund = page.locator("#chat-log .tool-call", { hasText: "refund" }).last();
   await refund.getByRole("button", { name: "Approve" }).waitFor();
   await shot("chat-approval");
-  await refund.getByRole("button", { name: "Approve" }).click();
-  await refund.locator(".result").waitFor();
-  assert.match(await refund.locator(".result").textContent(), /"refunded":"c-1"/);
-  await lastAnswer('tool refund said: {"refunded":"c-1"}');
+  await approve(refund, "c-1");
   assert.equal(await refund.getByRole("button", { name: "Approve" }).count(), 0);
   await page.getByRole("link", { name: "Runs" }).click();
   await page.locator("#runs").waitFor();
@@ -271,6 +276,51 @@ test("chat: a streamed answer, a tool call with its result, an approval from the
   await say("still here?");
   await lastAnswer("echo: still here?");
   await shot("chat");
+  noConsoleErrors();
+});
+
+test("chat: after a reload the thread is read back from the session, and a pending approval can still be approved", async () => {
+  await page.reload();
+  await lastAnswer("echo: still here?");
+  const log = page.locator("#chat-log");
+  assert.deepEqual(await log.locator(".msg.user").allTextContents(), ["hello there", 'call add {"a":2,"b":3}', 'call refund {"orderId":"c-1"}', "still here?"]);
+  const add = log.locator(".tool-call", { hasText: "add" });
+  assert.match(await add.locator(".args").textContent(), /"a":2/);
+  assert.match(await add.locator(".result").textContent(), /"sum":5/);
+  assert.match(await log.locator(".tool-call", { hasText: "refund" }).locator(".result").textContent(), /"refunded":"c-1"/);
+  await lastAnswer('tool refund said: {"refunded":"c-1"}');
+  await say('call refund {"orderId":"c-2"}');
+  await log.locator(".tool-call", { hasText: "c-2" }).getByRole("button", { name: "Approve" }).waitFor();
+  await page.reload();
+  const pending = page.locator("#chat-log .tool-call", { hasText: "c-2" });
+  await pending.getByRole("button", { name: "Approve" }).waitFor();
+  await shot("chat-reloaded-approval");
+  await approve(pending, "c-2");
+  await shot("chat-reloaded");
+  noConsoleErrors();
+});
+
+test("settings lists the local services and reveals their keys on a click, in one request", async () => {
+  const reveals = [];
+  const onRequest = (r) => new URL(r.url()).pathname === "/api/dev/services/reveal" && reveals.push(r.method());
+  page.on("request", onRequest);
+  await page.getByRole("link", { name: "Settings" }).click();
+  const services = page.locator("#local-services");
+  await services.locator("h3", { hasText: "Object storage" }).waitFor();
+  const secret = services.locator('code[data-var="S3_SECRET_ACCESS_KEY"]');
+  assert.equal(await secret.textContent(), "••••••••");
+  assert.match(await services.locator('code[data-var="S3_BUCKET"]').textContent(), /\S/);
+  assert.deepEqual(reveals, [], "no reveal request on page load");
+  await page.getByRole("button", { name: "Show keys" }).click();
+  await page.getByRole("button", { name: "Hide keys" }).waitFor();
+  const key = await secret.textContent();
+  assert.ok(key.length >= 8 && key !== "••••••••", `revealed key ${key}`);
+  assert.match(await services.locator('code[data-var="DATABASE_URL"]').textContent(), /^postgres(ql)?:\/\/[^*]*$/);
+  await shot("settings-keys");
+  await page.getByRole("button", { name: "Hide keys" }).click();
+  assert.equal(await secret.textContent(), "••••••••");
+  assert.deepEqual(reveals, ["POST"], "one reveal request, on the click");
+  page.off("request", onRequest);
   noConsoleErrors();
 });
 

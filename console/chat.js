@@ -2,8 +2,10 @@
 // §10): the answer streams in as it arrives, tool calls show with their
 // arguments and results, a call awaiting approval gets Approve and Refuse
 // buttons that resume the turn. Each agent keeps one thread id (a durable
-// session) and its transcript while the console is open; "New
-// conversation" starts another thread.
+// session), remembered by the browser: after a reload the transcript is
+// read back from the session (GET /api/agents/{agent}/sessions/{id}) and a
+// call still awaiting approval can be approved. "New conversation" starts
+// another thread.
 
 import { APIError, apiBase, authHeaders, el, errorBox } from "./dom.js";
 
@@ -15,6 +17,9 @@ const chatAuth = { authorization: "Bearer console" };
 
 /** chats maps an agent name to its conversation: { threadId, log, calls }. */
 const chats = new Map();
+
+/** threadKey is where the browser keeps agent's thread id (per API, so per svc dev or box). */
+const threadKey = (agent) => `svc-chat-thread:${apiBase}:${agent}`;
 
 /** chatPage shows the agent picker and, for agent, its conversation. */
 export async function chatPage(ctx, agent) {
@@ -29,18 +34,23 @@ export async function chatPage(ctx, agent) {
   if (!agents.length) return el("section", {}, head, el("p", { class: "muted" }, "This project has no agents: add one under deep-agents/."));
   if (!agent) return el("section", {}, head, el("p", { class: "muted" }, "Pick an agent to talk to."));
   if (!agents.includes(agent)) return el("section", {}, head, errorBox(new Error(`No agent named ${agent}.`)));
-  return el("section", {}, head, conversation(agent));
+  return el("section", {}, head, await conversation(agent));
 }
 
-/** conversation builds agent's transcript (kept across visits) and message box. */
-function conversation(agent) {
+/**
+ * conversation builds agent's transcript (kept across visits; on the first
+ * visit after a reload, read back from the remembered thread) and message box.
+ */
+async function conversation(agent) {
   let chat = chats.get(agent);
+  const send = el("button", { type: "submit" }, "Send");
   if (!chat) {
-    chat = newChat();
+    const remembered = localStorage.getItem(threadKey(agent));
+    chat = newChat(agent, remembered);
     chats.set(agent, chat);
+    if (remembered) await restore(agent, chat, send);
   }
   const text = el("textarea", { id: "chat-input", "aria-label": "Message", rows: 3, placeholder: "Write a message; Enter sends, Shift+Enter is a new line" });
-  const send = el("button", { type: "submit" }, "Send");
   const form = el("form", { class: "chat-form", onsubmit: (e) => {
     e.preventDefault();
     const msg = text.value.trim();
@@ -49,7 +59,7 @@ function conversation(agent) {
     chat.log.append(el("div", { class: "msg user" }, msg));
     turn(agent, chat, { messages: [{ id: crypto.randomUUID(), role: "user", content: msg }] }, send);
   } }, text, el("div", { class: "actions" }, send, el("button", { type: "button", class: "small", onclick: () => {
-    chat = newChat();
+    chat = newChat(agent);
     chats.set(agent, chat);
     wrap.replaceChildren(chat.log);
   } }, "New conversation")));
@@ -63,8 +73,74 @@ function conversation(agent) {
   return el("div", { class: "chat" }, wrap, form);
 }
 
-/** newChat is a conversation on a fresh thread. */
-const newChat = () => ({ threadId: crypto.randomUUID(), log: el("div", { id: "chat-log", class: "chat-log", "aria-live": "polite" }), calls: new Map() });
+/** newChat is agent's conversation on threadId (none: a fresh thread), which the browser remembers. */
+function newChat(agent, threadId) {
+  threadId ||= crypto.randomUUID();
+  localStorage.setItem(threadKey(agent), threadId);
+  return { threadId, log: el("div", { id: "chat-log", class: "chat-log", "aria-live": "polite" }), calls: new Map() };
+}
+
+/**
+ * history reads a page of the thread's transcript (the newest, or the one
+ * before cursor); null when the session does not exist (no turn yet).
+ */
+async function history(agent, threadId, cursor) {
+  const path = `/api/agents/${encodeURIComponent(agent)}/sessions/${encodeURIComponent(threadId)}` + (cursor ? `?cursor=${encodeURIComponent(cursor)}` : "");
+  const r = await fetch(apiBase + path, { headers: await authHeaders(chatAuth) });
+  const body = await r.json().catch(() => null);
+  if (r.status === 404) return null;
+  if (!r.ok) throw new APIError(r.status, body, `GET ${path}: HTTP ${r.status}`);
+  return body;
+}
+
+/** restore draws the stored transcript of chat's thread and asks again for the approvals it waits on. */
+async function restore(agent, chat, button) {
+  try {
+    const page = await history(agent, chat.threadId);
+    if (!page) return;
+    if (page.nextCursor) chat.log.append(earlier(agent, chat, page.nextCursor));
+    chat.log.append(...drawItems(chat, page.items));
+    for (const p of page.pending) if (p.kind === "approval") askApproval(agent, chat, { id: p.id, toolCallId: p.id }, button);
+  } catch (err) {
+    chat.log.append(errorBox(err));
+  }
+}
+
+/** earlier is a button that replaces itself with the transcript page before cursor. */
+function earlier(agent, chat, cursor) {
+  const b = el("button", { type: "button", class: "small earlier", onclick: async () => {
+    b.disabled = true;
+    try {
+      const page = await history(agent, chat.threadId, cursor);
+      b.replaceWith(...(page.nextCursor ? [earlier(agent, chat, page.nextCursor)] : []), ...drawItems(chat, page.items));
+    } catch (err) {
+      b.replaceWith(errorBox(err));
+    }
+  } }, "Earlier messages");
+  return b;
+}
+
+/** drawItems returns the elements of stored transcript items: messages, and tool calls with their results. */
+function drawItems(chat, items) {
+  return items.map((it) => {
+    if (it.type === "user") return el("div", { class: "msg user" }, it.text);
+    if (it.type === "assistant") return el("div", { class: "msg assistant" }, el("span", {}, it.text));
+    const card = toolCard(chat, it.id, it.name, JSON.stringify(it.arguments ?? {}));
+    if (it.result) card.append(resultLine(it.result.content));
+    return card;
+  });
+}
+
+/** toolCard is the card of a tool call (its arguments so far), registered in chat.calls. */
+function toolCard(chat, id, name, args) {
+  const code = el("code", { class: "args" }, args);
+  const card = el("div", { class: "tool-call", "data-call": id }, el("b", {}, name), " ", code);
+  chat.calls.set(id, { card, args: code });
+  return card;
+}
+
+/** resultLine shows a tool call's result. */
+const resultLine = (content) => el("div", { class: "result" }, "→ ", el("code", {}, content));
 
 /**
  * turn posts one RunAgentInput (input: its messages or resume entries) on
@@ -126,22 +202,15 @@ function drawer(agent, chat, button) {
       case "TEXT_MESSAGE_CONTENT":
         texts.get(ev.messageId)?.append(ev.delta);
         break;
-      case "TOOL_CALL_START": {
-        const args = el("code", { class: "args" });
-        const card = el("div", { class: "tool-call", "data-call": ev.toolCallId }, el("b", {}, ev.toolCallName), " ", args);
-        chat.calls.set(ev.toolCallId, { card, args });
-        chat.log.append(card);
+      case "TOOL_CALL_START":
+        chat.log.append(toolCard(chat, ev.toolCallId, ev.toolCallName, ""));
         break;
-      }
       case "TOOL_CALL_ARGS":
         chat.calls.get(ev.toolCallId)?.args.append(ev.delta);
         break;
-      case "TOOL_CALL_RESULT": {
-        const call = chat.calls.get(ev.toolCallId);
-        const result = el("div", { class: "result" }, "→ ", el("code", {}, ev.content));
-        (call?.card ?? chat.log).append(result);
+      case "TOOL_CALL_RESULT":
+        (chat.calls.get(ev.toolCallId)?.card ?? chat.log).append(resultLine(ev.content));
         break;
-      }
       case "RUN_FINISHED":
         for (const i of ev.outcome?.type === "interrupt" ? ev.outcome.interrupts : []) askApproval(agent, chat, i, button);
         break;

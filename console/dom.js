@@ -22,7 +22,7 @@ let token = null;
  * when the page needs no token, else "Authorization: Bearer <identity
  * token>", fetched once and renewed a minute (at most half its life)
  * before it expires. A browser not signed in to the control plane is sent
- * to its sign-in page.
+ * to its sign-in page, which comes back to this page once signed in.
  */
 export async function authHeaders(fallback = {}) {
   if (!tokenURL) return fallback;
@@ -48,7 +48,9 @@ async function fetchToken() {
   const r = await fetch(tokenURL, { method: "POST", credentials: "same-origin" });
   const body = await r.json().catch(() => null);
   if (r.status === 401) {
-    location.assign(meta("svc-sign-in-url"));
+    const signIn = new URL(meta("svc-sign-in-url"), location.href);
+    signIn.searchParams.set("return", location.pathname + location.search + location.hash);
+    location.assign(signIn);
     throw new APIError(401, body, "sign in to the control plane first");
   }
   if (!r.ok) throw new APIError(r.status, body, `POST ${tokenURL}: HTTP ${r.status}`);

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"html/template"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestCPReturnPath accepts only paths of the control plane's own origin
+// as the place a sign-in goes back to, never one a browser would read as
+// another host.
+func TestCPReturnPath(t *testing.T) {
+	for _, raw := range []string{
+		"/", "/dev/ldi_1?url=https%3A%2F%2Fab.tun.test#/workflows/greet", "/device?code=ABCD-EFGH", "/%2F%2Fevil.example", "/a/../b",
+	} {
+		if got, ok := cpReturnPath(raw); !ok || got != raw {
+			t.Errorf("cpReturnPath(%q) = %q, %v; want it as is", raw, got, ok)
+		}
+	}
+	for _, raw := range []string{
+		"", "dev/ldi_1", "//evil.example", "//evil.example/dev", "/\\evil.example", "\\\\evil.example", "/dev\\x",
+		"https://evil.example", "http:/evil.example", "javascript:alert(1)", "/\t/evil.example", "/\n/evil.example", " /dev",
+		"/dev /x", "/dév", "/dev\x7f", "/" + strings.Repeat("a", cpReturnMax),
+	} {
+		if got, ok := cpReturnPath(raw); ok {
+			t.Errorf("cpReturnPath(%q) = %q; want refused", raw, got)
+		}
+	}
+}
+
+// TestCPDeviceReturn: the device page keeps the page to return to in its
+// sign-in form, and a sign-in there sends the browser back to it (303,
+// the Location as given, with the console cookie); another host is
+// dropped from the page and ignored by the sign-in, which goes to the
+// device page as before: no open redirect. Each sign-in spends a first
+// boot's one-time code, so each case has its own control plane.
+func TestCPDeviceReturn(t *testing.T) {
+	back := "/dev/ldi_1?url=" + url.QueryEscape("https://ab.tun.test") + "#/workflows"
+	for _, tt := range []struct{ ret, want string }{
+		{back, back},
+		{"//evil.example/x", "/device?code=ABCD-EFGH"},
+	} {
+		cp, code := startTestControlPlane(t, testPostgresURL(t))
+		resp, err := cpNoRedirect.Get(cp.url + "/device?code=ABCD-EFGH&return=" + url.QueryEscape(tt.ret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		field := `name="return" value="` + template.HTMLEscapeString(tt.ret) + `"`
+		if page := string(b); strings.Contains(page, field) != (tt.want == back) || strings.Contains(page, "evil.example") {
+			t.Errorf("device page with return %q = %s; want the return in the sign-in form only when it is safe", tt.ret, page)
+		}
+
+		form := url.Values{"sign_in_code": {code}, "user_code": {"ABCD-EFGH"}, "return": {tt.ret}}
+		req, _ := http.NewRequest("POST", cp.url+"/device/sign-in", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", cp.url)
+		if resp, err = cpNoRedirect.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != tt.want || len(resp.Cookies()) != 1 {
+			t.Errorf("sign-in with return %q = %d to %q (cookies %v); want 303 to %q with the console cookie", tt.ret, resp.StatusCode, loc, resp.Cookies(), tt.want)
+		}
+	}
+}
+
+// cpNoRedirect is an HTTP client that shows redirects instead of following them.
+var cpNoRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// TestCPBrowserSignInCode: `svc login --browser` mints the signed-in user a
+// one-time code that signs a browser in on the device page (and comes
+// back to the return path); the code works once and not after it
+// expires; without a sign-in the command exits 2.
+func TestCPBrowserSignInCode(t *testing.T) {
+	db := testPostgresURL(t)
+	cp, first := startTestControlPlane(t, db)
+	env := baseEnv("XDG_CONFIG_HOME=" + t.TempDir())
+	if out, _, code := cli(t, t.TempDir(), env, "--json", "login", "--browser"); code != 2 || cpEnvelope(t, out, nil).Error.Code != codeAuth {
+		t.Fatalf("login --browser before login = %d %s; want exit 2 auth", code, out)
+	}
+	if out, _, code := cli(t, t.TempDir(), env, "--json", "login", "--control-plane", cp.url, "--token", cpSignInAdmin(t, cp, first)); code != 0 {
+		t.Fatalf("login --token = %d %s", code, out)
+	}
+	mint := func() cpNewSignInCode {
+		t.Helper()
+		var c cpNewSignInCode
+		out, stderr, code := cli(t, t.TempDir(), env, "--json", "login", "--browser")
+		if code != 0 || !cpEnvelope(t, out, &c).OK || c.Code == "" || c.SignInURL != cp.url+"/device" || time.Until(c.ExpiresAt) > cpSignInCodeTTL {
+			t.Fatalf("login --browser = %d %s %s", code, out, stderr)
+		}
+		return c
+	}
+	signIn := func(code string) *http.Response {
+		t.Helper()
+		form := url.Values{"sign_in_code": {code}, "return": {"/dev/ldi_1?url=x"}}
+		req, _ := http.NewRequest("POST", cp.url+"/device/sign-in", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := cpNoRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	c := mint()
+	if resp := signIn(c.Code); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/dev/ldi_1?url=x" || len(resp.Cookies()) != 1 {
+		t.Fatalf("browser sign-in = %d to %q; want 303 back with the console cookie", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := signIn(c.Code); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the browser code, twice = %d; want 401", resp.StatusCode)
+	}
+	c = mint()
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `UPDATE cp.signin_codes SET expires_at = now() - interval '1 second' WHERE code_hash = $1`, cpHash(cpNormalizeCode(c.Code))); err != nil {
+		t.Fatal(err)
+	}
+	if resp := signIn(c.Code); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an expired browser code = %d; want 401", resp.StatusCode)
+	}
+}
