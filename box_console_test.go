@@ -150,7 +150,7 @@ func boxConsoleGet(t testing.TB, base, path, cookie string) (*http.Response, str
 // installation's deployment (API base its recorded URL, token URL its
 // resolve, the URL's origin in the CSP's connect-src, files under
 // /box/console/); without the cookie it answers a page reloading itself,
-// then sends the browser to sign in; an unknown installation, another
+// then sends the browser to sign in and come back; an unknown installation, another
 // organization's, or one without a deployment is 404.
 func TestCPBoxConsole(t *testing.T) {
 	dbURL := testPostgresURL(t)
@@ -211,7 +211,7 @@ func TestCPBoxConsole(t *testing.T) {
 			strings.Contains(body, "box.example.net") || !strings.HasPrefix(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
 			t.Errorf("GET %s with cookie %q = %d\n%s\nwant the reload page %s", page, cookie, resp.StatusCode, body, want)
 		}
-		if resp, _ := boxConsoleGet(t, cp.url, page+"?reloaded", cookie); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != cpConsoleSignIn {
+		if resp, _ := boxConsoleGet(t, cp.url, page+"?reloaded", cookie); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/device?return="+url.QueryEscape(page) {
 			t.Errorf("GET %s?reloaded with cookie %q = %d %q; want 303 to the sign-in page", page, cookie, resp.StatusCode, resp.Header.Get("Location"))
 		}
 	}
@@ -232,11 +232,13 @@ func TestCPBoxConsole(t *testing.T) {
 // the fake model provider opening its gate) and the CLI. The browser
 // signs in on /device with the first boot's one-time code and approves
 // `svc login`; `svc link` registers the box at http://localhost:<port>
-// (another site than the control plane at 127.0.0.1, so the box's
-// redirect withholds the SameSite=Strict cookie, as in production); then
-// the browser opens the box's URL, lands on its console at the control
-// plane, lists the workflows and starts ping, whose run completes in the
-// timeline, the API calls going to the box with CORS and identity tokens.
+// (another site than the control plane at 127.0.0.1, as in production);
+// then a fresh browser opens the box's URL, is sent to its console at the
+// control plane, signs in there (a code of `svc login --browser`) and
+// comes back, lists the workflows and starts ping, whose run completes in
+// the timeline, the API calls going to the box with CORS and identity
+// tokens; the box's URL followed from another site (no SameSite=Strict
+// cookie on that navigation) opens the console too.
 // Screenshots go to conformance/artifacts/.
 func TestBoxConsoleInChromium(t *testing.T) {
 	if _, err := os.Stat(consoleChromium); err != nil {
@@ -253,11 +255,9 @@ func TestBoxConsoleInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.RemoveAll(artifacts)
-	state := filepath.Join(t.TempDir(), "browser-state.json") // the cookie: kept out of the artifacts
 	browser := func(phase string, extra ...string) {
 		t.Helper()
-		runConformance(t, "conformance/console_box.test.mjs", append([]string{"SVC_PHASE=" + phase, "SVC_CP_URL=" + cp.url,
-			"SVC_STATE=" + state, "SVC_ARTIFACTS=" + artifacts}, extra...))
+		runConformance(t, "conformance/console_box.test.mjs", append([]string{"SVC_PHASE=" + phase, "SVC_CP_URL=" + cp.url, "SVC_ARTIFACTS=" + artifacts}, extra...))
 	}
 
 	user := baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CI=1")
@@ -272,5 +272,9 @@ func TestBoxConsoleInChromium(t *testing.T) {
 	if out, errOut, code := cli(t, dir, user, "--json", "link", "--agent", "demo", "--url", boxURL, "--secret", secret, "--tag", "1.0.0", "--no-agents", "--force"); code != 0 {
 		t.Fatalf("svc link = %d %s %s", code, out, errOut)
 	}
-	browser("console", "SVC_BOX_URL="+boxURL)
+	var code cpNewSignInCode
+	if out, errOut, exit := cli(t, dir, user, "--json", "login", "--browser"); exit != 0 || !cpEnvelope(t, strings.TrimSpace(out), &code).OK || code.Code == "" {
+		t.Fatalf("svc login --browser = %d %s %s", exit, out, errOut)
+	}
+	browser("console", "SVC_BOX_URL="+boxURL, "SVC_BROWSER_CODE="+code.Code)
 }

@@ -20,7 +20,7 @@ package main
 // SameSite=Strict, so the box's redirect (a cross-site navigation) comes
 // without it: a request without it is answered a page that reloads
 // itself, a same-site navigation that carries it, and a browser still
-// without it is sent to the sign-in page.
+// without it is sent to the sign-in page, which returns to the console.
 
 import (
 	"errors"
@@ -70,6 +70,7 @@ func (s *cpServer) handleConsole(w http.ResponseWriter, r *http.Request) {
 // user's organizations or without a deployment (cpServer.deployed).
 func (s *cpServer) handleBoxConsole(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("installation")
+	page := cpBoxConsolePath + url.PathEscape(id)
 	var user cpUser
 	c, err := r.Cookie(cpCookie)
 	if err == nil {
@@ -80,10 +81,10 @@ func (s *cpServer) handleBoxConsole(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	case err != nil && r.URL.Query().Has(cpBoxReloaded):
-		http.Redirect(w, r, cpConsoleSignIn, http.StatusSeeOther)
+		http.Redirect(w, r, cpConsoleSignIn+"?return="+url.QueryEscape(page), http.StatusSeeOther)
 		return
 	case err != nil:
-		cpBoxReload(w, cpBoxConsolePath+url.PathEscape(id)+"?"+cpBoxReloaded)
+		cpBoxReload(w, page+"?"+cpBoxReloaded)
 		return
 	}
 	in, d, ok := s.deployed(w, r, user.ID, id)

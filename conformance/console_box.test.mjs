@@ -4,20 +4,20 @@
 // (svc serve of the scaffold) and the CLI. It runs twice, by SVC_PHASE:
 //
 //   signin   the user approves `svc login` on the control plane's /device
-//            page, signing in there with the first boot's one-time code;
-//            the browser's cookies are saved to SVC_STATE (the test then
-//            runs `svc link`);
-//   console  a browser not signed in opening the box's URL lands on the
-//            sign-in page; the signed-in browser (SVC_STATE) opening it is
-//            sent to the console at the control plane, lists the box's
-//            workflows, starts ping from the playground and sees its run
-//            complete in the timeline.
+//            page, signing in there with the first boot's one-time code
+//            (the test then runs `svc link` and `svc login --browser`);
+//   console  a fresh browser opens the box's URL: the box sends it to its
+//            console at the control plane, which sends it to sign in (the
+//            code of `svc login --browser`) and back; the console lists
+//            the box's workflows, starts ping from the playground and
+//            shows its run completed in the timeline. Then the box's URL
+//            followed from a page of another site, whose navigation
+//            carries no SameSite=Strict cookie, opens the console too.
 //
 // Environment: SVC_CP_URL, SVC_BOX_URL (another site than the control
-// plane's: its redirect withholds the SameSite=Strict cookie),
-// SVC_USER_CODE and SVC_SIGN_IN_CODE (signin), SVC_STATE, SVC_ARTIFACTS.
-// Any browser console error fails the test (but the device page's missing
-// favicon).
+// plane's), SVC_USER_CODE and SVC_SIGN_IN_CODE (signin), SVC_BROWSER_CODE
+// (console), SVC_ARTIFACTS. Any browser console error fails the test (but
+// a favicon's).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -44,13 +44,13 @@ after(async () => {
   await browser?.close();
 });
 
-/** newPage opens a page in a fresh browser context (with storageState's cookies), its console errors recorded. */
-async function newPage(storageState) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, storageState });
+/** newPage opens a page in a fresh browser context, its console errors recorded. */
+async function newPage() {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   context.setDefaultTimeout(timeout);
   const page = await context.newPage();
   page.on("console", (m) => {
-    // The device page (cp_device.go) names no icon, so Chromium asks for /favicon.ico.
+    // The box's handshake, the stand-in for another site's page, has no icon: its favicon is a 401.
     if (m.type() === "error" && !m.location().url.endsWith("/favicon.ico")) consoleErrors.push(`${page.url()}: ${m.text()}`);
   });
   page.on("pageerror", (e) => consoleErrors.push(`uncaught: ${e.message}`));
@@ -74,32 +74,18 @@ test("signin: the one-time code on the device page, then svc login approved", { 
   await page.getByRole("button", { name: "Approve" }).click();
   await page.getByText("Approved").waitFor();
   await shot(page, "device-approved");
-  await page.context().storageState({ path: env.SVC_STATE });
   assert.deepEqual(consoleErrors, [], "browser console errors");
 });
 
-test("console: a browser not signed in is sent to sign in", { skip: phase !== "console" }, async () => {
+test("console: the box's URL, sign-in and back, then ping starts and completes", { skip: phase !== "console" }, async () => {
   const page = await newPage();
   await page.goto(env.SVC_BOX_URL + "/");
-  await page.waitForURL(`${cp}/device`);
-  await shot(page, "not-signed-in");
-  await page.context().close();
-  assert.deepEqual(consoleErrors, [], "browser console errors");
-});
-
-test("console: the box's URL opens its console; ping starts and completes", { skip: phase !== "console" }, async () => {
-  const page = await newPage(env.SVC_STATE);
-  // Typed in the address bar: Chromium sends the SameSite=Strict cookie
-  // after the box's cross-site redirect (it ignores the redirect chain).
-  await page.goto(env.SVC_BOX_URL + "/");
+  await page.waitForURL(new RegExp(`^${cp}/device\\?return=%2Fbox%2F`));
+  await shot(page, "sign-in");
+  await page.getByLabel("One-time sign-in code").fill(env.SVC_BROWSER_CODE);
+  await page.getByRole("button", { name: "Sign in" }).click();
   await page.locator("#workflows").waitFor();
-  assert.ok(page.url().startsWith(`${cp}/box/`), page.url());
-  // Followed from a page of another site (the box's own handshake here):
-  // the cookie is withheld until the control plane's page reloads itself.
-  await page.goto(env.SVC_BOX_URL + "/.well-known/svc");
-  await page.evaluate((url) => location.assign(url), env.SVC_BOX_URL + "/");
-  await page.waitForURL(/\?reloaded/);
-  await page.locator("#workflows").waitFor();
+  assert.match(page.url(), new RegExp(`^${cp}/box/ins_[^/?]+`));
   const names = await page.locator("#workflows tbody tr td:first-child").allTextContents();
   for (const n of ["greet", "ping"]) assert.ok(names.includes(n), `${n} in ${names}`);
   await shot(page, "workflows");
@@ -115,5 +101,13 @@ test("console: the box's URL opens its console; ping starts and completes", { sk
   assert.deepEqual(kinds, ["step"]);
   assert.match(await page.locator("#run-output").textContent(), /pong/);
   await shot(page, "run-ping-completed");
+
+  // Followed from a page of another site (the box's own handshake here),
+  // the navigation comes without the cookie until the control plane's
+  // page reloads itself.
+  await page.goto(env.SVC_BOX_URL + "/.well-known/svc");
+  await page.evaluate((url) => location.assign(url), env.SVC_BOX_URL + "/");
+  await page.waitForURL(/\?reloaded/);
+  await page.locator("#workflows").waitFor();
   assert.deepEqual(consoleErrors, [], "browser console errors");
 });
