@@ -270,6 +270,7 @@ func (b *boxRuntime) handshake() boxHandshake {
 // routes are the box's own routes, beside the shared ones.
 func (b *boxRuntime) routes() []route {
 	return []route{
+		{"GET", "/{$}", "public: a browser opening the box is sent to its console at the control plane that taught it", b.handleRoot},
 		{"GET", boxWellKnown, "the box's public handshake: agent protocol, image tag, identity state, trusted control plane, teaching", b.handleHandshake},
 		{"POST", boxWellKnown + "/challenge", `signed: proves the signing secret; {"challenge":"…"} answered {"mac":"<hex HMAC-SHA256(secret, challenge)>"}`, b.handleChallenge},
 		{"POST", boxWellKnown + "/teach", "signed: teaches the organization, installation and control plane URL; answers the handshake", b.handleTeach},
@@ -280,6 +281,39 @@ func (b *boxRuntime) routes() []route {
 func (b *boxRuntime) handleHandshake(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, b.handshake())
+}
+
+// handleRoot sends a browser opening the box's URL to the console of its
+// deployment at the control plane that taught it (GET /box/{installation}
+// there, cp_console.go): the box serves no pages of its own. A box never
+// taught, or unarmed, answers 401 saying what to do, as its API would.
+func (b *boxRuntime) handleRoot(w http.ResponseWriter, r *http.Request) {
+	t := b.taught.Load()
+	var msg string
+	switch {
+	case t == nil:
+		msg = "This box was never linked, so it admits no console traffic yet.\n\n" +
+			"Link it from your project: svc link --agent <slug> --url <this box's URL> --secret <the signing secret its first boot logged>,\n" +
+			"then open this URL again: it leads to the console at your control plane."
+	case b.identity() != boxArmed:
+		cpURL, _ := b.controlPlane()
+		msg = fmt.Sprintf("This box cannot verify identity tokens yet: it has not reached its control plane's keys at %s.\n\n"+
+			"Check that the box can reach %s (set SVC_CONTROL_PLANE_URL or re-link it with svc link);\n"+
+			"until then its console at %s is refused.", cpURL+identJWKS, cpURL, boxConsoleURL(t))
+	default:
+		http.Redirect(w, r, boxConsoleURL(t), http.StatusFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusUnauthorized)
+	io.WriteString(w, msg+"\n")
+}
+
+// boxConsoleURL is the console of the deployment t taught, at its control
+// plane.
+func boxConsoleURL(t *boxTeaching) string {
+	return t.ControlPlaneURL + cpBoxConsolePath + url.PathEscape(t.InstallationID)
 }
 
 // handleChallenge answers a signed challenge with its MAC under the

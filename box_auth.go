@@ -3,7 +3,10 @@ package main
 // The box's credential check (SPEC §5, DESIGN §7), the one middleware's
 // (http_guard.go) for `svc serve`:
 //
-//   - GET /.well-known/svc is public;
+//   - CORS is answered for the trusted control plane's console only
+//     (cors.go), its preflights before any credential;
+//   - GET /.well-known/svc and GET / (which sends a browser to the
+//     console at the control plane, box.go) are public;
 //   - the rest of /.well-known/svc/ must be signed by the control plane;
 //   - any request carrying a signature is verified (control plane traffic,
 //     proxied or not) and, when valid, admitted to every route;
@@ -23,8 +26,11 @@ import (
 
 // admit decides whether r may reach its route (httpGuardAuth).
 func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
+	if corsConsole(w, r, b.console()) {
+		return false
+	}
 	path := r.URL.Path
-	if path == boxWellKnown && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if (path == boxWellKnown || path == "/") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return true
 	}
 	if strings.HasPrefix(path, boxWellKnown+"/") || boxSigned(r) {
@@ -69,6 +75,14 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 	// that are renewed every few minutes.
 	*r = *r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, c.principal()))
 	return true
+}
+
+// console is the browser origin answered CORS: the console's at the
+// control plane the box trusts ("" when its URL has no origin).
+func (b *boxRuntime) console() string {
+	cpURL, _ := b.controlPlane()
+	o, _ := corsConsoleOrigin(cpURL)
+	return o
 }
 
 // boxSigned reports whether r carries any of the signature headers.

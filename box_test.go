@@ -305,7 +305,7 @@ func TestBoxServe(t *testing.T) {
 		{"a token of an unknown key", forged, 401, errIdentUnknownKey.Error()},
 		{"no token", "", 401, errIdentMissing.Error()},
 	} {
-		for _, path := range []string{"/api/workflows", "/api/runs", "/"} {
+		for _, path := range []string{"/api/workflows", "/api/runs", "/console/app.js"} {
 			rep := boxDo(t, "GET", box.url+path, nil, nil, time.Time{}, tt.token, nil)
 			if rep.status != tt.want || !strings.Contains(string(rep.body), tt.says) {
 				t.Errorf("%s: GET %s = %d %.200s; want %d %q", tt.name, path, rep.status, rep.body, tt.want, tt.says)

@@ -9,16 +9,40 @@ package main
 // /api/installations/{id}/token), sends it as the bearer of every API
 // call and renews it before it expires; a browser not signed in is sent
 // to the sign-in page.
+//
+// The console of a deployed agent (issue 12) works the same way at GET
+// /box/{installation}, where a box sends a browser opening its URL
+// (box.go): the pages call the deployment URL the control plane recorded
+// at svc link, with identity tokens of POST
+// /api/installations/{id}/resolve; the box answers CORS for this control
+// plane's origin (cors.go). The page is served to the signed-in user of
+// an installation of their organizations only. The console cookie is
+// SameSite=Strict, so the box's redirect (a cross-site navigation) comes
+// without it: a request without it is answered a page that reloads
+// itself, a same-site navigation that carries it, and a browser still
+// without it is sent to the sign-in page, which returns to the console.
 
 import (
+	"errors"
 	"fmt"
+	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 )
 
-// cpConsoleSignIn is the control plane's sign-in page (cp_device.go).
-const cpConsoleSignIn = "/device"
+// Paths of the console pages.
+const (
+	// cpConsoleSignIn is the control plane's sign-in page (cp_device.go).
+	cpConsoleSignIn = "/device"
+	// cpBoxConsolePath is the prefix of a deployment's console: the page
+	// at /box/{installation}, its files under /box/console/.
+	cpBoxConsolePath = "/box/"
+	// cpBoxReloaded is the query parameter of the page's self-reload, which
+	// tells a browser not signed in from one whose cookie was withheld.
+	cpBoxReloaded = "reloaded"
+)
 
 // handleConsole serves the console's index.html for the deeplink of
 // installation, its API base the session's public URL (the url query,
@@ -40,8 +64,54 @@ func (s *cpServer) handleConsole(w http.ResponseWriter, r *http.Request) {
 	consoleServe(w, r, "/", index, consoleCSP(public))
 }
 
+// handleBoxConsole serves the console's index.html for the deployment of
+// installation, its API base the deployment's URL, its token URL the
+// installation's resolve; 404 for an installation not in the signed-in
+// user's organizations or without a deployment (cpServer.deployed).
+func (s *cpServer) handleBoxConsole(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("installation")
+	page := cpBoxConsolePath + url.PathEscape(id)
+	var user cpUser
+	c, err := r.Cookie(cpCookie)
+	if err == nil {
+		user, _, err = s.store.userByCredential(r.Context(), c.Value)
+	}
+	switch {
+	case err != nil && !errors.Is(err, http.ErrNoCookie) && !errors.Is(err, errCPNotFound):
+		s.internal(w, r, err)
+		return
+	case err != nil && r.URL.Query().Has(cpBoxReloaded):
+		http.Redirect(w, r, cpConsoleSignIn+"?return="+url.QueryEscape(page), http.StatusSeeOther)
+		return
+	case err != nil:
+		cpBoxReload(w, page+"?"+cpBoxReloaded)
+		return
+	}
+	in, d, ok := s.deployed(w, r, user.ID, id)
+	if !ok {
+		return
+	}
+	index := consoleIndex(d.URL, "/api/installations/"+url.PathEscape(in.ID)+"/resolve", cpConsoleSignIn)
+	consoleServe(w, r, "/", index, consoleCSP(d.URL))
+}
+
+// cpBoxReload answers a page that loads target (a path of this control
+// plane) at once: a navigation of this origin, which carries the
+// SameSite=Strict console cookie a cross-site redirect withheld.
+func cpBoxReload(w http.ResponseWriter, target string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+	t := html.EscapeString(target)
+	io.WriteString(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url=`+t+
+		`"><title>svc console</title><link rel="icon" href="data:,"></head><body><p>Opening the console… <a href="`+t+`">Continue</a></p></body></html>`+"\n")
+}
+
 // cpHandleConsoleFile serves the console's files, which index.html at
-// /dev/{installation} refers to relatively (/dev/console/...).
+// /dev/{installation} and /box/{installation} refers to relatively
+// (/dev/console/..., /box/console/...).
 func cpHandleConsoleFile(w http.ResponseWriter, r *http.Request) {
 	name := consoleAssetPrefix + r.PathValue("file")
 	if name == consoleAssetPrefix+"index.html" {

@@ -47,27 +47,7 @@ func TestCPConsoleDeeplink(t *testing.T) {
 	cp, code := startTestControlPlane(t, testPostgresURL(t))
 	send := func(method, path, cookie, origin string, form url.Values) (*http.Response, string) {
 		t.Helper()
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
-		req, _ := http.NewRequest(method, cp.url+path, body)
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		if cookie != "" {
-			req.AddCookie(&http.Cookie{Name: cpCookie, Value: cookie})
-		}
-		if origin != "" {
-			req.Header.Set("Origin", origin)
-		}
-		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return cpConsoleSend(t, cp.url, method, path, cookie, origin, form)
 	}
 
 	// The device page's sign-in sets the console cookie.
@@ -121,6 +101,34 @@ func TestCPConsoleDeeplink(t *testing.T) {
 			t.Errorf("%s: POST %s = %d %s; want %d", tt.name, tokenPath, resp.StatusCode, body, tt.want)
 		}
 	}
+}
+
+// cpConsoleSend sends a request to the control plane at base as a browser
+// would: the console cookie and Origin when not "", a form body when form
+// is not nil. It follows no redirect.
+func cpConsoleSend(t testing.TB, base, method, path, cookie, origin string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, _ := http.NewRequest(method, base+path, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if cookie != "" {
+		req.AddCookie(&http.Cookie{Name: cpCookie, Value: cookie})
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
 }
 
 // TestCPConsoleOffWithoutTunnelDomain: a control plane that knows no relay

@@ -4,8 +4,8 @@ package main
 // installations, deployments, API keys, device-code sign-in, identity
 // tokens and their JWKS, as a JSON API on PostgreSQL. Errors are
 // {"error":{"code","message"}}. Every route but the sign-in ones, the
-// device page, the console at svc dev's deeplink (cp_console.go) and the
-// JWKS needs a user credential: "Authorization: Bearer
+// device page, the console at svc dev's deeplink and a deployment's
+// (cp_console.go) and the JWKS needs a user credential: "Authorization: Bearer
 // <credential>", or the console cookie on the device page. Any other path
 // /{org}/{agent}/... is the signed proxy to the agent's deployment
 // (cp_proxy.go), which takes the organization's API keys too.
@@ -118,6 +118,8 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},
 		{"GET", "/dev/{installation}", true, s.handleConsole},
 		{"GET", "/dev/console/{file...}", true, cpHandleConsoleFile},
+		{"GET", cpBoxConsolePath + "{installation}", true, s.handleBoxConsole},
+		{"GET", cpBoxConsolePath + "console/{file...}", true, cpHandleConsoleFile},
 		// The proxy checks its own callers: user credentials and API keys.
 		{"", "/{org}/{agent}/{path...}", true, s.handleProxy},
 	}
@@ -415,23 +417,8 @@ type cpTarget struct {
 // aud is the deployment's installation, the one the box was taught. 404
 // no_deployment when the agent has none registered.
 func (s *cpServer) handleResolve(w http.ResponseWriter, r *http.Request) {
-	c := caller(r)
-	in, err := s.store.installation(r.Context(), c.user.ID, r.PathValue("id"))
-	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no installation %q in your organizations", r.PathValue("id")))
-		return
-	}
-	if err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	d, err := s.store.deploymentOf(r.Context(), in.AgentID)
-	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusNotFound, "no_deployment", fmt.Sprintf("installation %s has no registered deployment: run svc link", in.ID))
-		return
-	}
-	if err != nil {
-		s.internal(w, r, err)
+	in, d, ok := s.deployed(w, r, caller(r).user.ID, r.PathValue("id"))
+	if !ok {
 		return
 	}
 	box, err := s.store.installationOf(r.Context(), cpOrg{ID: in.OrganizationID, Slug: in.OrganizationSlug}, in.AgentID, "deployment", "")
@@ -440,6 +427,32 @@ func (s *cpServer) handleResolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, cpTarget{cpIdentity: s.identity(r, box), Deployment: d})
+}
+
+// deployed resolves installation id, one of user's organizations, to its
+// agent's deployment; on failure (404 for an unknown or foreign
+// installation, no_deployment when its agent has none) it answers and
+// returns false.
+func (s *cpServer) deployed(w http.ResponseWriter, r *http.Request, user, id string) (cpInstallation, cpDeployment, bool) {
+	in, err := s.store.installation(r.Context(), user, id)
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no installation %q in your organizations", id))
+		return in, cpDeployment{}, false
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return in, cpDeployment{}, false
+	}
+	d, err := s.store.deploymentOf(r.Context(), in.AgentID)
+	if errors.Is(err, errCPNotFound) {
+		cpError(w, http.StatusNotFound, "no_deployment", fmt.Sprintf("installation %s has no registered deployment: run svc link", in.ID))
+		return in, d, false
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return in, d, false
+	}
+	return in, d, true
 }
 
 // handleToken mints the caller an identity token for their own local-dev

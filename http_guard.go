@@ -75,10 +75,12 @@ type httpGuardConfig struct {
 	// Auth, when set, is the host's own credential check in place of
 	// APIKeys (the box: signatures, identity tokens, wire keys).
 	Auth httpGuardAuth
-	// Public accepts any Host and any Origin: for a server facing the
-	// internet (the box) whose every route asks for an explicit credential
-	// (a header, never a cookie or the caller's address), which neither a
-	// cross-site page nor a DNS-rebound name can borrow.
+	// Public accepts any Host and any Origin and leaves CORS to Auth: for
+	// a server facing the internet (the box, which answers CORS for its
+	// control plane's console only, cors.go) whose every route asks for an
+	// explicit credential (a header, never a cookie or the caller's
+	// address), which neither a cross-site page nor a DNS-rebound name can
+	// borrow.
 	Public bool
 }
 
@@ -382,8 +384,11 @@ func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 			Message: fmt.Sprintf("host %q is not allowed (a DNS-rebinding guard): use localhost (with --listen, an IP address too) or add the name to SVC_ALLOWED_HOSTS", r.Host)})
 		return false
 	}
+	if g.public {
+		return g.auth.admit(w, r) // which answers CORS itself
+	}
 	origin := r.Header.Get("Origin")
-	allowed := origin != "" && (g.public || g.originAllowed(origin, r.Host))
+	allowed := origin != "" && g.originAllowed(origin, r.Host)
 	if r.Method == http.MethodOptions && origin != "" {
 		g.preflight(w, r, allowed)
 		return false
@@ -462,13 +467,7 @@ func (g *httpGuard) preflight(w http.ResponseWriter, r *http.Request, allowed bo
 			Message: fmt.Sprintf("origin %q is not allowed: pages on localhost or on this server are; add others to SVC_ALLOWED_ORIGINS", r.Header.Get("Origin"))})
 		return
 	}
-	h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
-	h.Set("Access-Control-Allow-Methods", httpGuardAllowedMethods)
-	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
-		h.Set("Access-Control-Allow-Headers", req)
-	}
-	h.Set("Access-Control-Max-Age", fmt.Sprint(httpGuardPreflightMaxAge))
-	w.WriteHeader(http.StatusNoContent)
+	corsPreflight(w, r)
 }
 
 // consoleLogin serves GET /?key=<key>: a valid key becomes an HttpOnly,
