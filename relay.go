@@ -44,7 +44,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -148,14 +147,9 @@ func newRelayServer(domain, controlPlane string, log *slog.Logger) (*relayServer
 		return nil, errors.New("new relay: want a domain, a control plane URL and a logger")
 	}
 	s := &relayServer{domain: strings.ToLower(domain), controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}, spent: map[string]time.Time{}}
-	u, err := url.Parse(s.controlPlane)
-	if err == nil {
-		var o httpGuardOrigin
-		o, err = httpGuardParseOrigin(u.Scheme + "://" + u.Host)
-		s.console = o.String()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("new relay: control plane URL %q: want an http:// or https:// URL with a host", controlPlane)
+	var err error
+	if s.console, err = corsConsoleOrigin(s.controlPlane); err != nil {
+		return nil, fmt.Errorf("new relay: %w", err)
 	}
 	if s.keys, err = newIdentKeySource(s.controlPlane, nil, nil); err != nil {
 		return nil, err
@@ -369,14 +363,9 @@ func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{Code: "not_found", Message: "no tunnel at " + host + ": tunnels are at <subdomain>.tun." + s.domain})
 		return
 	}
-	if s.fromConsole(r) {
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			s.guard.preflight(w, r, true)
-			return
-		}
-		w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+	if corsConsole(w, r, s.console) {
+		return // the console's preflight, answered
 	}
-	w.Header().Add("Vary", "Origin")
 	s.mu.Lock()
 	t := s.tunnels[sub]
 	s.mu.Unlock()
@@ -395,13 +384,6 @@ func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 	// principal header from the caller is overwritten.
 	r.Header.Set(signPrincipalHeader, claims.principal())
 	t.proxy.ServeHTTP(w, r)
-}
-
-// fromConsole reports whether r comes from a page of the console: its
-// Origin is the control plane's.
-func (s *relayServer) fromConsole(r *http.Request) bool {
-	o, err := httpGuardParseOrigin(r.Header.Get("Origin"))
-	return err == nil && o.String() == s.console
 }
 
 // close drops every tunnel, refuses new ones and waits for their
