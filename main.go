@@ -64,12 +64,14 @@
 //	             the runtime), mcp_http.go (POST /mcp)
 //	runtime      runtime.go (what dev and the box share: migrations, engine, secrets, object
 //	             storage, agents, gate, compile)
-//	dev boot     devenv.go (svc dev: services, typegen, auto-migrate, dev routes), project.go, postgres.go
-//	             (the local cluster), childenv.go, watch.go, gate.go
+//	dev boot     devenv.go (svc dev: services, typegen, auto-migrate, dev routes), dev_services.go (the
+//	             console's local services and keys), project.go, postgres.go (the local cluster),
+//	             childenv.go, watch.go, gate.go
 //	box          box.go (handshake, signing secret, challenge, teaching, identity), box_auth.go (the
 //	             box's credential check)
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
-//	             api_workflows.go (workflows and runs), wires.go (OpenAI chat, Anthropic, AG-UI),
+//	             api_workflows.go (workflows and runs), api_sessions.go (session transcripts), cors.go
+//	             (CORS for the console's origin), wires.go (OpenAI chat, Anthropic, AG-UI),
 //	             wire_responses.go (OpenAI Responses), console.go (the web console: console/*
 //	             embedded), contract.go
 //	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
@@ -85,14 +87,15 @@
 //	             and workflows), typegen.go and typegen_drizzle.go (.svc/*.d.ts), schema.go,
 //	             schema_format.go and schema_ts.go (JSON Schema), automigrate.go and migrate.go
 //	             (src/schema.ts to migrations)
-//	agents       agent.go (the agent loop and tools), session.go (durable sessions), model.go,
-//	             providers.go (model provider clients)
+//	agents       agent.go (the agent loop and tools), session.go (durable sessions), agent_history.go
+//	             (a session's transcript), model.go, providers.go (model provider clients)
 //	services     s3.go, s3_multipart.go and s3_sigv4.go (the built-in object storage), storage_client.go (an S3
 //	             client sharing the server's signing code), secrets.go (encrypted secrets), files.go
-//	             (atomic writes and private modes)
-//	deployment   cp_server.go, cp_store.go, cp_device.go, cp_link.go, cp_proxy.go (the signed proxy
-//	             to deployments), cp_client.go (the control plane and its client), link.go (the box contract's client side: handshake, secret
-//	             proof, teaching), sign.go (request signing), ident.go and ident_verify.go (identity
+//	             (atomic writes and private modes), fdatasync_*.go (durable writes per OS)
+//	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_link.go, cp_proxy.go (the signed
+//	             proxy to deployments), cp_console.go (the console at deeplinks and for boxes), cp_client.go
+//	             (the control plane's client), link.go (the box contract's client side: handshake,
+//	             secret proof, teaching), sign.go (request signing), ident.go and ident_verify.go (identity
 //	             and tunnel registration tokens, JWKS)
 //	tunnel       relay.go (svc relay: registration, routing, identity at the door), cli_relay.go,
 //	             tunnel.go (svc dev's tunnel client), cp_tunnel.go (registration tokens)
