@@ -10,7 +10,9 @@ package main
 //   - the rest of /.well-known/svc/ must be signed by the control plane;
 //   - any request carrying a signature is verified (control plane traffic,
 //     proxied or not) and, when valid, admitted to every route;
-//   - the chat wires take a key of SVC_API_KEYS or an identity token;
+//   - the chat wires, and the transcripts of durable sessions (scoped to
+//     the credential that made them), take a key of SVC_API_KEYS or an
+//     identity token;
 //   - every other route (runs, workflows, console) takes an identity token
 //     for the organization and installation the box was taught.
 //
@@ -51,7 +53,7 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	cred := wireCredential(r)
-	if httpGuardWire(path) != nil && b.keys.keyValid(cred) {
+	if (httpGuardWire(path) != nil || boxSessionRead(r)) && b.keys.keyValid(cred) {
 		return true
 	}
 	v := b.ident.Load()
@@ -99,4 +101,16 @@ func boxRefuse(w http.ResponseWriter, r *http.Request, code, msg string) {
 		return
 	}
 	writeAPIError(w, http.StatusUnauthorized, apiError{Code: code, Message: msg})
+}
+
+// boxSessionRead reports whether r reads a durable session's transcript
+// (GET /api/agents/{agent}/sessions/{id}): a key's client may read its own
+// sessions, as an identity's may.
+func boxSessionRead(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/api/agents/")
+	parts := strings.Split(rest, "/")
+	return ok && len(parts) == 3 && parts[0] != "" && parts[1] == "sessions" && parts[2] != ""
 }

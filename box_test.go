@@ -335,6 +335,22 @@ func TestBoxServe(t *testing.T) {
 	if rep := boxDo(t, "GET", box.url+"/openai/v1/models", nil, nil, time.Time{}, "", func(r *http.Request) { r.Header.Set("x-api-key", "wire-key-1") }); rep.status != 200 {
 		t.Errorf("a chat wire with a key of SVC_API_KEYS = %d %s; want 200", rep.status, rep.body)
 	}
+	// A key's client reads back its own durable session, and only that.
+	withKey := func(key string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("x-api-key", key); r.Header.Set(wireHeaderSession, "k1") }
+	}
+	if rep := boxDo(t, "POST", box.url+"/openai/v1/chat/completions", []byte(`{"model":"assistant","messages":[{"role":"user","content":"keyed turn"}]}`), nil, time.Time{}, "", withKey("wire-key-1")); rep.status != 200 {
+		t.Errorf("a durable turn with a key = %d %s", rep.status, rep.body)
+	}
+	if rep := boxDo(t, "GET", box.url+"/api/agents/assistant/sessions/k1", nil, nil, time.Time{}, "", withKey("wire-key-1")); rep.status != 200 || !strings.Contains(string(rep.body), "keyed turn") {
+		t.Errorf("the key's session transcript = %d %s; want 200 with its turn", rep.status, rep.body)
+	}
+	if rep := boxDo(t, "GET", box.url+"/api/agents/assistant/sessions/s1", nil, nil, time.Time{}, "", withKey("wire-key-1")); rep.status != 404 {
+		t.Errorf("another credential's session with a key = %d %s; want 404", rep.status, rep.body)
+	}
+	if rep := boxDo(t, "GET", box.url+"/api/runs", nil, nil, time.Time{}, "", withKey("wire-key-1")); rep.status != 401 {
+		t.Errorf("the runs with a key = %d %s; want 401 (identity only)", rep.status, rep.body)
+	}
 	if rep := boxDo(t, "POST", box.url+"/openai/v1/chat/completions", []byte(`{}`), nil, time.Time{}, "", func(r *http.Request) { r.Header.Set("x-api-key", "nope") }); rep.status != 401 || !strings.HasPrefix(string(rep.body), `{"error":`) {
 		t.Errorf("a chat wire with a wrong key = %d %s; want 401 in the wire's shape", rep.status, rep.body)
 	}
