@@ -10,55 +10,20 @@
 // svc dev prints, with its session token), SVC_ARTIFACTS (screenshot dir).
 // Any browser console error fails the test, except the refusals a step
 // provokes on purpose (expectConsoleError).
-import { test, before, after } from "node:test";
+import { test, before } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { useBrowser } from "./browser.mjs";
 
 const base = process.env.SVC_URL;
-const artifacts = process.env.SVC_ARTIFACTS;
-const chromiumPath = process.env.SVC_CHROMIUM ?? "/usr/bin/chromium";
-const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"];
-const timeout = 30_000;
-
-let browser, context, page;
-const consoleErrors = [];
-const expected = []; // patterns of console errors a step provokes, each allowed once
+const { newPage, expectConsoleError, noConsoleErrors, shot: shotOf } = useBrowser();
+let page;
 
 before(async () => {
-  mkdirSync(artifacts, { recursive: true });
-  browser = await chromium.launch({ executablePath: chromiumPath, args: flags });
-  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  context.setDefaultTimeout(timeout);
-  page = await context.newPage();
-  page.on("console", (m) => {
-    if (m.type() !== "error") return;
-    const i = expected.findIndex((re) => re.test(m.text()));
-    if (i >= 0) expected.splice(i, 1);
-    else consoleErrors.push(m.text());
-  });
-  page.on("pageerror", (e) => consoleErrors.push(`uncaught: ${e.message}`));
+  page = await newPage();
 });
 
-after(async () => {
-  await browser?.close();
-});
-
-/** expectConsoleError allows one browser console error matching re (a refusal the step provokes). */
-const expectConsoleError = (re) => expected.push(re);
-
-/** shot saves a full-page screenshot under SVC_ARTIFACTS and prints its path. */
-async function shot(name) {
-  const path = join(artifacts, `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  console.log(`screenshot: ${path}`);
-}
-
-/** noConsoleErrors fails the step when the page logged an unexpected error. */
-function noConsoleErrors() {
-  assert.deepEqual(consoleErrors, [], "browser console errors");
-}
+/** shot saves a full-page screenshot of the page under SVC_ARTIFACTS. */
+const shot = (name) => shotOf(page, name);
 
 /** jsonEditor reads the playground's raw JSON editor as a value. */
 const jsonEditor = async () => JSON.parse(await page.locator("#input-json").inputValue());
@@ -76,7 +41,7 @@ async function startAndOpenRun(name) {
 }
 
 /** waitStatus waits until the run page shows status. */
-const waitStatus = (status) => page.locator("#run-status .badge", { hasText: status }).waitFor({ timeout });
+const waitStatus = (status) => page.locator("#run-status .badge", { hasText: status }).waitFor();
 
 test("first load lists the workflows (and measures bytes and time to interactive)", async () => {
   await page.goto(base + "/");
@@ -310,10 +275,9 @@ test("settings lists the local services and reveals their keys on a click, in on
   await page.getByRole("link", { name: "Settings" }).click();
   const services = page.locator("#local-services");
   await services.locator("h3", { hasText: "Object storage" }).waitFor();
+  expectConsoleError(/status of 403/);
   await page.getByRole("button", { name: "Show keys" }).click();
   await services.locator(".error", { hasText: "Console link" }).waitFor();
-  assert.ok(consoleErrors.length === 1 && /status of 403/.test(consoleErrors[0]), `console errors: ${consoleErrors}`);
-  consoleErrors.length = 0;
   reveals.length = 0;
   await page.goto(process.env.SVC_CONSOLE_LINK);
   await page.waitForURL(base + "/#/settings");

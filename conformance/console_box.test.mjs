@@ -18,51 +18,15 @@
 // plane's), SVC_USER_CODE and SVC_SIGN_IN_CODE (signin), SVC_BROWSER_CODE
 // (console), SVC_ARTIFACTS. Any browser console error fails the test (but
 // a favicon's).
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { useBrowser } from "./browser.mjs";
 
 const env = process.env;
 const phase = env.SVC_PHASE;
 const cp = env.SVC_CP_URL;
-const artifacts = env.SVC_ARTIFACTS;
-const chromiumPath = env.SVC_CHROMIUM ?? "/usr/bin/chromium";
-const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"];
-const timeout = 30_000;
-
-let browser;
-const consoleErrors = [];
-
-before(async () => {
-  mkdirSync(artifacts, { recursive: true });
-  browser = await chromium.launch({ executablePath: chromiumPath, args: flags });
-});
-
-after(async () => {
-  await browser?.close();
-});
-
-/** newPage opens a page in a fresh browser context, its console errors recorded. */
-async function newPage() {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  context.setDefaultTimeout(timeout);
-  const page = await context.newPage();
-  page.on("console", (m) => {
-    // The box's handshake, the stand-in for another site's page, has no icon: its favicon is a 401.
-    if (m.type() === "error" && !m.location().url.endsWith("/favicon.ico")) consoleErrors.push(`${page.url()}: ${m.text()}`);
-  });
-  page.on("pageerror", (e) => consoleErrors.push(`uncaught: ${e.message}`));
-  return page;
-}
-
-/** shot saves a full-page screenshot under SVC_ARTIFACTS and prints its path. */
-async function shot(page, name) {
-  const path = join(artifacts, `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  console.log(`screenshot: ${path}`);
-}
+// The box's handshake, the stand-in for another site's page, has no icon: its favicon is a 401.
+const { newPage, noConsoleErrors, shot } = useBrowser({ ignore: (m) => m.location().url.endsWith("/favicon.ico") });
 
 test("signin: the one-time code on the device page, then svc login approved", { skip: phase !== "signin" }, async () => {
   const page = await newPage();
@@ -74,7 +38,7 @@ test("signin: the one-time code on the device page, then svc login approved", { 
   await page.getByRole("button", { name: "Approve" }).click();
   await page.getByText("Approved").waitFor();
   await shot(page, "device-approved");
-  assert.deepEqual(consoleErrors, [], "browser console errors");
+  noConsoleErrors();
 });
 
 test("console: the box's URL, sign-in and back, then ping starts and completes", { skip: phase !== "console" }, async () => {
@@ -96,7 +60,7 @@ test("console: the box's URL, sign-in and back, then ping starts and completes",
   await link.waitFor();
   await shot(page, "playground-ping-receipt");
   await link.click();
-  await page.locator("#run-status .badge", { hasText: "completed" }).waitFor({ timeout });
+  await page.locator("#run-status .badge", { hasText: "completed" }).waitFor();
   const kinds = await page.locator("#timeline li.call b").allTextContents();
   assert.deepEqual(kinds, ["step"]);
   assert.match(await page.locator("#run-output").textContent(), /pong/);
@@ -109,5 +73,5 @@ test("console: the box's URL, sign-in and back, then ping starts and completes",
   await page.evaluate((url) => location.assign(url), env.SVC_BOX_URL + "/");
   await page.waitForURL(/\?reloaded/);
   await page.locator("#workflows").waitFor();
-  assert.deepEqual(consoleErrors, [], "browser console errors");
+  noConsoleErrors();
 });

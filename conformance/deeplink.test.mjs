@@ -21,59 +21,21 @@
 // start_workflow, get_run with a wait, message_agent with an approval.
 //
 // Any browser console error fails the test; screenshots go to SVC_ARTIFACTS.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { useBrowser } from "./browser.mjs";
 
 const env = process.env;
 const step = env.SVC_WALK_STEP;
-const artifacts = env.SVC_ARTIFACTS;
-const chromiumPath = env.SVC_CHROMIUM ?? "/usr/bin/chromium";
-const timeout = 30_000;
-const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync"];
-if (step === "console") {
-  // Only the relay's names go to the relay, and only its certificate is
-  // trusted beyond the system's roots.
-  flags.push(`--host-resolver-rules=${env.SVC_RESOLVER_RULES}`, `--ignore-certificate-errors-spki-list=${env.SVC_SPKI}`);
-}
+// In the console step only the relay's names go to the relay, and only
+// its certificate is trusted beyond the system's roots.
+const extraFlags = step === "console" ? [`--host-resolver-rules=${env.SVC_RESOLVER_RULES}`, `--ignore-certificate-errors-spki-list=${env.SVC_SPKI}`] : [];
+const { newPage, expectConsoleError, noConsoleErrors, shot } = useBrowser({ extraFlags });
 
-let browser;
-const consoleErrors = [];
-
-before(async () => {
-  mkdirSync(artifacts, { recursive: true });
-  browser = await chromium.launch({ executablePath: chromiumPath, args: flags });
-});
-
-after(async () => {
-  await browser?.close();
-});
-
-/** openPage opens a page in a new context (with the kept cookies when signedIn) whose console errors fail the test. */
-async function openPage(signedIn) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, storageState: signedIn ? env.SVC_BROWSER_STATE : undefined });
-  context.setDefaultTimeout(timeout);
-  const page = await context.newPage();
-  page.on("console", (m) => m.type() === "error" && consoleErrors.push(`${m.text()} (${m.location().url})`));
-  page.on("pageerror", (e) => consoleErrors.push(`uncaught: ${e.message}`));
-  return page;
-}
-
-/** shot saves a full-page screenshot of page under SVC_ARTIFACTS and prints its path. */
-async function shot(page, name) {
-  const path = join(artifacts, `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  console.log(`screenshot: ${path}`);
-}
-
-/** noConsoleErrors fails the step when a page logged an error. */
-function noConsoleErrors() {
-  assert.deepEqual(consoleErrors, [], "browser console errors");
-}
+/** openPage opens a page in a new context, with the kept cookies when signedIn. */
+const openPage = (signedIn) => newPage({ storageState: signedIn ? env.SVC_BROWSER_STATE : undefined });
 
 if (step === "login") {
   test("svc login: the device page signs the browser in with the one-time code and approves the terminal's code", async () => {
@@ -98,15 +60,14 @@ if (step === "console") {
 
   test("a browser not signed in is sent to the sign-in page and, signed in there, comes back to the console", async () => {
     const fresh = await openPage(false);
+    expectConsoleError(/status of 401/); // the token call's, which sends the browser to sign in
     await fresh.goto(deeplink.href + "#/workflows/greet");
     await fresh.waitForURL(/\/device\?return=/);
     const back = await fresh.locator('input[name="return"]').inputValue();
     assert.equal(back, deeplink.pathname + deeplink.search + "#/workflows/greet");
     assert.equal(await fresh.locator('form[action="/device/approve"]').count(), 0);
     await shot(fresh, "sign-in-with-return");
-    // The token call's 401 is the one error this step provokes.
-    assert.ok(consoleErrors.length === 1 && /status of 401/.test(consoleErrors[0]), `console errors: ${consoleErrors}`);
-    consoleErrors.length = 0;
+    noConsoleErrors();
     // The code `svc login --browser` printed in the terminal.
     await fresh.getByLabel("One-time sign-in code").fill(env.SVC_BROWSER_CODE);
     await fresh.getByRole("button", { name: "Sign in" }).click();
