@@ -103,6 +103,9 @@ func TestCPConsoleDeeplink(t *testing.T) {
 	}
 }
 
+// cpNoRedirect is an HTTP client that shows redirects instead of following them.
+var cpNoRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // cpConsoleSend sends a request to the control plane at base as a browser
 // would: the console cookie and Origin when not "", a form body when form
 // is not nil. It follows no redirect.
@@ -122,7 +125,7 @@ func cpConsoleSend(t testing.TB, base, method, path, cookie, origin string, form
 	if origin != "" {
 		req.Header.Set("Origin", origin)
 	}
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	resp, err := cpNoRedirect.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

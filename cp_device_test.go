@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"html/template"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -48,33 +47,18 @@ func TestCPDeviceReturn(t *testing.T) {
 		{"//evil.example/x", "/device?code=ABCD-EFGH"},
 	} {
 		cp, code := startTestControlPlane(t, testPostgresURL(t))
-		resp, err := cpNoRedirect.Get(cp.url + "/device?code=ABCD-EFGH&return=" + url.QueryEscape(tt.ret))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, page := cpConsoleSend(t, cp.url, "GET", "/device?code=ABCD-EFGH&return="+url.QueryEscape(tt.ret), "", "", nil)
 		field := `name="return" value="` + template.HTMLEscapeString(tt.ret) + `"`
-		if page := string(b); strings.Contains(page, field) != (tt.want == back) || strings.Contains(page, "evil.example") {
+		if strings.Contains(page, field) != (tt.want == back) || strings.Contains(page, "evil.example") {
 			t.Errorf("device page with return %q = %s; want the return in the sign-in form only when it is safe", tt.ret, page)
 		}
 
-		form := url.Values{"sign_in_code": {code}, "user_code": {"ABCD-EFGH"}, "return": {tt.ret}}
-		req, _ := http.NewRequest("POST", cp.url+"/device/sign-in", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", cp.url)
-		if resp, err = cpNoRedirect.Do(req); err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ = cpConsoleSend(t, cp.url, "POST", "/device/sign-in", "", cp.url, url.Values{"sign_in_code": {code}, "user_code": {"ABCD-EFGH"}, "return": {tt.ret}})
 		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != tt.want || len(resp.Cookies()) != 1 {
 			t.Errorf("sign-in with return %q = %d to %q (cookies %v); want 303 to %q with the console cookie", tt.ret, resp.StatusCode, loc, resp.Cookies(), tt.want)
 		}
 	}
 }
-
-// cpNoRedirect is an HTTP client that shows redirects instead of following them.
-var cpNoRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // TestCPBrowserSignInCode: `svc login --browser` mints the signed-in user a
 // one-time code that signs a browser in on the device page (and comes
@@ -101,14 +85,7 @@ func TestCPBrowserSignInCode(t *testing.T) {
 	}
 	signIn := func(code string) *http.Response {
 		t.Helper()
-		form := url.Values{"sign_in_code": {code}, "return": {"/dev/ldi_1?url=x"}}
-		req, _ := http.NewRequest("POST", cp.url+"/device/sign-in", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := cpNoRedirect.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := cpConsoleSend(t, cp.url, "POST", "/device/sign-in", "", "", url.Values{"sign_in_code": {code}, "return": {"/dev/ldi_1?url=x"}})
 		return resp
 	}
 	c := mint()
