@@ -98,7 +98,11 @@ func (s *server) writeStartError(w http.ResponseWriter, err error) {
 		"workflow_not_found": http.StatusNotFound, "gate_closed": http.StatusServiceUnavailable,
 		"workflow_compile_failed": http.StatusServiceUnavailable,
 	}[se.Code]
-	writeAPIError(w, status, apiError{Code: se.Code, Message: se.Message, Violations: se.Violations})
+	msg := se.Message
+	if se.Code == "gate_closed" {
+		msg += "; " + gateNoProviderMessage(s.rt.apiURL)
+	}
+	writeAPIError(w, status, apiError{Code: se.Code, Message: msg, Violations: se.Violations})
 }
 
 // journalRetryAfter is the Retry-After, in seconds, of a change refused

@@ -81,10 +81,10 @@ func TestWiresNoModelProvider(t *testing.T) {
 			}
 		})
 	}
-	// The closed gate keeps its own code.
+	// A closed gate (no provider is its only reason) answers the same code.
 	env.rt.gate.Store(&gateState{Open: false, Reason: gateNoProvider})
-	if r := env.post(t, "/openai/v1/responses", wiresBearer, responsesBody("hi", nil)); r.Status != 503 || wiresJSONAt(r.json(t), "error.code") != wireErrGate {
-		t.Errorf("closed gate = %d %s; want 503 gate_closed", r.Status, r.Body)
+	if r := env.post(t, "/openai/v1/responses", wiresBearer, responsesBody("hi", nil)); r.Status != 503 || wiresJSONAt(r.json(t), "error.code") != wireErrNoModel {
+		t.Errorf("closed gate = %d %s; want 503 no_model_provider", r.Status, r.Body)
 	}
 }
 

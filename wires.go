@@ -218,13 +218,11 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 		return
 	}
 	ag, e := s.chatAgent(wr.Agent)
-	if e != nil {
-		c.writeError(w, e)
-		return
-	}
 	p := s.rt.provider.Load()
-	if p == nil {
-		e := &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrNoModel, Message: gateNoProviderMessage(s.rt.apiURL)}
+	if e == nil && p == nil {
+		e = &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrNoModel, Message: gateNoProviderMessage(s.rt.apiURL)}
+	}
+	if e != nil {
 		wireNoRetry(w, e)
 		c.writeError(w, e)
 		return
@@ -251,11 +249,12 @@ func wireNoRetry(w http.ResponseWriter, e *wireError) {
 	}
 }
 
-// chatAgent finds a compiled agent behind an open gate.
+// chatAgent finds a compiled agent behind an open gate. A closed gate means
+// no model provider (its only reason), so it answers no_model_provider with
+// how to add one, as a chat with the gate open but no provider does.
 func (s *server) chatAgent(name string) (*agentDef, *wireError) {
 	if !s.rt.gateState().Open {
-		return nil, &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrGate,
-			Message: "the boot gate is closed (no model provider): agents are not started; store a model provider in the console at " + s.rt.apiURL + "/"}
+		return nil, &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrNoModel, Message: gateNoProviderMessage(s.rt.apiURL)}
 	}
 	cat := s.rt.catalog.Load()
 	if cat == nil {

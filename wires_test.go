@@ -281,14 +281,21 @@ func TestWiresGateClosed(t *testing.T) {
 	tests := []struct {
 		path, body, field, want string
 	}{
-		{"/openai/v1/chat/completions", wiresOpenAIBody("helper", "hi", true), "error.code", wireErrGate},
-		{"/anthropic/v1/messages", wiresAnthropicBody("helper", "hi", false), "error.type", "overloaded_error"},
-		{"/agui/helper", wiresAGUIBody("t", "hi"), "code", wireErrGate},
+		{"/openai/v1/chat/completions", wiresOpenAIBody("helper", "hi", true), "error.code", wireErrNoModel},
+		{"/anthropic/v1/messages", wiresAnthropicBody("helper", "hi", false), "error.type", "api_error"},
+		{"/agui/helper", wiresAGUIBody("t", "hi"), "code", wireErrNoModel},
 	}
 	for _, tt := range tests {
 		r := env.post(t, tt.path, wiresBearer, tt.body)
 		if r.Status != http.StatusServiceUnavailable || wiresJSONAt(r.json(t), tt.field) != tt.want {
 			t.Errorf("%s with the gate closed = %d %s; want 503 with %s %q", tt.path, r.Status, r.Body, tt.field, tt.want)
+		}
+		// The body says how to open the gate, and SDKs are told not to retry.
+		if !strings.Contains(string(r.Body), "OPENAI_API_KEY") || !strings.Contains(string(r.Body), "console") {
+			t.Errorf("%s with the gate closed: %s does not say how to add a model provider", tt.path, r.Body)
+		}
+		if got := r.Header.Get("x-should-retry"); got != "false" {
+			t.Errorf("%s with the gate closed: x-should-retry %q, want false", tt.path, got)
 		}
 	}
 }
