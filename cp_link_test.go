@@ -126,7 +126,7 @@ func TestCPDeploymentProbe(t *testing.T) {
 }
 
 // TestCPDeploymentNetworks limits deployments to SVC_DEPLOYMENT_NETWORKS:
-// the list parses; the dialer checks the address a name resolves to
+// the list parses, and a control plane with a bad one does not start; the dialer checks the address a name resolves to
 // (localhost); link refuses a box outside the list before calling it; the
 // proxy refuses to connect to a deployment outside it (one recorded before
 // the list was set, or whose name now resolves elsewhere).
@@ -149,6 +149,10 @@ func TestCPDeploymentNetworks(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("cpParseNetworks(%q) = %s; want %s", tt.in, got, tt.want)
 		}
+	}
+	_, stderr, exit := runInProcess(t, t.TempDir(), map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none", cpNetworksEnv: "10.0.0.0/8,intranet"}, "control-plane")
+	if exit != 1 || !strings.Contains(stderr, `"intranet" is not a network`) {
+		t.Errorf("control-plane with %s=10.0.0.0/8,intranet = exit %d %q; want 1 naming the bad entry", cpNetworksEnv, exit, stderr)
 	}
 	if nets, _ := cpParseNetworks("10.0.0.0/8"); !nets.allows(netip.MustParseAddr("::ffff:10.1.2.3")) || nets.allows(netip.MustParseAddr("127.0.0.1")) {
 		t.Errorf("10.0.0.0/8 allows: want an IPv4-mapped 10.1.2.3, not 127.0.0.1")
