@@ -162,11 +162,7 @@ func TestCPBoxConsole(t *testing.T) {
 		}
 	}
 	const boxURL = "https://box.example.net:8443/"
-	var rec cpDeploymentRecord
-	if st := httpJSONAuth(t, "PUT", cp.url+"/api/orgs/default/agents/demo/deployment", admin,
-		map[string]string{"url": boxURL, "image_tag": "1.0.0", "secret": strings.Repeat("s", 32)}, &rec); st != 200 {
-		t.Fatalf("record the deployment = %d", st)
-	}
+	_, deployed := cpTestRecordDeployment(t, dbURL, "demo", strings.TrimSuffix(boxURL, "/"), []byte(strings.Repeat("s", 32)))
 	var bare cpInstallation
 	httpJSONAuth(t, "POST", cp.url+"/api/orgs/default/agents/bare/local-dev-installation", admin, nil, &bare)
 	// Another organization's deployment, the admin no member of it.
@@ -182,11 +178,11 @@ func TestCPBoxConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	page := cpBoxConsolePath + rec.Installation.ID
+	page := cpBoxConsolePath + deployed.ID
 	resp, body := boxConsoleGet(t, cp.url, page, admin)
 	csp := resp.Header.Get("Content-Security-Policy")
 	if resp.StatusCode != 200 || !strings.Contains(body, `name="svc-api-base" content="https://box.example.net:8443"`) ||
-		!strings.Contains(body, `name="svc-token-url" content="/api/installations/`+rec.Installation.ID+`/resolve"`) ||
+		!strings.Contains(body, `name="svc-token-url" content="/api/installations/`+deployed.ID+`/resolve"`) ||
 		!strings.Contains(body, `name="svc-sign-in-url" content="/device"`) || !strings.Contains(csp, "connect-src 'self' https://box.example.net:8443;") {
 		t.Fatalf("GET %s = %d, CSP %q\n%s", page, resp.StatusCode, csp, body)
 	}
@@ -198,7 +194,7 @@ func TestCPBoxConsole(t *testing.T) {
 	// The page's token: the resolve of its installation, minted for the
 	// cookie from the control plane's origin.
 	var target cpTarget
-	if st := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+rec.Installation.ID+"/resolve", admin, nil, &target); st != 200 ||
+	if st := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+deployed.ID+"/resolve", admin, nil, &target); st != 200 ||
 		target.IdentityToken == "" || target.ExpiresAt.IsZero() || target.Deployment.URL != strings.TrimSuffix(boxURL, "/") {
 		t.Fatalf("resolve = %d %+v", st, target)
 	}

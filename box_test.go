@@ -178,7 +178,8 @@ func TestBoxServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a control plane and boxes")
 	}
-	cp, code := startTestControlPlane(t, testPostgresURL(t))
+	cpDB := testPostgresURL(t)
+	cp, code := startTestControlPlane(t, cpDB)
 	admin := cpSignedIn{Credential: cpSignInAdmin(t, cp, code)}
 
 	dir, data := projectDir(t), t.TempDir()
@@ -240,25 +241,22 @@ func TestBoxServe(t *testing.T) {
 
 	// The control plane's records: an agent, its deployment, tokens.
 	org := cp.url + "/api/orgs/default"
-	deploy := func(slug string) (cpDeploymentRecord, cpTarget) {
-		var rec cpDeploymentRecord
+	deploy := func(slug string) (cpInstallation, cpTarget) {
 		var target cpTarget
 		httpJSONAuth(t, "POST", org+"/agents", admin.Credential, map[string]string{"slug": slug, "name": slug}, nil)
-		if code := httpJSONAuth(t, "PUT", org+"/agents/"+slug+"/deployment", admin.Credential, map[string]string{"url": box.url, "image_tag": "1.2.3", "secret": string(secret)}, &rec); code != 200 {
-			t.Fatalf("record deployment %s = %d", slug, code)
-		}
+		_, deployed := cpTestRecordDeployment(t, cpDB, slug, box.url, secret)
 		var local cpInstallation
 		httpJSONAuth(t, "POST", org+"/agents/"+slug+"/local-dev-installation", admin.Credential, nil, &local)
 		if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &target); code != 200 || target.IdentityToken == "" {
 			t.Fatalf("resolve %s = %d", slug, code)
 		}
-		return rec, target
+		return deployed, target
 	}
-	rec, target := deploy("demo")
+	deployed, target := deploy("demo")
 	_, other := deploy("other")
 	teach := func(cpURL string) boxHandshake {
 		t.Helper()
-		body, _ := json.Marshal(boxTeaching{OrganizationID: target.Installation.OrganizationID, InstallationID: rec.Installation.ID, ControlPlaneURL: cpURL})
+		body, _ := json.Marshal(boxTeaching{OrganizationID: target.Installation.OrganizationID, InstallationID: deployed.ID, ControlPlaneURL: cpURL})
 		var h boxHandshake
 		rep := boxDo(t, "POST", box.url+boxWellKnown+"/teach", body, secret, time.Now(), "", nil)
 		if json.Unmarshal(rep.body, &h); rep.status != 200 {
@@ -279,7 +277,7 @@ func TestBoxServe(t *testing.T) {
 	if h := teach(fake.URL); !h.Taught || h.Identity != boxArmed {
 		t.Fatalf("handshake after teaching the test issuer = %+v", h)
 	}
-	orgID, inst := target.Installation.OrganizationID, rec.Installation.ID
+	orgID, inst := target.Installation.OrganizationID, deployed.ID
 	expired, _ := is.issue("u", orgID, inst, time.Now().Add(-time.Hour))
 	fresh, _ := is.issue("u", orgID, inst, time.Now())
 	if rep := boxDo(t, "GET", box.url+"/api/workflows", nil, nil, time.Time{}, fresh, nil); rep.status != 200 {
@@ -290,7 +288,7 @@ func TestBoxServe(t *testing.T) {
 	}
 
 	// Taught the real control plane: its tokens work, the others do not.
-	if h := teach(cp.url); !h.Taught || h.Identity != boxArmed || h.ControlPlane != cp.url || h.InstallationID != rec.Installation.ID {
+	if h := teach(cp.url); !h.Taught || h.Identity != boxArmed || h.ControlPlane != cp.url || h.InstallationID != deployed.ID {
 		t.Fatalf("handshake after teaching = %+v", h)
 	}
 	unknown, _ := newIdentIssuer(cp.url, []identKey{identNewKey()})
@@ -360,7 +358,7 @@ func TestBoxServe(t *testing.T) {
 	box = startBox(t, dir, data, boxEnv)
 	// The box serves at once and arms in the background.
 	eventually(t, 10*time.Second, "the restarted box to arm", func() bool { return boxHandshakeOf(t, box.url).Identity == boxArmed })
-	if h := boxHandshakeOf(t, box.url); !h.Taught || h.Identity != boxArmed || h.InstallationID != rec.Installation.ID {
+	if h := boxHandshakeOf(t, box.url); !h.Taught || h.Identity != boxArmed || h.InstallationID != deployed.ID {
 		t.Errorf("handshake after a restart = %+v; want taught and armed", h)
 	}
 	rep = boxDo(t, "POST", box.url+boxWellKnown+"/challenge", challenge, secret, time.Now(), "", nil)

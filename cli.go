@@ -340,6 +340,7 @@ environment:
   SVC_CONTROL_PLANE_URL the control plane svc login and the verbs that need one use; XDG_CONFIG_HOME holds svc/credentials.json
   DATABASE_URL, SVC_MASTER_KEY  svc control-plane's database and the 32-byte key (hex or base64) sealing its secrets
   SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; its console at svc dev's deeplink talks only to https://<sub>.tun.<domain>
+  SVC_DEPLOYMENT_NETWORKS  svc control-plane: networks (CIDR, comma-separated) the boxes it links and proxies to must be in; empty allows any
 `
 
 // printUsage writes the help of a verb: its synopsis, sub-verbs or flags,

@@ -47,8 +47,12 @@ func (in cpLinkRequest) validate() error {
 
 // handleLink links a box to the agent: handshake (protocol ≥ 15), secret
 // proof, teaching, then the record (re-linking updates the agent's one
-// deployment). A box's failure is answered 502 box_unreachable or 422 with
-// its code (box_too_old, box_invalid, secret_mismatch, teach_refused).
+// deployment). It is the only way a deployment is recorded, so the proxy
+// only ever reaches a URL that proved it holds the secret. A URL that is
+// unreachable or does not answer as a box is answered 502 box_unreachable
+// with one message whatever happened; a box outside the deployment
+// networks 422 box_outside_networks; a box's other failures 422 with their
+// code (box_too_old, secret_mismatch, teach_refused).
 func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 	o, a, ok := s.orgAgent(w, r)
 	if !ok {
@@ -63,7 +67,7 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.URL = strings.TrimSuffix(in.URL, "/")
-	box, _ := newLinkBoxClient(in.URL)
+	box, _ := newLinkBoxClient(in.URL, s.proxy)
 	ctx, secret := r.Context(), []byte(in.Secret)
 	boxFailed := func(err error) {
 		var be *linkBoxError
@@ -71,12 +75,20 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 			s.internal(w, r, err)
 			return
 		}
-		status := http.StatusUnprocessableEntity
-		if be.Code == linkCodeUnreachable {
-			status = http.StatusBadGateway
-		}
 		s.log.Info("link refused", "org", o.Slug, "agent", a.Slug, "url", in.URL, "code", be.Code, "reason", be.Message)
-		cpError(w, status, be.Code, be.Message)
+		var outside *cpNetworkError
+		switch {
+		case errors.As(err, &outside):
+			cpError(w, http.StatusUnprocessableEntity, cpCodeOutsideNetworks, fmt.Sprintf("the box at %s is outside the networks this control plane reaches deployments in (%s): deploy it inside them, or ask the control plane's operator to add its network", in.URL, cpNetworksEnv))
+		case be.Code == linkCodeUnreachable || be.Code == linkCodeNotABox:
+			// One answer whatever the URL did (port refused, connection
+			// closed, TLS failed, an HTTP answer that is not a box's): link
+			// must not tell a signed-in user what the control plane's
+			// network holds. The detail is in the log above.
+			cpError(w, http.StatusBadGateway, linkCodeUnreachable, fmt.Sprintf("box unreachable or not an svc box at %s: check that the URL is the box's base URL (svc serve) and that the control plane can reach it", in.URL))
+		default:
+			cpError(w, http.StatusUnprocessableEntity, be.Code, be.Message)
+		}
 	}
 	if _, err := box.handshake(ctx); err != nil {
 		boxFailed(err)

@@ -69,12 +69,13 @@ var cpProxyHopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive",
 // plane; the box gets a signature instead.
 var cpProxyCredentialHeaders = []string{"Authorization", "Cookie", "X-Api-Key", signTimestampHeader, signNonceHeader, signSignatureHeader}
 
-// newCPProxyTransport returns the proxy's connection pool to the boxes.
-// It never reads the environment's proxy settings and never decompresses:
-// bytes pass as sent.
-func newCPProxyTransport() *http.Transport {
+// newCPProxyTransport returns the connection pool of the proxy and of link
+// to the boxes, dialling only addresses inside nets (cp_network.go). It
+// never reads the environment's proxy settings (the dialled address is the
+// box's, so the check holds) and never decompresses: bytes pass as sent.
+func newCPProxyTransport(nets cpNetworks) *http.Transport {
 	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: cpProxyDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           (&net.Dialer{Timeout: cpProxyDialTimeout, KeepAlive: 30 * time.Second, Control: nets.control}).DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,

@@ -76,6 +76,7 @@ func (h *cpHoldWriter) Flush() {
 // gated fake provider.
 type cpProxyFixture struct {
 	cp     *cpProcess
+	dbURL  string // the control plane's database
 	box    *boxProcess
 	model  *cpHoldProvider
 	admin  string // the admin's credential
@@ -91,7 +92,8 @@ func startCPProxyFixture(t testing.TB) *cpProxyFixture {
 	t.Helper()
 	f := &cpProxyFixture{model: newCPHoldProvider(t)}
 	var code string
-	f.cp, code = startTestControlPlane(t, testPostgresURL(t))
+	f.dbURL = testPostgresURL(t)
+	f.cp, code = startTestControlPlane(t, f.dbURL)
 	f.admin, f.org, f.proxy = cpSignInAdmin(t, f.cp, code), f.cp.url+"/api/orgs/default", f.cp.url+"/default/demo"
 	f.box = startBox(t, projectDir(t), t.TempDir(), baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_CONTROL_PLANE_URL="+f.cp.url,
 		"SVC_IMAGE_TAG=1.0.0", "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+f.model.URL+"/v1"))
@@ -104,15 +106,21 @@ func startCPProxyFixture(t testing.TB) *cpProxyFixture {
 	if code := httpJSONAuth(t, "POST", f.org+"/agents", f.admin, map[string]string{"slug": "demo", "name": "Demo"}, nil); code != 201 {
 		t.Fatalf("create agent = %d", code)
 	}
-	if code := httpJSONAuth(t, "POST", f.org+"/agents/demo/link", f.admin, cpLinkRequest{URL: f.box.url, Secret: string(f.secret), ImageTag: "1.0.0"}, nil); code != 200 {
-		t.Fatalf("link = %d\n%s", code, f.cp.stderr.String())
-	}
+	f.link(t)
 	var key struct{ Key string }
 	if code := httpJSONAuth(t, "POST", f.org+"/api-keys", f.admin, map[string]string{"name": "proxy"}, &key); code != 201 || key.Key == "" {
 		t.Fatalf("create API key = %d", code)
 	}
 	f.key = key.Key
 	return f
+}
+
+// link links the box to agent demo through the control plane's link route.
+func (f *cpProxyFixture) link(t testing.TB) {
+	t.Helper()
+	if code := httpJSONAuth(t, "POST", f.org+"/agents/demo/link", f.admin, cpLinkRequest{URL: f.box.url, Secret: string(f.secret), ImageTag: "1.0.0"}, nil); code != 200 {
+		t.Fatalf("link = %d\n%s", code, f.cp.stderr.String())
+	}
 }
 
 // deployment reads the agent's deployment record from the control plane.
@@ -285,14 +293,9 @@ func TestControlPlaneProxy(t *testing.T) {
 		t.Errorf("an agent without a deployment = %d %s; want 404 no_deployment", resp.StatusCode, body)
 	}
 
-	// Rejected: the recorded secret is not the box's; re-recording it heals.
-	record := func(secret string) {
-		t.Helper()
-		if code := httpJSONAuth(t, "PUT", f.org+"/agents/demo/deployment", f.admin, map[string]string{"url": f.box.url, "image_tag": "1.0.0", "secret": secret}, nil); code != 200 {
-			t.Fatalf("record deployment = %d", code)
-		}
-	}
-	record("not-the-box-secret-0123456789abcdef")
+	// Rejected: the recorded secret is not the box's (as when the box's
+	// secret changed after link); re-linking heals.
+	cpTestRecordDeployment(t, f.dbURL, "demo", f.box.url, []byte("not-the-box-secret-0123456789abcdef"))
 	resp, body = cpProxyDo(t, client, "GET", f.proxy+"/api/workflows", "Authorization", "Bearer "+f.admin, nil)
 	if json.Unmarshal(body, &e); resp.StatusCode != 502 || e.Error.Code != cpCodeBoxRejected {
 		t.Errorf("a box refusing the signature = %d %s; want 502 %s", resp.StatusCode, body, cpCodeBoxRejected)
@@ -300,12 +303,12 @@ func TestControlPlaneProxy(t *testing.T) {
 	if d := f.deployment(t); d.Status != cpStatusRejected {
 		t.Errorf("after a refused signature: %+v; want rejected", d)
 	}
-	record(string(f.secret))
+	f.link(t)
 	if resp, body := cpProxyDo(t, client, "GET", f.proxy+"/api/workflows", "Authorization", "Bearer "+f.admin, nil); resp.StatusCode != 200 {
-		t.Errorf("after re-recording the secret = %d %s", resp.StatusCode, body)
+		t.Errorf("after re-linking = %d %s", resp.StatusCode, body)
 	}
 	if d := f.deployment(t); d.Status != cpStatusActive {
-		t.Errorf("after re-recording the secret: %+v; want active", d)
+		t.Errorf("after re-linking: %+v; want active", d)
 	}
 
 	// Unreachable: the box stopped.

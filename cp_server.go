@@ -67,7 +67,7 @@ type cpServer struct {
 	mux    *http.ServeMux
 	public map[string]bool // patterns of the public routes
 	guard  *httpGuard
-	proxy  *http.Transport // the proxy's connections to the boxes (cp_proxy.go)
+	proxy  *http.Transport // the proxy's and link's connections to the boxes, inside SVC_DEPLOYMENT_NETWORKS (cp_network.go)
 	// tunnelDomain is the relay's --domain (SVC_TUNNEL_DOMAIN): the console
 	// at a deeplink talks only to https://<sub>.tun.<tunnelDomain>; "" turns
 	// that console off (cp_console.go).
@@ -80,7 +80,7 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 	if store == nil || issuer == nil || baseURL == "" || log == nil {
 		return nil, errors.New("new control plane server: want a store, an issuer, a URL and a logger")
 	}
-	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport()}
+	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport(nil)}
 	for _, r := range s.routes() {
 		pattern := strings.TrimSpace(r.method + " " + r.path)
 		s.mux.HandleFunc(pattern, r.handler)
@@ -109,7 +109,6 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/orgs/{org}/agents", false, s.handleCreateAgent},
 		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", false, s.handleLocalDevInstallation},
 		{"GET", "/api/orgs/{org}/agents/{agent}/deployment", false, s.handleGetDeployment},
-		{"PUT", "/api/orgs/{org}/agents/{agent}/deployment", false, s.handleRecordDeployment},
 		{"POST", "/api/orgs/{org}/agents/{agent}/link", false, s.handleLink},
 		{"POST", "/api/installations/{id}/resolve", false, s.handleResolve},
 		{"POST", "/api/installations/{id}/token", false, s.handleToken},
@@ -347,50 +346,6 @@ func (s *cpServer) handleGetDeployment(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// cpDeploymentRecord is the payload of PUT …/deployment: the deployment
-// and the installation its box is taught.
-type cpDeploymentRecord struct {
-	Agent        cpAgent        `json:"agent"`
-	Deployment   cpDeployment   `json:"deployment"`
-	Installation cpInstallation `json:"installation"`
-}
-
-// handleRecordDeployment records the agent's deployment {url, image_tag,
-// secret} (for svc link, once the box proved the secret and was taught);
-// re-recording updates it. The secret is sealed and never answered.
-func (s *cpServer) handleRecordDeployment(w http.ResponseWriter, r *http.Request) {
-	o, a, ok := s.orgAgent(w, r)
-	if !ok {
-		return
-	}
-	var in struct {
-		URL      string `json:"url"`
-		ImageTag string `json:"image_tag"`
-		Secret   string `json:"secret"`
-	}
-	if !cpDecode(w, r, &in) {
-		return
-	}
-	u, err := url.Parse(in.URL)
-	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		cpError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("url %q: want an absolute http or https URL", in.URL))
-		return
-	case in.ImageTag == "" || len(in.ImageTag) > 256:
-		cpError(w, http.StatusBadRequest, "invalid", "image_tag: want a semver or digest, at most 256 bytes")
-		return
-	case len(in.Secret) < signMinSecret || len(in.Secret) > 1024:
-		cpError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("secret: want %d to 1024 bytes", signMinSecret))
-		return
-	}
-	d, inst, err := s.store.recordDeployment(r.Context(), o, a.ID, strings.TrimSuffix(in.URL, "/"), in.ImageTag, []byte(in.Secret))
-	if err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, cpDeploymentRecord{Agent: a, Deployment: d, Installation: inst})
-}
-
 // cpIdentity is an identity token minted for a caller and the
 // installation it is for (its aud).
 type cpIdentity struct {
@@ -540,6 +495,10 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if slices.Contains(cpReservedOrgSlugs, orgSlug) {
 		return failf(codeGeneric, "pick another slug", "svc control-plane: --org %q is reserved: the control plane's own routes start with /%s/", orgSlug, orgSlug)
 	}
+	nets, err := cpParseNetworks(c.getenv(cpNetworksEnv))
+	if err != nil {
+		return failf(codeGeneric, "list networks in CIDR form, comma-separated, or leave it empty to allow any address", "svc control-plane: %v", err)
+	}
 	key, err := cpMasterKey(c.getenv("SVC_MASTER_KEY"), fs.Lookup("key-file").Value.String(), cliConfigDir(c.getenv))
 	if err != nil {
 		return failf(codeGeneric, "set SVC_MASTER_KEY to 32 bytes (64 hex digits or base64), or point --key-file at a 0600 file", "svc control-plane: %v", err)
@@ -588,6 +547,7 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	s.tunnelDomain = strings.TrimSuffix(c.getenv("SVC_TUNNEL_DOMAIN"), ".")
+	s.proxy = newCPProxyTransport(nets)
 	srv := newHTTPServer(s)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

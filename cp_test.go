@@ -44,12 +44,12 @@ var cpTestMasterKey = hex.EncodeToString([]byte("0123456789abcdef0123456789abcde
 var cpSignInCodePattern = regexp.MustCompile(`sign_in_code=([A-Z-]+)`)
 
 // startTestControlPlane starts svc control-plane on the database dbURL with
-// a fresh config directory, and returns it with its first boot's one-time
-// sign-in code (waited for, bounded: the log line precedes the ready line
-// but stderr reaches the test through its own pipe).
-func startTestControlPlane(t testing.TB, dbURL string) (*cpProcess, string) {
+// a fresh config directory and the variables env, and returns it with its
+// first boot's one-time sign-in code (waited for, bounded: the log line
+// precedes the ready line but stderr reaches the test through its own pipe).
+func startTestControlPlane(t testing.TB, dbURL string, env ...string) (*cpProcess, string) {
 	t.Helper()
-	cp := startControlPlane(t, baseEnv("DATABASE_URL="+dbURL, "SVC_MASTER_KEY="+cpTestMasterKey, "XDG_CONFIG_HOME="+t.TempDir(), "SVC_TUNNEL_DOMAIN=test"))
+	cp := startControlPlane(t, baseEnv(append([]string{"DATABASE_URL=" + dbURL, "SVC_MASTER_KEY=" + cpTestMasterKey, "XDG_CONFIG_HOME=" + t.TempDir(), "SVC_TUNNEL_DOMAIN=test"}, env...)...))
 	var m []string
 	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		m = cpSignInCodePattern.FindStringSubmatch(cp.stderr.String())
@@ -58,6 +58,48 @@ func startTestControlPlane(t testing.TB, dbURL string) (*cpProcess, string) {
 		t.Fatalf("no sign-in code on the first boot's stderr:\n%s", cp.stderr.String())
 	}
 	return cp, m[1]
+}
+
+// openTestCPStore opens the store of the test control plane on dbURL with
+// its master key, closed when the test ends.
+func openTestCPStore(t testing.TB, dbURL string) *cpStore {
+	t.Helper()
+	key, err := cpMasterKey(cpTestMasterKey, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := secretNewAEAD(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := openCPStore(context.Background(), dbURL, aead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.close)
+	return store
+}
+
+// cpTestRecordDeployment records agent slug's deployment of organization
+// "default" at boxURL with secret straight in the store of the test control
+// plane on dbURL, as link records it once a box proved itself: for tests of
+// what follows a link that need no box (there is no route that records a
+// deployment without the proof).
+func cpTestRecordDeployment(t testing.TB, dbURL, slug, boxURL string, secret []byte) (cpDeployment, cpInstallation) {
+	t.Helper()
+	ctx := context.Background()
+	store := openTestCPStore(t, dbURL)
+	var o cpOrg
+	var agent string
+	if err := store.db.QueryRow(ctx, `SELECT o.id, o.slug, a.id FROM cp.organizations o JOIN cp.agents a ON a.org_id = o.id
+		WHERE o.slug = 'default' AND a.slug = $1`, slug).Scan(&o.ID, &o.Slug, &agent); err != nil {
+		t.Fatalf("agent %s: %v", slug, err)
+	}
+	d, in, err := store.recordDeployment(ctx, o, agent, boxURL, "1.0.0", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, in
 }
 
 // cpSignInAdmin spends the one-time code for the admin's credential.
@@ -212,20 +254,15 @@ func TestControlPlaneSignIn(t *testing.T) {
 	}
 	secret := "box-signing-secret-" + strings.Repeat("s", 20)
 	secrets = append(secrets, secret)
-	var rec cpDeploymentRecord
-	for _, tag := range []string{"1.0.0", "1.0.1"} { // re-recording updates the one deployment
-		if code := httpJSONAuth(t, "PUT", org+"/agents/demo/deployment", admin.Credential, map[string]string{"url": "http://127.0.0.1:9/", "image_tag": tag, "secret": secret}, &rec); code != 200 {
-			t.Fatalf("record deployment = %d", code)
-		}
-	}
-	if rec.Deployment.ImageTag != "1.0.1" || rec.Deployment.Status != cpStatusRegistered || rec.Deployment.LastActiveAt != nil || rec.Installation.Kind != "deployment" {
-		t.Fatalf("deployment record = %+v", rec)
+	deployment, deployed := cpTestRecordDeployment(t, dbURL, "demo", "http://127.0.0.1:9", []byte(secret))
+	if deployment.Status != cpStatusRegistered || deployment.LastActiveAt != nil || deployed.Kind != "deployment" {
+		t.Fatalf("deployment record = %+v %+v", deployment, deployed)
 	}
 	var target cpTarget
-	if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &target); code != 200 || target.Deployment.ID != rec.Deployment.ID {
+	if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+local.ID+"/resolve", admin.Credential, nil, &target); code != 200 || target.Deployment.ID != deployment.ID {
 		t.Fatalf("resolve = %d %+v", code, target)
 	}
-	v, _ := newIdentVerifier(cp.url, local.OrganizationID, rec.Installation.ID, nil, nil)
+	v, _ := newIdentVerifier(cp.url, local.OrganizationID, deployed.ID, nil, nil)
 	if c, err := v.verify(context.Background(), target.IdentityToken); err != nil || c.Sub != id.User.ID {
 		t.Fatalf("the box's verification of the minted token = %+v, %v", c, err)
 	}

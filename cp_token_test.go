@@ -49,10 +49,7 @@ func TestCPIdentityToken(t *testing.T) {
 	if code := httpJSONAuth(t, "POST", org+"/agents/demo/local-dev-installation", bob, nil, &bobs); code != 200 || bobs.ID == local.ID {
 		t.Fatalf("Bob's local-dev installation = %d %+v", code, bobs)
 	}
-	var rec cpDeploymentRecord
-	if code := httpJSONAuth(t, "PUT", org+"/agents/demo/deployment", admin.Credential, map[string]string{"url": "http://127.0.0.1:9", "image_tag": "1.0.0", "secret": strings.Repeat("s", 40)}, &rec); code != 200 {
-		t.Fatalf("record deployment = %d", code)
-	}
+	_, deployed := cpTestRecordDeployment(t, dbURL, "demo", "http://127.0.0.1:9", []byte(strings.Repeat("s", 40)))
 
 	var got cpIdentity
 	if code := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+local.ID+"/token", admin.Credential, nil, &got); code != 200 || got.Installation.ID != local.ID || got.ExpiresAt.IsZero() {
@@ -62,7 +59,7 @@ func TestCPIdentityToken(t *testing.T) {
 	if c, err := v.verify(context.Background(), got.IdentityToken); err != nil || c.Sub != who.User.ID || c.Aud != local.ID || c.Org != local.OrganizationID {
 		t.Fatalf("the tunnel's verification of the token = %+v, %v", c, err)
 	}
-	box, _ := newIdentVerifier(cp.url, local.OrganizationID, rec.Installation.ID, nil, nil)
+	box, _ := newIdentVerifier(cp.url, local.OrganizationID, deployed.ID, nil, nil)
 	if _, err := box.verify(context.Background(), got.IdentityToken); !errors.Is(err, errIdentAudience) {
 		t.Fatalf("the local-dev token at the deployment's box = %v; want %v", err, errIdentAudience)
 	}
@@ -88,7 +85,7 @@ func TestCPIdentityToken(t *testing.T) {
 		want           int
 	}{
 		{"another user's installation", bob, local.ID, 404},
-		{"the deployment's installation", admin.Credential, rec.Installation.ID, 404},
+		{"the deployment's installation", admin.Credential, deployed.ID, 404},
 		{"an unknown installation", admin.Credential, "ins_unknown", 404},
 		{"no credential", "", local.ID, 401},
 		{"Bob's own", bob, bobs.ID, 200},

@@ -92,12 +92,15 @@ type linkBoxClient struct {
 }
 
 // newLinkBoxClient returns a client of the box at boxURL, which must be an
-// absolute http or https URL.
-func newLinkBoxClient(boxURL string) (*linkBoxClient, error) {
+// absolute http or https URL, calling it through rt (nil: the default
+// transport; the control plane passes its own, which dials only inside
+// its deployment networks).
+func newLinkBoxClient(boxURL string, rt http.RoundTripper) (*linkBoxClient, error) {
 	if err := linkCheckURL(boxURL); err != nil {
 		return nil, err
 	}
 	return &linkBoxClient{url: strings.TrimSuffix(boxURL, "/"), http: &http.Client{
+		Transport:     rt,
 		Timeout:       linkBoxTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}, nil

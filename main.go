@@ -39,6 +39,7 @@
 //	SVC_CONTROL_PLANE_URL the control plane of svc login, whoami and the verbs that need one (credentials: $XDG_CONFIG_HOME/svc/credentials.json)
 //	DATABASE_URL         svc serve's and svc control-plane's PostgreSQL; SVC_MASTER_KEY its 32-byte secrets key (hex or base64; else a 0600 key file)
 //	SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; the console at svc dev's deeplink calls only https://<sub>.tun.<domain>
+//	SVC_DEPLOYMENT_NETWORKS svc control-plane: CIDR list (10.0.0.0/8,fd00::/8) the boxes it links and proxies to must be in; empty: any
 //	HMAC_SECRET          svc serve's signing secret, instead of the one minted on its first boot
 //	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
 //	SVC_API_KEYS         keys the chat wires accept (svc serve; svc dev --listen)
@@ -93,7 +94,8 @@
 //	             client sharing the server's signing code), secrets.go (encrypted secrets), files.go
 //	             (atomic writes and private modes), fdatasync_*.go (durable writes per OS)
 //	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_link.go, cp_proxy.go (the signed
-//	             proxy to deployments), cp_console.go (the console at deeplinks and for boxes), cp_client.go
+//	             proxy to deployments), cp_network.go (SVC_DEPLOYMENT_NETWORKS, checked at dial time),
+//	             cp_console.go (the console at deeplinks and for boxes), cp_client.go
 //	             (the control plane's client), link.go (the box contract's client side: handshake,
 //	             secret proof, teaching), sign.go (request signing), ident.go and ident_verify.go (identity
 //	             and tunnel registration tokens, JWKS)

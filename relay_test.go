@@ -195,21 +195,7 @@ func newRelayFixture(t testing.TB) *relayFixture {
 // organization's).
 func relayControlPlaneIssuer(t testing.TB, dbURL, cpURL string) *identIssuer {
 	t.Helper()
-	key, err := cpMasterKey(cpTestMasterKey, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	aead, err := secretNewAEAD(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	store, err := openCPStore(ctx, dbURL, aead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.close()
-	keys, err := store.identityKeys(ctx)
+	keys, err := openTestCPStore(t, dbURL).identityKeys(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
