@@ -156,3 +156,40 @@ func TestAgentHistoryItems(t *testing.T) {
 		t.Errorf("items = %+v", items)
 	}
 }
+
+// TestAgentSessionKeepsHostileOutput: model output reaches a session as the
+// model wrote it, so a tool call's arguments holding U+0000 or a lone
+// surrogate (which jsonb refuses) must still be saved, and read back as
+// they were; before, the save failed and the turn the user saw was gone.
+func TestAgentSessionKeepsHostileOutput(t *testing.T) {
+	env := newWiresEnv(t, wiresMigratedDB(t))
+	thread := "hostile"
+	args := `{"orderId":"a\u0000b\ud800c"}`
+	if r := env.post(t, "/chat", wiresBearer, wiresAGUIBody(thread, "call refund "+args)); r.Status != http.StatusOK {
+		t.Fatalf("chat = %d %s", r.Status, r.Body)
+	}
+	status, page, raw := agentHistoryGet(t, env, thread, "", wiresBearer)
+	if status != http.StatusOK {
+		t.Fatalf("GET history = %d %s; want the turn kept", status, raw.Body)
+	}
+	var call *agentHistoryItem
+	for i := range page.Items {
+		if page.Items[i].Type == "tool_call" {
+			call = &page.Items[i]
+		}
+	}
+	if call == nil || string(call.Arguments) != args || len(page.Pending) != 1 {
+		t.Fatalf("items = %+v pending %+v; want the refund call with arguments %s, pending", page.Items, page.Pending, args)
+	}
+	// Approved, the tool's result (and the model's text quoting it) keeps them too.
+	resume, _ := json.Marshal(map[string]any{"threadId": thread, "runId": "r2", "state": map[string]any{}, "tools": []any{}, "context": []any{},
+		"forwardedProps": map[string]any{"agent": "helper"}, "messages": []any{},
+		"resume": []any{map[string]any{"interruptId": call.ID, "status": "resolved", "payload": map[string]any{"approved": true}}}})
+	if r := env.post(t, "/chat", wiresBearer, string(resume)); r.Status != http.StatusOK {
+		t.Fatalf("resume = %d %s", r.Status, r.Body)
+	}
+	_, page, raw = agentHistoryGet(t, env, thread, "", wiresBearer)
+	if len(page.Pending) != 0 || !strings.Contains(string(raw.Body), `a\u0000b\ufffdc`) && !strings.Contains(string(raw.Body), `a\u0000b\ud800c`) {
+		t.Errorf("after approval: %s; want the result holding the arguments' characters", raw.Body)
+	}
+}
