@@ -73,6 +73,9 @@ func (m *agentScript) complete(ctx context.Context, req modelRequest, onDelta fu
 		call("add", `{"a":1,"b":2}`)
 	case last.Role == "tool":
 		resp.Text = fmt.Sprintf("tool %s said: %s", last.ToolName, last.Content)
+	case last.Content == "hang": // a provider that never answers
+		<-ctx.Done()
+		return modelResponse{}, ctx.Err()
 	case last.Content == "fail":
 		return modelResponse{}, &upstreamError{Provider: providerOpenAI, Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Message: "slow down"}
 	case strings.HasPrefix(last.Content, "call "):
