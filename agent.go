@@ -386,7 +386,17 @@ func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pe
 		}
 		rest = append(rest, m)
 	}
+	shared := map[string]int{}
 	for _, p := range pending {
+		shared[p.ID]++
+	}
+	for _, p := range pending {
+		if shared[p.ID] > 1 {
+			// Left by a version that kept the provider's ids: an answer cannot
+			// tell these calls apart, so none of them runs on it.
+			l.answer(p.toolCall, fmt.Sprintf("Another pending call shared this call's id, so the answer could not name it alone; %q was not run.", p.Name), true, nil)
+			continue
+		}
 		l.resolvePending(ctx, p, answers, approvals)
 	}
 	for _, m := range rest {
@@ -459,9 +469,18 @@ func (l *agentLoop) callModel(ctx context.Context, step int) (modelResponse, err
 		if len(resp.ToolCalls[i].Arguments) == 0 {
 			resp.ToolCalls[i].Arguments = json.RawMessage("{}")
 		}
+		// The provider's id is the model's to choose, so two calls may share
+		// one; an approval or a client's result must name exactly one call.
+		// Every call gets an id of ours, which the conversation (and so the
+		// provider's next round trip) carries from here on.
+		resp.ToolCalls[i].ID = agentCallID()
 	}
 	return resp, nil
 }
+
+// agentCallID returns a new tool call id: 96 random bits, so unique in any
+// session, in the character set both vendors accept for call ids.
+func agentCallID() string { return randomID("call_", 12) }
 
 // handleCall answers one tool call of the model: an agent tool runs (or,
 // needing approval, waits in a durable session and is refused otherwise);

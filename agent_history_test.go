@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // agentHistoryGet reads GET /api/agents/helper/sessions/{thread}{query} from
@@ -154,5 +156,81 @@ func TestAgentHistoryItems(t *testing.T) {
 	}
 	if !items[2].Result.IsError || items[0].ID != "seeded" {
 		t.Errorf("items = %+v", items)
+	}
+}
+
+// TestAgentSessionKeepsHostileOutput: model output reaches a session as the
+// model wrote it, so a tool call's arguments holding U+0000 or a lone
+// surrogate (which jsonb refuses) must still be saved, and read back as
+// they were; before, the save failed and the turn the user saw was gone.
+func TestAgentSessionKeepsHostileOutput(t *testing.T) {
+	env := newWiresEnv(t, wiresMigratedDB(t))
+	thread := "hostile"
+	args := `{"orderId":"a\u0000b\ud800c"}`
+	if r := env.post(t, "/chat", wiresBearer, wiresAGUIBody(thread, "call refund "+args)); r.Status != http.StatusOK {
+		t.Fatalf("chat = %d %s", r.Status, r.Body)
+	}
+	status, page, raw := agentHistoryGet(t, env, thread, "", wiresBearer)
+	if status != http.StatusOK {
+		t.Fatalf("GET history = %d %s; want the turn kept", status, raw.Body)
+	}
+	var call *agentHistoryItem
+	for i := range page.Items {
+		if page.Items[i].Type == "tool_call" {
+			call = &page.Items[i]
+		}
+	}
+	if call == nil || string(call.Arguments) != args || len(page.Pending) != 1 {
+		t.Fatalf("items = %+v pending %+v; want the refund call with arguments %s, pending", page.Items, page.Pending, args)
+	}
+	// Approved, the tool's result (and the model's text quoting it) keeps them too.
+	resume, _ := json.Marshal(map[string]any{"threadId": thread, "runId": "r2", "state": map[string]any{}, "tools": []any{}, "context": []any{},
+		"forwardedProps": map[string]any{"agent": "helper"}, "messages": []any{},
+		"resume": []any{map[string]any{"interruptId": call.ID, "status": "resolved", "payload": map[string]any{"approved": true}}}})
+	if r := env.post(t, "/chat", wiresBearer, string(resume)); r.Status != http.StatusOK {
+		t.Fatalf("resume = %d %s", r.Status, r.Body)
+	}
+	_, page, raw = agentHistoryGet(t, env, thread, "", wiresBearer)
+	if len(page.Pending) != 0 || !strings.Contains(string(raw.Body), `a\u0000b\ufffdc`) && !strings.Contains(string(raw.Body), `a\u0000b\ud800c`) {
+		t.Errorf("after approval: %s; want the result holding the arguments' characters", raw.Body)
+	}
+}
+
+// TestAgentTurnStoppedByClient: a client that ends its request mid-turn
+// (it hangs up, or the console's Stop aborts it) stops the turn on the
+// server: the model call is cancelled, the turn is recorded as cancelled
+// (not failed), and the session keeps the user's message.
+func TestAgentTurnStoppedByClient(t *testing.T) {
+	env := newWiresEnv(t, wiresMigratedDB(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", env.url+"/chat", strings.NewReader(wiresAGUIBody("stop-me", "hang")))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", wiresBearer["Authorization"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The model is answering (it never will); then the client stops the turn.
+	eventually(t, 10*time.Second, "the model called", func() bool { return len(env.script.requests()) == 1 })
+	cancel()
+	resp.Body.Close()
+	var turn runRecord
+	eventually(t, 10*time.Second, "the stopped turn recorded", func() bool {
+		runs, _ := env.rt.engine.list()
+		for _, r := range runs {
+			if r.Agent == "helper" && r.SessionID == "stop-me" {
+				turn = r
+				return true
+			}
+		}
+		return false
+	})
+	if turn.Status != runCancelled || turn.Error == nil || turn.Error.Name != "Stopped" {
+		t.Errorf("turn = %s %+v; want cancelled, Stopped", turn.Status, turn.Error)
+	}
+	_, page, raw := agentHistoryGet(t, env, "stop-me", "", wiresBearer)
+	if len(page.Items) != 1 || page.Items[0].Type != "user" || page.Items[0].Text != "hang" {
+		t.Errorf("session after Stop = %s; want the user's message kept", raw.Body)
 	}
 }

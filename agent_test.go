@@ -73,6 +73,9 @@ func (m *agentScript) complete(ctx context.Context, req modelRequest, onDelta fu
 		call("add", `{"a":1,"b":2}`)
 	case last.Role == "tool":
 		resp.Text = fmt.Sprintf("tool %s said: %s", last.ToolName, last.Content)
+	case last.Content == "hang": // a provider that never answers
+		<-ctx.Done()
+		return modelResponse{}, ctx.Err()
 	case last.Content == "fail":
 		return modelResponse{}, &upstreamError{Provider: providerOpenAI, Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Message: "slow down"}
 	case strings.HasPrefix(last.Content, "call "):
@@ -200,6 +203,62 @@ func TestAgentLoopTools(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentCallIDsAreOurs: the model chooses its calls' ids, so two calls
+// may share one (a hostile model does it on purpose). Every call gets an id
+// of ours; pending calls left sharing an id (by a version that kept the
+// provider's) are refused on any answer, never run together.
+func TestAgentCallIDsAreOurs(t *testing.T) {
+	cat := agentTestCompile(t, agentTestSource)
+	ag := cat.Agents["helper"]
+	h := agentTestHost(&agentScript{})
+	dup := []toolCall{{ID: "dup1", Name: "add", Arguments: json.RawMessage(`{"a":1,"b":1}`)}, {ID: "dup1", Name: "add", Arguments: json.RawMessage(`{"a":2,"b":2}`)}}
+	script := agentModelFunc(func(req modelRequest) modelResponse {
+		if req.Messages[len(req.Messages)-1].Role == "tool" {
+			return modelResponse{Text: "done", StopReason: stopEnd}
+		}
+		return modelResponse{ToolCalls: append([]toolCall(nil), dup...), StopReason: stopToolCalls}
+	})
+	l := newAgentLoop(h, ag, script, nil, &agentRequest{Agent: "helper"}, func(agentEvent) {})
+	res, err := l.run(context.Background(), nil, nil, []chatMessage{{Role: "user", Content: "go"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range res.Messages {
+		for _, c := range m.ToolCalls {
+			ids = append(ids, c.ID)
+		}
+	}
+	if len(ids) != 2 || ids[0] == ids[1] || ids[0] == "dup1" || !strings.HasPrefix(ids[0], "call_") {
+		t.Fatalf("call ids = %v; want two distinct ids of ours", ids)
+	}
+
+	// A session saved with two pending approvals under one id.
+	pending := []pendingCall{{toolCall: dup[0], Kind: pendingApproval}, {toolCall: dup[1], Kind: pendingApproval}}
+	history := []chatMessage{{Role: "user", Content: "go"}, {Role: "assistant", ToolCalls: dup}}
+	l = newAgentLoop(h, ag, script, nil, &agentRequest{Agent: "helper", SessionKey: "s"}, func(agentEvent) {})
+	res, err = l.run(context.Background(), history, pending, nil, map[string]approvalAnswer{"dup1": {Approved: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := agentToolResults(res)
+	if len(results) != 2 {
+		t.Fatalf("results = %+v; want both calls answered", results)
+	}
+	for _, r := range results {
+		if !r.IsError || !strings.Contains(r.Content, "was not run") {
+			t.Errorf("result %+v; want the call refused, not run", r)
+		}
+	}
+}
+
+// agentModelFunc is a model client answering every request with f.
+type agentModelFunc func(modelRequest) modelResponse
+
+func (f agentModelFunc) complete(_ context.Context, req modelRequest, _ func(modelDelta)) (modelResponse, error) {
+	return f(req), nil
 }
 
 // TestAgentRequestShape checks the system prompt, model and tools offered.

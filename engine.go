@@ -746,6 +746,7 @@ type agentTurn struct {
 	Input          json.RawMessage
 	Output         json.RawMessage
 	Error          *runError // nil when the turn succeeded
+	Stopped        bool      // the client stopped the turn (it hung up, or pressed Stop): cancelled, not failed
 	StartedAt      time.Time
 	ToolCalls      []*durableCall
 }
@@ -754,7 +755,10 @@ type agentTurn struct {
 // record rides the next group commit: turns are history, not state.
 func (e *engine) recordTurn(t agentTurn) (string, error) {
 	status := runCompleted
-	if t.Error != nil {
+	switch {
+	case t.Stopped:
+		status = runCancelled
+	case t.Error != nil:
 		status = runFailed
 	}
 	ev := &journalEvent{Type: evTurn, Run: uuid.NewString(), WRun: newWorldRunID(), Status: status, Input: t.Input, Result: t.Output,

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +158,39 @@ func TestEngineHistoryBoundsMemory(t *testing.T) {
 	if r, ok := te.get(rc.RunID); !ok || r.Status != runWaiting {
 		t.Errorf("the active run after pruning = %v %s; want it kept", ok, r.Status)
 	}
+}
+
+// TestEngineKeepsHostileStrings: what user code (or a model through it)
+// produces may hold U+0000 and lone surrogates; a step's result, the run's
+// output, its logs and its error keep them through the journal, a replay
+// and the run history in PostgreSQL, and nothing is lost on the way.
+func TestEngineKeepsHostileStrings(t *testing.T) {
+	te := newHistoryEngine(t)
+	ok := te.startWait(t, "hostile", `{}`)
+	failed := te.startWait(t, "hostile", `{"fail":true}`)
+	// JSON text of the evil string, however an encoder spells the surrogate.
+	evil := regexp.MustCompile(`a\\u0000b(\\ud800|\\ufffd|\x{fffd})c`)
+	check := func(when string, ok, failed runRecord) {
+		t.Helper()
+		if ok.Status != runCompleted || !evil.Match(ok.Output) || len(ok.Steps) != 1 || !evil.Match(ok.Steps[0].Result) {
+			t.Errorf("%s: run = %s output %s steps %+v; want completed keeping the string", when, ok.Status, ok.Output, ok.Steps)
+		}
+		if len(ok.Logs) != 2 || !strings.Contains(ok.Logs[0].Message, "a\x00b") || !strings.Contains(ok.Logs[1].Message, "a\x00b") {
+			t.Errorf("%s: logs = %+v; want both lines with the string", when, ok.Logs)
+		}
+		if failed.Status != runFailed || failed.Error == nil || !strings.Contains(failed.Error.Message, "refused a\x00b") {
+			t.Errorf("%s: failed run = %s %+v; want its error keeping the string", when, failed.Status, failed.Error)
+		}
+	}
+	check("archived", ok, failed)
+	te.close()
+	te.open(t)
+	again := func(id string) runRecord {
+		r, found, err := te.find(context.Background(), id)
+		if err != nil || !found {
+			t.Fatalf("run %s after a restart: %v", id, err)
+		}
+		return r
+	}
+	check("after a restart", again(ok.RunID), again(failed.RunID))
 }

@@ -86,6 +86,18 @@ export default async function retry(input: { key: string; fatal?: boolean }) {
   if (input.fatal) return await fatal();
   return { n: await flaky(input.key) };
 }`,
+	"workflows/hostile.workflow.ts": `
+import { FatalError } from "svc";
+const evil = "a\u0000b\ud800c";
+async function echo() { "use step"; console.log("step", evil); return { s: evil }; }
+async function refuse() { "use step"; throw new FatalError("refused " + evil); }
+export default async function hostile(input: { fail?: boolean }) {
+  "use workflow";
+  const r = await echo();
+  console.log("workflow", r.s);
+  if (input.fail) await refuse();
+  return { out: r.s };
+}`,
 	"workflows/sleepy.workflow.ts": `
 import { sleep } from "svc";
 async function echo(v: any) { "use step"; return v; }

@@ -11,8 +11,9 @@ package main
 //     one line per result, the name looked up in the request's history;
 //   - a user message with lines "call <tool> <json-object>" (for example
 //     call add {"a":2,"b":3}): one tool call per such line, ids call_1,
-//     call_2, … counted across the fake's life, stop reason tool_calls /
-//     tool_use;
+//     call_2, … counted across the fake's life, or the id a line names
+//     after the object ("call add {} as dup1", as a hostile model may),
+//     stop reason tool_calls / tool_use;
 //   - anything else: "echo: <text of the last user message>".
 //
 // A text longer than the request's max tokens (max_completion_tokens,
@@ -206,7 +207,9 @@ func (f *fakeProvider) script(turns []fakeProvTurn, system string, maxTokens int
 		a.text = strings.Join(lines, "\n")
 	case last.role == "user" && len(calls) > 0:
 		for i := range calls {
-			calls[i].ID = fmt.Sprintf("call_%d", f.next(&f.callIDs))
+			if calls[i].ID == "" {
+				calls[i].ID = fmt.Sprintf("call_%d", f.next(&f.callIDs))
+			}
 		}
 		a.calls = calls
 	default:
@@ -231,8 +234,12 @@ func fakeProvParseCalls(text string) []fakeProvCall {
 		}
 		name, args, ok := strings.Cut(strings.TrimSpace(rest), " ")
 		args = strings.TrimSpace(args)
+		var id string
+		if i := strings.LastIndex(args, "} as "); i >= 0 {
+			args, id = args[:i+1], strings.TrimSpace(args[i+len("} as "):])
+		}
 		if ok && name != "" && strings.HasPrefix(args, "{") && json.Valid([]byte(args)) {
-			calls = append(calls, fakeProvCall{Name: name, Args: args})
+			calls = append(calls, fakeProvCall{ID: id, Name: name, Args: args})
 		}
 	}
 	return calls

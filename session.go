@@ -239,12 +239,18 @@ func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []cha
 		t.ToolCalls = res.Calls
 		t.Output, _ = json.Marshal(turnOutput{Text: res.text(), ToolCalls: res.Pending, StopReason: res.StopReason, Usage: res.Usage})
 	}
-	if turnErr != nil {
+	var ue *upstreamError
+	switch {
+	case turnErr == nil:
+	case errors.Is(turnErr, context.Canceled):
+		// The client's request ended before the turn did: it hung up, or
+		// the console's Stop aborted it. What ran is kept; the turn stops.
+		t.Stopped = true
+		t.Error = &runError{Name: "Stopped", Message: "the client stopped the turn before it ended (it disconnected, or pressed Stop)"}
+	case errors.As(turnErr, &ue):
+		t.Error = &runError{Name: "UpstreamError", Message: turnErr.Error()}
+	default:
 		t.Error = &runError{Name: "AgentError", Message: turnErr.Error()}
-		var ue *upstreamError
-		if errors.As(turnErr, &ue) {
-			t.Error.Name = "UpstreamError"
-		}
 	}
 	if _, err := h.record(t); err != nil {
 		h.log.Warn("record agent turn", "agent", agent, "err", err)

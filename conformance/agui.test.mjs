@@ -85,6 +85,24 @@ phaseTest("all", "pauses for approval with an interrupt and resumes from the res
   }
 });
 
+phaseTest("all", "resumes exactly the interrupt it names when the model reuses a call id", async () => {
+  const agent = agentFor(randomUUID());
+  const r = await say(agent, 'call refund {"orderId":"HIDDEN"} as dup1\ncall refund {"orderId":"shown"} as dup1');
+  assert.equal(r.finished.outcome.type, "interrupt");
+  const calls = agent.messages.at(-1).toolCalls;
+  assert.equal(calls.length, 2);
+  assert.notEqual(calls[0].id, calls[1].id);
+  assert.equal(agent.pendingInterrupts.length, 2);
+  const shown = calls.find((c) => c.function.arguments.includes("shown"));
+  const interrupt = agent.pendingInterrupts.find((i) => i.toolCallId === shown.id);
+  const resume = agent.pendingInterrupts.map((i) => i === interrupt
+    ? { interruptId: i.id, status: "resolved", payload: { approved: true } }
+    : { interruptId: i.id, status: "cancelled" });
+  await say(agent, null, { resume });
+  assert.match(lastText(agent), /tool refund said: \{"refunded":"shown"\}/);
+  assert.doesNotMatch(lastText(agent), /"refunded":"HIDDEN"/);
+});
+
 phaseTest("all", "accepts a tool message answering the pending call", async () => {
   const thread = randomUUID();
   const first = agentFor(thread);

@@ -95,6 +95,18 @@ phaseTest("all", "approves and refuses a tool in a durable session", async () =>
   }
 });
 
+phaseTest("all", "approves exactly the call it names when the model reuses a call id", async () => {
+  const key = randomUUID();
+  const m = await client.messages.create(ask([user('call refund {"orderId":"HIDDEN"} as dup1\ncall refund {"orderId":"shown"} as dup1')]), session(key));
+  const uses = m.content.filter((b) => b.type === "tool_use");
+  assert.equal(uses.length, 2);
+  assert.notEqual(uses[0].id, uses[1].id);
+  const shown = uses.find((u) => u.input.orderId === "shown");
+  const answer = await client.messages.create(ask([{ role: "user", content: [{ type: "tool_result", tool_use_id: shown.id, content: '{"approved":true}' }] }]), session(key));
+  assert.match(textOf(answer), /tool refund said: \{"refunded":"shown"\}/);
+  assert.doesNotMatch(textOf(answer), /"refunded":"HIDDEN"/);
+});
+
 phaseTest("all", "accepts a bearer token as well as x-api-key", async () => {
   const bearer = new Anthropic({ baseURL: `${base}/anthropic`, authToken: "tok-bearer", apiKey: null, maxRetries: 0 });
   const m = await bearer.messages.create(ask([user("hi")]));

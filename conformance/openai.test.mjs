@@ -145,6 +145,22 @@ phaseTest("all", "approves and refuses a tool in a durable session", async () =>
   }
 });
 
+phaseTest("all", "approves exactly the call it names when the model reuses a call id", async () => {
+  // A hostile model answers two calls with one id: each gets an id of its
+  // own, and approving one runs that one only.
+  const key = randomUUID();
+  const ask = await client.chat.completions.create({ model: "helper", messages: [user('call refund {"orderId":"HIDDEN"} as dup1\ncall refund {"orderId":"shown"} as dup1')] }, session(key));
+  const calls = ask.choices[0].message.tool_calls;
+  assert.equal(calls.length, 2);
+  assert.notEqual(calls[0].id, calls[1].id);
+  assert.ok(calls.every((c) => c.id !== "dup1"));
+  const shown = calls.find((c) => c.function.arguments.includes("shown"));
+  const answer = await client.chat.completions.create({ model: "helper", messages: [{ role: "tool", tool_call_id: shown.id, content: '{"approved":true}' }] }, session(key));
+  const text = answer.choices[0].message.content;
+  assert.match(text, /tool refund said: \{"refunded":"shown"\}/);
+  assert.doesNotMatch(text, /"refunded":"HIDDEN"/);
+});
+
 phaseTest("all", "refuses a tool needing approval without a durable session", async () => {
   const r = await client.chat.completions.create({ model: "helper", messages: [user('call refund {"orderId":"o-2"}')] });
   assert.equal(r.choices[0].finish_reason, "stop");

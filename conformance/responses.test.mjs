@@ -155,6 +155,20 @@ phaseTest("all", "approves and refuses a tool with mcp_approval_request / mcp_ap
   }
 });
 
+phaseTest("all", "approves exactly the request it names when the model reuses a call id", async () => {
+  const ask = await client.responses.create({ model: "helper", input: 'call refund {"orderId":"HIDDEN"} as dup1\ncall refund {"orderId":"shown"} as dup1' });
+  const reqs = itemsOf(ask, "mcp_approval_request");
+  assert.equal(reqs.length, 2);
+  assert.notEqual(reqs[0].id, reqs[1].id);
+  const shown = reqs.find((r) => JSON.parse(r.arguments).orderId === "shown");
+  const answer = await client.responses.create({
+    model: "helper", previous_response_id: ask.id,
+    input: [{ type: "mcp_approval_response", approval_request_id: shown.id, approve: true }],
+  });
+  assert.match(answer.output_text, /tool refund said: \{"refunded":"shown"\}/);
+  assert.doesNotMatch(answer.output_text, /"refunded":"HIDDEN"/);
+});
+
 phaseTest("all", "answers 401, 404 and unknown paths in its error shape", async () => {
   const anon = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: "unused", maxRetries: 0, defaultHeaders: { authorization: null } });
   for (const stream of [false, true]) {
