@@ -48,7 +48,7 @@ func TestDeploymentWalkthrough(t *testing.T) {
 	browser := walkBrowser(t, cp.url)
 	cred := walkLogin(t, user, cp.url, func(userCode string) {
 		browser.form("/device/sign-in", url.Values{"user_code": {userCode}, "sign_in_code": {m[1]}})
-		browser.form("/device/approve", url.Values{"user_code": {userCode}})
+		browser.form("/device/approve", url.Values{"user_code": {userCode}, "confirm": {"yes"}})
 	}, &outputs)
 	if out, code := svc(t.TempDir(), "whoami"); code != 0 || !strings.Contains(out, "organization default") {
 		t.Fatalf("svc whoami = %d %s", code, out)
