@@ -114,7 +114,9 @@ func TestCPBrowserSignInCode(t *testing.T) {
 // starts without end. Only cpDevicePendingPerSource codes are kept
 // pending for it, then 429 with Retry-After; its further sign-in requests
 // (polls, one-time codes) are refused once it spent its burst, while
-// another source still signs in; the cleanup reads an index.
+// another source still signs in; once many sources filled the control
+// plane's cap of pending codes, a start from any is refused; the cleanup
+// reads an index.
 func TestCPSignInFlood(t *testing.T) {
 	ctx := context.Background()
 	c := newCPTestServer(t)
@@ -157,6 +159,16 @@ func TestCPSignInFlood(t *testing.T) {
 	}
 	if w := c.do(other, "POST", "/api/login/code", `{"code":"`+c.code+`"}`); w.Code != http.StatusOK {
 		t.Fatalf("the one-time code from another source = %d %s; want 200", w.Code, w.Body)
+	}
+	// Many sources at their caps fill the control plane's: a start from yet
+	// another is refused too.
+	if _, err := c.store.db.Exec(ctx, `INSERT INTO cp.device_codes (device_hash, user_code, status, expires_at, client_addr)
+		SELECT sha256(i::text::bytea), 'FLOOD' || i, 'pending', now() + interval '5 minutes', '10.0.' || (i / 20) || '.1'
+		FROM generate_series(1, $1) i`, cpDevicePendingMax); err != nil {
+		t.Fatal(err)
+	}
+	if w := c.do("192.0.2.200:3000", "POST", "/api/login/device", ""); w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "wait for approval") {
+		t.Fatalf("device start with %d codes pending = %d %s; want 429", cpDevicePendingMax, w.Code, w.Body)
 	}
 	var plan string
 	if err := c.store.db.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = 'cp' AND indexname = 'device_codes_expires'`).Scan(&plan); err != nil || !strings.Contains(plan, "(expires_at)") {
