@@ -187,13 +187,16 @@ func loginOrgSuffix(o *cpOrg) string {
 	return " (organization " + o.Slug + ")"
 }
 
-// loginDevice runs a device sign-in at base: it shows the user code and
+// loginDevice runs a device sign-in at base, telling the control plane
+// this host's name and svc's version: it shows the user code and
 // the page on stderr, polls at the control plane's interval until approved,
 // denied or expired, and returns the credential.
 func loginDevice(ctx context.Context, c *cmd, base string) (string, error) {
 	cl := newCPClient(base, "")
 	var start cpDeviceStart
-	if err := cl.call(ctx, http.MethodPost, "/api/login/device", nil, &start); err != nil {
+	host, _ := os.Hostname() // shown on the device page, so the user can tell this sign-in from another's
+	ask := cpDeviceStartRequest{ClientHost: host, ClientVersion: readBuildVersion().orDevel().Version}
+	if err := cl.call(ctx, http.MethodPost, "/api/login/device", ask, &start); err != nil {
 		return "", err
 	}
 	fmt.Fprintf(c.stderr, "To sign in, open %s\nand approve the code %s\n", start.VerificationURIComplete, start.UserCode)

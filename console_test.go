@@ -65,7 +65,9 @@ func TestConsoleHandler(t *testing.T) {
 // cancelling a sleeping run, resuming a hook, the runs filters, the chat
 // with the agent tests' helper (a streamed answer, a tool call, an approval)
 // against the fake model provider, the chat after a reload (the thread read
-// back from its session, a pending approval approved), the local services
+// back from its session, a pending approval approved), the chat and runs of
+// a second svc dev whose boot gate is closed (the chat says so and links to
+// Settings; no page shows a stray null), the local services
 // with their keys revealed by one request on a click, and the settings
 // form. Screenshots go to conformance/artifacts/.
 func TestConsoleInChromium(t *testing.T) {
@@ -111,5 +113,9 @@ export default async function shapes(input: unknown) { "use workflow"; return in
 		t.Fatalf("read .svc/%s: %v", devRuntimeFileName, err)
 	}
 	link := d.payload.EmulatorURL + "/api/dev/console?session=" + url.QueryEscape(rf.Token)
-	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_CONSOLE_LINK=" + link, "SVC_ARTIFACTS=" + artifacts})
+	gatedDir := projectDir(t)
+	writeFile(t, gatedDir, "deep-agents/helper/index.ts", agentTestSource)
+	gated := startDev(t, gatedDir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t)))
+	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_CONSOLE_LINK=" + link,
+		"SVC_GATED_URL=" + gated.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 }

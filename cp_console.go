@@ -71,13 +71,9 @@ func (s *cpServer) handleConsole(w http.ResponseWriter, r *http.Request) {
 func (s *cpServer) handleBoxConsole(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("installation")
 	page := cpBoxConsolePath + url.PathEscape(id)
-	var user cpUser
-	c, err := r.Cookie(cpCookie)
-	if err == nil {
-		user, _, err = s.store.userByCredential(r.Context(), c.Value)
-	}
+	user, err := s.cookieUser(r)
 	switch {
-	case err != nil && !errors.Is(err, http.ErrNoCookie) && !errors.Is(err, errCPNotFound):
+	case err != nil && !errors.Is(err, errCPNotFound):
 		s.internal(w, r, err)
 		return
 	case err != nil && r.URL.Query().Has(cpBoxReloaded):

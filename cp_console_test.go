@@ -51,7 +51,7 @@ func TestCPConsoleDeeplink(t *testing.T) {
 	}
 
 	// The device page's sign-in sets the console cookie.
-	resp, _ := send("POST", "/device/sign-in", "", "", url.Values{"sign_in_code": {code}})
+	resp, _ := send("POST", "/device/sign-in", "", cp.url, url.Values{"sign_in_code": {code}})
 	var cookie string
 	for _, c := range resp.Cookies() {
 		if c.Name == cpCookie {

@@ -1,21 +1,29 @@
 package main
 
 // Device-code sign-in of the control plane (RFC 8628 in shape): `svc
-// login` starts it and shows the user code and the page to approve it on;
-// a signed-in user approves (the device page with the console cookie, or
-// POST /api/login/device/approve with a credential); the CLI's poll then
-// receives a fresh credential, once. The admin's first sign-in spends the
+// login` starts it (with its host name and version) and shows the user
+// code and the page to approve it on; a signed-in user approves (the
+// device page with the console cookie, which shows who is signed in and
+// what asked: time, source address, host name, version, and wants the
+// user to confirm they started it, RFC 8628 §5.4; or POST
+// /api/login/device/approve with a credential); the CLI's poll then
+// receives a fresh credential, once. The sign-in routes anyone may call
+// are rate-limited per source (cpSignInRate) and pending codes capped
+// (cp_store.go). The admin's first sign-in spends the
 // one-time code the first boot printed. A page that sent its browser here
 // to sign in (the console at a deeplink) passes ?return=<its path>, where
 // the sign-in goes back to: a path of the control plane only (cpReturnPath).
 
 import (
+	"cmp"
 	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // cpDeviceStart is the answer to POST /api/login/device.
@@ -33,9 +41,65 @@ type cpSignedIn struct {
 	Credential string `json:"credential"`
 }
 
-// handleDeviceStart starts a device sign-in.
+// cpDeviceStartRequest is the optional body of POST /api/login/device:
+// what the device page shows of the CLI that asks (its own claims).
+type cpDeviceStartRequest struct {
+	ClientHost    string `json:"client_host"`
+	ClientVersion string `json:"client_version"`
+}
+
+// Limits of the unauthenticated sign-in routes (device start and poll,
+// one-time codes), per source address (rateLimitSource): a burst of
+// cpSignInBurst requests, then cpSignInRate a second; at most
+// cpSignInKeys sources are tracked (ratelimit.go).
+const (
+	cpSignInRate  = 1.0
+	cpSignInBurst = 60
+	cpSignInKeys  = 100_000
+)
+
+// limitSignIn runs h unless r's source has spent its sign-in requests
+// (429 with Retry-After).
+func (s *cpServer) limitSignIn(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := s.signInLimit.allow(rateLimitSource(r)); !ok {
+			rateLimitRefuse(w, wait, "too many sign-in requests from your address")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// cpClientText is a client's claim (host name, version) as the device
+// page may show it: printable characters only, at most max bytes.
+func cpClientText(v string, max int) string {
+	v = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, strings.TrimSpace(v))
+	for len(v) > max {
+		_, size := utf8.DecodeLastRuneInString(v)
+		v = v[:len(v)-size]
+	}
+	return v
+}
+
+// handleDeviceStart starts a device sign-in for the CLI that asks (an
+// empty body is an older CLI's); 429 when its address, or the control
+// plane, has too many waiting for approval.
 func (s *cpServer) handleDeviceStart(w http.ResponseWriter, r *http.Request) {
-	device, userCode, err := s.store.startDevice(r.Context())
+	var in cpDeviceStartRequest
+	if r.ContentLength != 0 && !cpDecode(w, r, &in) {
+		return
+	}
+	client := cpDeviceClient{Addr: rateLimitPeer(r), Host: cpClientText(in.ClientHost, 255), Version: cpClientText(in.ClientVersion, 64)}
+	device, userCode, err := s.store.startDevice(r.Context(), client)
+	if errors.Is(err, errCPTooMany) {
+		rateLimitRefuse(w, cpDeviceTTL/2, "too many sign-ins from your address (or in all) wait for approval: approve them, or let them expire")
+		return
+	}
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -137,48 +201,108 @@ func (s *cpServer) handleDeviceApprove(w http.ResponseWriter, r *http.Request) {
 	if !cpDecode(w, r, &in) {
 		return
 	}
-	if s.approve(w, r, in.UserCode) {
-		writeJSON(w, http.StatusOK, map[string]bool{"approved": true})
-	}
-}
-
-// approve approves userCode for the caller; on failure it answers and
-// returns false.
-func (s *cpServer) approve(w http.ResponseWriter, r *http.Request, userCode string) bool {
-	err := s.store.approveDevice(r.Context(), userCode, caller(r).user.ID)
+	err := s.store.decideDevice(r.Context(), in.UserCode, caller(r).user.ID, "approved")
 	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusNotFound, codeNotFound, "no pending sign-in with that code: it expired or was approved already")
-		return false
+		cpError(w, http.StatusNotFound, codeNotFound, cpNoDeviceRequest)
+		return
 	}
 	if err != nil {
 		s.internal(w, r, err)
-		return false
+		return
 	}
 	s.log.Info("device sign-in approved", "user", caller(r).user.ID)
-	return true
+	writeJSON(w, http.StatusOK, map[string]bool{"approved": true})
 }
 
-// cpDevicePage is the device page: approve a user code when signed in to
-// the console, or sign in with a one-time code first.
+// cpNoDeviceRequest says a user code has no pending sign-in.
+const cpNoDeviceRequest = "no pending sign-in with that code: it expired or was approved already; run svc login again"
+
+// cpDevicePage is the device page: signed in to the console, who is, and
+// the sign-in a code asks for (when, from where, the CLI's host name and
+// version) to confirm and approve, or deny; otherwise the form to sign in
+// with a one-time code first.
 var cpDevicePage = template.Must(template.New("device").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>svc sign-in</title><link rel="icon" href="data:,">
-<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto}input{font-size:1.1rem;margin:.3rem 0}</style></head>
+<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto}input{font-size:1.1rem;margin:.3rem 0}
+dt{font-weight:bold}dd{margin:0 0 .5rem 0}.notice{border-left:4px solid #b3261e;padding-left:.6rem}.code{font-family:monospace;font-size:1.2rem}</style></head>
 <body><h1>svc sign-in</h1>
-{{if .Done}}<p>Approved. Return to your terminal.</p>{{else}}{{if not .Return}}
-<form method="post" action="/device/approve"><p>Approve the sign-in showing this code in your terminal:</p>
-<input name="user_code" value="{{.Code}}" autocomplete="off" required> <button>Approve</button></form>
-<hr>{{end}}<form method="post" action="/device/sign-in"><p>{{if .Return}}Sign in to open the console: enter a one-time sign-in code:{{else}}Not signed in to this control plane yet? Enter a one-time sign-in code:{{end}}</p>
+{{with .Notice}}<p class="notice" role="alert">{{.}}</p>{{end}}
+{{- if .Done}}<p>{{.Done}}</p>
+{{- else if and .User (not .Return)}}<p id="signed-in">Signed in as <b>{{.User.Email}}</b>{{if ne .User.Name .User.Email}} ({{.User.Name}}){{end}}.</p>
+{{- with .Request}}
+<form method="post" action="/device/approve">
+<p>A terminal asks to sign in to this control plane as you, with the code <span class="code">{{$.Code}}</span>.</p>
+<dl id="request"><dt>Asked</dt><dd>{{.CreatedAt.UTC.Format "2006-01-02 15:04:05 UTC"}} ({{$.Age}} ago)</dd>
+<dt>From the address</dt><dd>{{.Addr}}</dd>
+<dt>Host name, as the asking svc reports it</dt><dd>{{or .Host "(not given)"}}</dd>
+<dt>svc version, as it reports it</dt><dd>{{or .Version "(not given)"}}</dd></dl>
+<p>Approve only if you ran <code>svc login</code> yourself just now and your terminal shows this code.
+Whoever started it gets your access: if someone sent you this link, deny.</p>
+<input type="hidden" name="user_code" value="{{$.Code}}">
+<p><label><input type="checkbox" name="confirm" value="yes" required> I started this sign-in and my terminal shows {{$.Code}}</label></p>
+<p><button name="decision" value="approve">Approve</button> <button name="decision" value="deny" formnovalidate>Deny</button></p></form>
+{{- else}}
+<form method="get" action="/device"><p>To approve a sign-in, enter the code your terminal shows after <code>svc login</code>:</p>
+<input name="code" aria-label="Code from your terminal" autocomplete="off" required> <button>Continue</button></form>
+{{- end}}
+{{- else}}<form method="post" action="/device/sign-in"><p>{{if .Return}}Sign in to open the console: enter a one-time sign-in code:{{else}}Not signed in to this control plane yet? Enter a one-time sign-in code:{{end}}</p>
 <input type="hidden" name="user_code" value="{{.Code}}"><input type="hidden" name="return" value="{{.Return}}">
 <input name="sign_in_code" aria-label="One-time sign-in code" autocomplete="off" required> <button>Sign in</button></form>
 {{end}}</body></html>
 `))
 
-// cpDevicePageData fills cpDevicePage: the user code to approve, the path
-// to go back to after signing in, or Done once approved.
+// cpDevicePageData fills cpDevicePage: the user code, the signed-in user
+// (none: the sign-in form), the pending request of the code with its Age,
+// the path to go back to after signing in, a Notice (what went wrong), or
+// Done (what was decided).
 type cpDevicePageData struct {
-	Code   string
-	Return string
-	Done   bool
+	Code    string
+	User    *cpUser
+	Request *cpDeviceRequest
+	Age     string
+	Return  string
+	Notice  string
+	Done    string
+}
+
+// cookieUser is the user of r's console cookie; errCPNotFound without a
+// live one.
+func (s *cpServer) cookieUser(r *http.Request) (cpUser, error) {
+	c, err := r.Cookie(cpCookie)
+	if err != nil {
+		return cpUser{}, errCPNotFound
+	}
+	u, _, err := s.store.userByCredential(r.Context(), c.Value)
+	return u, err
+}
+
+// devicePage answers the device page for code, as the console cookie's
+// user sees it, with status and notice.
+func (s *cpServer) devicePage(w http.ResponseWriter, r *http.Request, status int, code, back, notice string) {
+	d := cpDevicePageData{Code: code, Return: back, Notice: notice}
+	u, err := s.cookieUser(r)
+	switch {
+	case err == nil:
+		d.User = &u
+	case !errors.Is(err, errCPNotFound):
+		s.internal(w, r, err)
+		return
+	}
+	if d.User != nil && code != "" && back == "" {
+		req, err := s.store.deviceRequest(r.Context(), code)
+		switch {
+		case err == nil:
+			d.Request, d.Age = &req, max(s.now().Sub(req.CreatedAt), 0).Round(time.Second).String()
+		case errors.Is(err, errCPNotFound):
+			d.Notice = cmp.Or(d.Notice, "No sign-in waits for the code "+code+": it expired, was typed wrong or was decided already. Run svc login again for a new one.")
+		default:
+			s.internal(w, r, err)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	cpDevicePage.Execute(w, d)
 }
 
 // handleDevicePage serves the device page for ?code= and ?return= (an
@@ -186,8 +310,7 @@ type cpDevicePageData struct {
 func (s *cpServer) handleDevicePage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	back, _ := cpReturnPath(q.Get("return"))
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	cpDevicePage.Execute(w, cpDevicePageData{Code: q.Get("code"), Return: back})
+	s.devicePage(w, r, http.StatusOK, q.Get("code"), back, "")
 }
 
 // cpReturnMax bounds the length of a return path.
@@ -216,10 +339,11 @@ func cpReturnPath(raw string) (string, bool) {
 }
 
 // parseForm parses r's url-encoded form (at most maxRequestBody bytes) from
-// the control plane's own origin; on failure it answers and returns false.
+// the control plane's own origin, which a browser's form post names in
+// Origin (none is refused too); on failure it answers and returns false.
 func (s *cpServer) parseForm(w http.ResponseWriter, r *http.Request) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
-	if o := r.Header.Get("Origin"); o != "" && o != s.origin() {
+	if r.Header.Get("Origin") != s.origin() {
 		cpError(w, http.StatusForbidden, "forbidden", "a console request must come from "+s.origin())
 		return false
 	}
@@ -251,11 +375,42 @@ func (s *cpServer) handleDevicePageSignIn(w http.ResponseWriter, r *http.Request
 	http.Redirect(w, r, "/device?code="+url.QueryEscape(r.PostForm.Get("user_code")), http.StatusSeeOther)
 }
 
-// handleDevicePageApprove approves the page's user code as the console user.
+// handleDevicePageApprove decides the page's user code as the console
+// cookie's user: decision=deny denies it; an approval needs confirm=yes
+// (the user says they started it, RFC 8628 §5.4). Without a sign-in, or
+// when the code waits no more, it answers the device page saying so.
 func (s *cpServer) handleDevicePageApprove(w http.ResponseWriter, r *http.Request) {
-	if !s.parseForm(w, r) || !s.approve(w, r, r.PostForm.Get("user_code")) {
+	if !s.parseForm(w, r) {
 		return
 	}
+	code := r.PostForm.Get("user_code")
+	u, err := s.cookieUser(r)
+	if errors.Is(err, errCPNotFound) {
+		s.devicePage(w, r, http.StatusUnauthorized, code, "", "You are not signed in here (or your sign-in expired): sign in, then approve.")
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	status, done := "denied", "Denied. The terminal that asked gets no access."
+	if r.PostForm.Get("decision") != "deny" {
+		if r.PostForm.Get("confirm") != "yes" {
+			s.devicePage(w, r, http.StatusBadRequest, code, "", "Nothing approved: confirm that you started this sign-in yourself.")
+			return
+		}
+		status, done = "approved", "Approved. Return to your terminal."
+	}
+	err = s.store.decideDevice(r.Context(), code, u.ID, status)
+	if errors.Is(err, errCPNotFound) {
+		s.devicePage(w, r, http.StatusNotFound, code, "", "")
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	s.log.Info("device sign-in "+status, "user", u.ID)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	cpDevicePage.Execute(w, cpDevicePageData{Done: true})
+	cpDevicePage.Execute(w, cpDevicePageData{Done: done})
 }

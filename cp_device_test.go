@@ -4,6 +4,7 @@ import (
 	"context"
 	"html/template"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -85,7 +86,7 @@ func TestCPBrowserSignInCode(t *testing.T) {
 	}
 	signIn := func(code string) *http.Response {
 		t.Helper()
-		resp, _ := cpConsoleSend(t, cp.url, "POST", "/device/sign-in", "", "", url.Values{"sign_in_code": {code}, "return": {"/dev/ldi_1?url=x"}})
+		resp, _ := cpConsoleSend(t, cp.url, "POST", "/device/sign-in", "", cp.url, url.Values{"sign_in_code": {code}, "return": {"/dev/ldi_1?url=x"}})
 		return resp
 	}
 	c := mint()
@@ -106,5 +107,71 @@ func TestCPBrowserSignInCode(t *testing.T) {
 	}
 	if resp := signIn(c.Code); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("an expired browser code = %d; want 401", resp.StatusCode)
+	}
+}
+
+// TestCPSignInFlood performs issue 18's flood: one source sends device
+// starts without end. Only cpDevicePendingPerSource codes are kept
+// pending for it, then 429 with Retry-After; its further sign-in requests
+// (polls, one-time codes) are refused once it spent its burst, while
+// another source still signs in; once many sources filled the control
+// plane's cap of pending codes, a start from any is refused; the cleanup
+// reads an index.
+func TestCPSignInFlood(t *testing.T) {
+	ctx := context.Background()
+	c := newCPTestServer(t)
+	now := time.Now()
+	c.s.signInLimit.now = func() time.Time { return now } // no refill during the test
+	const flooder, other = "203.0.113.66:1000", "198.51.100.2:2000"
+	started, refused := 0, 0
+	var first *httptest.ResponseRecorder
+	for range cpSignInBurst + 20 {
+		switch w := c.do(flooder, "POST", "/api/login/device", ""); w.Code {
+		case http.StatusOK:
+			started++
+		case http.StatusTooManyRequests:
+			if refused++; first == nil {
+				first = w
+			}
+		default:
+			t.Fatalf("device start = %d %s", w.Code, w.Body)
+		}
+	}
+	if started != cpDevicePendingPerSource || first == nil || first.Header().Get("Retry-After") == "" || !strings.Contains(first.Body.String(), "rate_limited") {
+		t.Fatalf("flood: %d started, %d refused (first refusal %v); want %d started, then 429 rate_limited with Retry-After", started, refused, first, cpDevicePendingPerSource)
+	}
+	var kept int
+	if err := c.store.db.QueryRow(ctx, `SELECT count(*) FROM cp.device_codes`).Scan(&kept); err != nil || kept != cpDevicePendingPerSource {
+		t.Fatalf("%d device codes kept (%v); want %d", kept, err, cpDevicePendingPerSource)
+	}
+	// The burst is spent: polls, one-time codes and the page's sign-in are refused too.
+	for _, req := range [][3]string{
+		{"/api/login/device/token", `{"device_code":"svc_dev_x"}`, "application/json"},
+		{"/api/login/code", `{"code":"` + c.code + `"}`, "application/json"},
+		{"/device/sign-in", "sign_in_code=" + c.code, cpFormType},
+	} {
+		if w := c.do(flooder, "POST", req[0], req[1], "Content-Type", req[2], "Origin", "http://cp.test"); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+			t.Errorf("POST %s from the flooder = %d %s; want 429 with Retry-After", req[0], w.Code, w.Body)
+		}
+	}
+	if w := c.do(other, "POST", "/api/login/device", ""); w.Code != http.StatusOK {
+		t.Fatalf("device start from another source = %d %s; want 200", w.Code, w.Body)
+	}
+	if w := c.do(other, "POST", "/api/login/code", `{"code":"`+c.code+`"}`); w.Code != http.StatusOK {
+		t.Fatalf("the one-time code from another source = %d %s; want 200", w.Code, w.Body)
+	}
+	// Many sources at their caps fill the control plane's: a start from yet
+	// another is refused too.
+	if _, err := c.store.db.Exec(ctx, `INSERT INTO cp.device_codes (device_hash, user_code, status, expires_at, client_addr)
+		SELECT sha256(i::text::bytea), 'FLOOD' || i, 'pending', now() + interval '5 minutes', '10.0.' || (i / 20) || '.1'
+		FROM generate_series(1, $1) i`, cpDevicePendingMax); err != nil {
+		t.Fatal(err)
+	}
+	if w := c.do("192.0.2.200:3000", "POST", "/api/login/device", ""); w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "wait for approval") {
+		t.Fatalf("device start with %d codes pending = %d %s; want 429", cpDevicePendingMax, w.Code, w.Body)
+	}
+	var plan string
+	if err := c.store.db.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = 'cp' AND indexname = 'device_codes_expires'`).Scan(&plan); err != nil || !strings.Contains(plan, "(expires_at)") {
+		t.Fatalf("index of the device codes' expiry = %q, %v", plan, err)
 	}
 }

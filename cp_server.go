@@ -68,6 +68,9 @@ type cpServer struct {
 	public map[string]bool // patterns of the public routes
 	guard  *httpGuard
 	proxy  *http.Transport // the proxy's and link's connections to the boxes, inside SVC_DEPLOYMENT_NETWORKS (cp_network.go)
+	// signInLimit bounds the unauthenticated sign-in requests of each
+	// source (limitSignIn, cp_device.go).
+	signInLimit *rateLimiter
 	// tunnelDomain is the relay's --domain (SVC_TUNNEL_DOMAIN): the console
 	// at a deeplink talks only to https://<sub>.tun.<tunnelDomain>; "" turns
 	// that console off (cp_console.go).
@@ -80,7 +83,8 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 	if store == nil || issuer == nil || baseURL == "" || log == nil {
 		return nil, errors.New("new control plane server: want a store, an issuer, a URL and a logger")
 	}
-	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport(nil)}
+	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport(nil),
+		signInLimit: newRateLimiter(cpSignInRate, cpSignInBurst, cpSignInKeys)}
 	for _, r := range s.routes() {
 		pattern := strings.TrimSpace(r.method + " " + r.path)
 		s.mux.HandleFunc(pattern, r.handler)
@@ -95,13 +99,15 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 func (s *cpServer) routes() []cpRoute {
 	return []cpRoute{
 		{"GET", identJWKS, true, s.handleJWKS},
-		{"POST", "/api/login/device", true, s.handleDeviceStart},
-		{"POST", "/api/login/device/token", true, s.handleDevicePoll},
-		{"POST", "/api/login/code", true, s.handleSignInCode},
+		{"POST", "/api/login/device", true, s.limitSignIn(s.handleDeviceStart)},
+		{"POST", "/api/login/device/token", true, s.limitSignIn(s.handleDevicePoll)},
+		{"POST", "/api/login/code", true, s.limitSignIn(s.handleSignInCode)},
 		{"POST", "/api/login/codes", false, s.handleNewSignInCode},
 		{"GET", "/device", true, s.handleDevicePage},
-		{"POST", "/device/sign-in", true, s.handleDevicePageSignIn},
-		{"POST", "/device/approve", false, s.handleDevicePageApprove},
+		{"POST", "/device/sign-in", true, s.limitSignIn(s.handleDevicePageSignIn)},
+		// The device page's forms check the console cookie themselves, and
+		// answer a browser without it with the page, not JSON.
+		{"POST", "/device/approve", true, s.handleDevicePageApprove},
 		{"POST", "/api/login/device/approve", false, s.handleDeviceApprove},
 		{"POST", "/api/logout", false, s.handleLogout},
 		{"GET", "/api/whoami", false, s.handleWhoami},

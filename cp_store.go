@@ -338,27 +338,84 @@ func (s *cpStore) revokeCredential(ctx context.Context, id string) error {
 	return err
 }
 
-// startDevice creates a pending device code and returns it and its user
-// code; expired codes are dropped first.
-func (s *cpStore) startDevice(ctx context.Context) (device, userCode string, err error) {
-	if _, err := s.db.Exec(ctx, `DELETE FROM cp.device_codes WHERE expires_at < now() - interval '1 hour'`); err != nil {
-		return "", "", fmt.Errorf("start device sign-in: %w", err)
-	}
-	device, userCode = cpNewSecret("svc_dev_"), cpCode(2)
-	_, err = s.db.Exec(ctx, `INSERT INTO cp.device_codes (device_hash, user_code, status, expires_at) VALUES ($1, $2, 'pending', $3)`,
-		cpHash(device), cpNormalizeCode(userCode), time.Now().Add(cpDeviceTTL))
-	if err != nil {
-		return "", "", fmt.Errorf("start device sign-in: %w", err)
-	}
-	return device, userCode, nil
+// cpDeviceClient is who asked for a device sign-in, as the device page
+// shows it before a user approves (RFC 8628 §5.4): the address the request
+// came from, and the host name and version its CLI reported (claims of the
+// requester: only the address is the control plane's own observation).
+type cpDeviceClient struct {
+	Addr, Host, Version string
 }
 
-// approveDevice approves the pending, unexpired user code for user.
-func (s *cpStore) approveDevice(ctx context.Context, userCode, user string) error {
-	tag, err := s.db.Exec(ctx, `UPDATE cp.device_codes SET status = 'approved', user_id = $2
-		WHERE user_code = $1 AND status = 'pending' AND expires_at > now()`, cpNormalizeCode(userCode), user)
+// cpDeviceRequest is a pending device sign-in as the device page shows it.
+type cpDeviceRequest struct {
+	cpDeviceClient
+	CreatedAt, ExpiresAt time.Time
+}
+
+// Caps of pending device codes: per source address, and in all, so that
+// codes started without limit cannot fill the table (cpServer's rate
+// limit bounds how fast one source starts them).
+const (
+	cpDevicePendingPerSource = 20
+	cpDevicePendingMax       = 10000
+)
+
+// errCPTooMany is a device start refused because too many of its source's
+// (or of all) codes wait for approval.
+var errCPTooMany = errors.New("too many pending device sign-ins")
+
+// startDevice creates a pending device code for client and returns it and
+// its user code; expired codes are dropped first (an index range, not a
+// scan); errCPTooMany when client's address, or the control plane, has
+// its cap of pending codes.
+func (s *cpStore) startDevice(ctx context.Context, client cpDeviceClient) (device, userCode string, err error) {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM cp.device_codes WHERE expires_at < now()`); err != nil {
+			return err
+		}
+		var mine, all int
+		err := tx.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM (SELECT 1 FROM cp.device_codes WHERE status = 'pending' AND client_addr = $1 LIMIT $2) m),
+			(SELECT count(*) FROM (SELECT 1 FROM cp.device_codes WHERE status = 'pending' LIMIT $3) a)`,
+			client.Addr, cpDevicePendingPerSource, cpDevicePendingMax).Scan(&mine, &all)
+		if err != nil {
+			return err
+		}
+		if mine >= cpDevicePendingPerSource || all >= cpDevicePendingMax {
+			return errCPTooMany
+		}
+		device, userCode = cpNewSecret("svc_dev_"), cpCode(2)
+		_, err = tx.Exec(ctx, `INSERT INTO cp.device_codes (device_hash, user_code, status, expires_at, client_addr, client_host, client_version)
+			VALUES ($1, $2, 'pending', $3, $4, $5, $6)`,
+			cpHash(device), cpNormalizeCode(userCode), time.Now().Add(cpDeviceTTL), client.Addr, client.Host, client.Version)
+		return err
+	})
+	if err != nil && !errors.Is(err, errCPTooMany) {
+		err = fmt.Errorf("start device sign-in: %w", err)
+	}
+	return device, userCode, err
+}
+
+// deviceRequest returns the pending, unexpired device sign-in of userCode;
+// errCPNotFound when there is none.
+func (s *cpStore) deviceRequest(ctx context.Context, userCode string) (cpDeviceRequest, error) {
+	var d cpDeviceRequest
+	err := s.db.QueryRow(ctx, `SELECT client_addr, client_host, client_version, created_at, expires_at FROM cp.device_codes
+		WHERE user_code = $1 AND status = 'pending' AND expires_at > now()`, cpNormalizeCode(userCode)).
+		Scan(&d.Addr, &d.Host, &d.Version, &d.CreatedAt, &d.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, errCPNotFound
+	}
+	return d, err
+}
+
+// decideDevice approves (status "approved") or denies ("denied") the
+// pending, unexpired user code as user; errCPNotFound when there is none.
+func (s *cpStore) decideDevice(ctx context.Context, userCode, user, status string) error {
+	tag, err := s.db.Exec(ctx, `UPDATE cp.device_codes SET status = $3, user_id = $2
+		WHERE user_code = $1 AND status = 'pending' AND expires_at > now()`, cpNormalizeCode(userCode), user, status)
 	if err != nil {
-		return fmt.Errorf("approve device sign-in: %w", err)
+		return fmt.Errorf("%s device sign-in: %w", status, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return errCPNotFound

@@ -366,19 +366,25 @@ func TestCPMasterKey(t *testing.T) {
 	}
 }
 
-// TestCPDevicePage approves a device sign-in the browser way: the one-time
-// code on the page sets the console cookie, whose approval must come from
-// the control plane's own origin; the poll then yields a credential once.
-// Routes other than sign-in and the JWKS refuse a request without a
-// credential with the JSON error shape.
-func TestCPDevicePage(t *testing.T) {
+// cpTestServer is a control plane served in this process (httptest) over
+// a fresh database: its server, store and the first boot's one-time code.
+type cpTestServer struct {
+	s     *cpServer
+	store *cpStore
+	code  string
+}
+
+// newCPTestServer bootstraps organization acme in a fresh database and
+// serves it as http://cp.test.
+func newCPTestServer(t *testing.T) *cpTestServer {
+	t.Helper()
 	ctx := context.Background()
 	key, _ := secretNewAEAD(make([]byte, 32))
 	store, err := openCPStore(ctx, testPostgresURL(t), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.close()
+	t.Cleanup(store.close)
 	code, err := store.bootstrap(ctx, "acme")
 	if err != nil || code == "" {
 		t.Fatalf("bootstrap = %q, %v", code, err)
@@ -392,14 +398,42 @@ func TestCPDevicePage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &cpTestServer{s: s, store: store, code: code}
+}
+
+// do serves one request from remoteAddr ("" is httptest's 192.0.2.1)
+// with the header pairs hdr.
+func (c *cpTestServer) do(remoteAddr, method, target, body string, hdr ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, "http://cp.test"+target, strings.NewReader(body))
+	if remoteAddr != "" {
+		r.RemoteAddr = remoteAddr
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	c.s.ServeHTTP(w, r)
+	return w
+}
+
+// cpFormType is the content type of the device page's forms.
+const cpFormType = "application/x-www-form-urlencoded"
+
+// TestCPDevicePage approves a device sign-in the browser way: the one-time
+// code on the page sets the console cookie (a form post without the
+// control plane's Origin is refused); the page then shows who is signed
+// in and what asks (time, source address, the CLI's host name and
+// version); an approval needs the user's confirmation that they started
+// it (RFC 8628 §5.4: a link someone sent is one click no more) and must
+// come from the control plane's own origin; without a sign-in the answer
+// is the page, not JSON; the poll then yields a credential once. Routes
+// other than sign-in and the JWKS refuse a request without a credential
+// with the JSON error shape.
+func TestCPDevicePage(t *testing.T) {
+	ctx := context.Background()
+	c := newCPTestServer(t)
 	do := func(method, target, body string, hdr ...string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(method, "http://cp.test"+target, strings.NewReader(body))
-		for i := 0; i+1 < len(hdr); i += 2 {
-			r.Header.Set(hdr[i], hdr[i+1])
-		}
-		w := httptest.NewRecorder()
-		s.ServeHTTP(w, r)
-		return w
+		return c.do("", method, target, body, hdr...)
 	}
 	for _, p := range []string{"/api/whoami", "/api/orgs/acme/agents"} {
 		if w := do("GET", p, ""); w.Code != 401 || !strings.Contains(w.Body.String(), `"code":"auth"`) {
@@ -410,29 +444,49 @@ func TestCPDevicePage(t *testing.T) {
 		t.Errorf("GET %s = %d %s", identJWKS, w.Code, w.Body)
 	}
 	var start cpDeviceStart
-	json.Unmarshal(do("POST", "/api/login/device", "").Body.Bytes(), &start)
-	if page := do("GET", "/device?code="+start.UserCode, ""); page.Code != 200 || !strings.Contains(page.Body.String(), start.UserCode) {
-		t.Fatalf("device page = %d", page.Code)
+	json.Unmarshal(c.do("198.51.100.7:40000", "POST", "/api/login/device", `{"client_host":"laptop-of-mallory","client_version":"v9.9.9"}`).Body.Bytes(), &start)
+	if page := do("GET", "/device?code="+start.UserCode, ""); page.Code != 200 || !strings.Contains(page.Body.String(), "One-time sign-in code") {
+		t.Fatalf("device page = %d %s; want the sign-in form", page.Code, page.Body)
 	}
-	form := "application/x-www-form-urlencoded"
-	signIn := do("POST", "/device/sign-in", "sign_in_code="+code+"&user_code="+start.UserCode, "Content-Type", form, "Origin", "http://cp.test")
+	signInForm := "sign_in_code=" + c.code + "&user_code=" + start.UserCode
+	if w := do("POST", "/device/sign-in", signInForm, "Content-Type", cpFormType); w.Code != 403 {
+		t.Fatalf("sign-in on the page without Origin = %d; want 403", w.Code)
+	}
+	signIn := do("POST", "/device/sign-in", signInForm, "Content-Type", cpFormType, "Origin", "http://cp.test")
 	cookies := signIn.Result().Cookies()
 	if signIn.Code != http.StatusSeeOther || len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
 		t.Fatalf("sign-in on the page = %d %v", signIn.Code, cookies)
 	}
 	cookie := cpCookie + "=" + cookies[0].Value
+	page := do("GET", "/device?code="+start.UserCode, "", "Cookie", cookie).Body.String()
+	for _, want := range []string{"Signed in as <b>admin</b> (Admin)", "laptop-of-mallory", "v9.9.9", "198.51.100.7", start.UserCode, `name="confirm"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("device page signed in lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "Not signed in") {
+		t.Errorf("device page signed in still asks to sign in:\n%s", page)
+	}
 	approve := "user_code=" + strings.ToLower(start.UserCode)
-	if w := do("POST", "/device/approve", approve, "Content-Type", form, "Cookie", cookie, "Origin", "https://evil.example"); w.Code != 403 {
+	if w := do("POST", "/device/approve", approve+"&confirm=yes", "Content-Type", cpFormType, "Cookie", cookie, "Origin", "https://evil.example"); w.Code != 403 {
 		t.Fatalf("approval from another origin = %d; want 403", w.Code)
+	}
+	if w := do("POST", "/device/approve", approve+"&confirm=yes", "Content-Type", cpFormType, "Origin", "http://cp.test"); w.Code != 401 ||
+		!strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") || !strings.Contains(w.Body.String(), "One-time sign-in code") {
+		t.Fatalf("approval without a sign-in = %d %q %s; want 401 and the page with the sign-in form", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
+	// The owner clicks Approve on a link someone sent, without confirming.
+	if w := do("POST", "/device/approve", approve, "Content-Type", cpFormType, "Cookie", cookie, "Origin", "http://cp.test"); w.Code != 400 || !strings.Contains(w.Body.String(), "Nothing approved") {
+		t.Fatalf("approval without the confirmation = %d %s; want 400 and nothing approved", w.Code, w.Body)
 	}
 	poll := `{"device_code":"` + start.DeviceCode + `"}`
 	if w := do("POST", "/api/login/device/token", poll); w.Code != 400 || !strings.Contains(w.Body.String(), "authorization_pending") {
 		t.Fatalf("poll before approval = %d %s", w.Code, w.Body)
 	}
-	if w := do("POST", "/device/approve", approve, "Content-Type", form, "Cookie", cookie, "Origin", "http://cp.test"); w.Code != 200 || !strings.Contains(w.Body.String(), "Approved") {
+	if w := do("POST", "/device/approve", approve+"&confirm=yes", "Content-Type", cpFormType, "Cookie", cookie, "Origin", "http://cp.test"); w.Code != 200 || !strings.Contains(w.Body.String(), "Approved") {
 		t.Fatalf("approval on the page = %d %s", w.Code, w.Body)
 	}
-	store.db.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = NULL`) // no slow_down
+	c.store.db.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = NULL`) // no slow_down
 	var got cpSignedIn
 	if w := do("POST", "/api/login/device/token", poll); w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &got) != nil || got.Credential == "" {
 		t.Fatalf("poll after approval = %d %s", w.Code, w.Body)
@@ -440,9 +494,19 @@ func TestCPDevicePage(t *testing.T) {
 	if w := do("GET", "/api/whoami", "", "Authorization", "Bearer "+got.Credential); w.Code != 200 || !strings.Contains(w.Body.String(), `"slug":"acme"`) {
 		t.Fatalf("whoami with the device credential = %d %s", w.Code, w.Body)
 	}
-	store.db.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = NULL`)
+	c.store.db.Exec(ctx, `UPDATE cp.device_codes SET last_poll_at = NULL`)
 	if w := do("POST", "/api/login/device/token", poll); !strings.Contains(w.Body.String(), "expired_token") {
 		t.Fatalf("second poll after approval = %d %s; want expired_token (a credential is handed out once)", w.Code, w.Body)
+	}
+
+	// A code the user did not start is denied from the page: its poll is
+	// refused.
+	json.Unmarshal(do("POST", "/api/login/device", "").Body.Bytes(), &start)
+	if w := do("POST", "/device/approve", "decision=deny&user_code="+start.UserCode, "Content-Type", cpFormType, "Cookie", cookie, "Origin", "http://cp.test"); w.Code != 200 || !strings.Contains(w.Body.String(), "Denied") {
+		t.Fatalf("deny on the page = %d %s", w.Code, w.Body)
+	}
+	if w := do("POST", "/api/login/device/token", `{"device_code":"`+start.DeviceCode+`"}`); !strings.Contains(w.Body.String(), "access_denied") {
+		t.Fatalf("poll after deny = %d %s; want access_denied", w.Code, w.Body)
 	}
 }
 

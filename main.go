@@ -71,7 +71,7 @@
 //	box          box.go (handshake, signing secret, challenge, teaching, identity), box_auth.go (the
 //	             box's credential check)
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
-//	             api_workflows.go (workflows and runs), api_sessions.go (session transcripts), cors.go
+//	             ratelimit.go (token buckets per key: per-source limits, 429), api_workflows.go (workflows and runs), api_sessions.go (session transcripts), cors.go
 //	             (CORS for the console's origin), wires.go (OpenAI chat, Anthropic, AG-UI),
 //	             wire_responses.go (OpenAI Responses), console.go (the web console: console/*
 //	             embedded), contract.go

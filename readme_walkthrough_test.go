@@ -272,7 +272,7 @@ func (s *readmeSession) step(st readmeStep) {
 		})
 		browser := walkBrowser(t, s.cpURL)
 		browser.form("/device/sign-in", url.Values{"user_code": {code[1]}, "sign_in_code": {s.vars["sign_in_code"]}})
-		browser.form("/device/approve", url.Values{"user_code": {code[1]}})
+		browser.form("/device/approve", url.Values{"user_code": {code[1]}, "confirm": {"yes"}})
 		select {
 		case <-p.done:
 		case <-time.After(time.Minute):

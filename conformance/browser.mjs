@@ -3,7 +3,9 @@
 // download. useBrowser launches it with the first page and registers its
 // close as a node:test hook; pages it opens record every browser console error, which fails
 // the step at noConsoleErrors unless a step allowed it with
-// expectConsoleError. Screenshots go to SVC_ARTIFACTS.
+// expectConsoleError. Screenshots go to SVC_ARTIFACTS, each after a check
+// that the page shows no stray null, undefined or [object Object]
+// (noStrayText).
 import { after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -53,12 +55,37 @@ export function useBrowser({ extraFlags = [], ignore = () => false } = {}) {
     noConsoleErrors() {
       assert.deepEqual(errors, [], "browser console errors");
     },
-    /** shot saves a full-page screenshot of page under SVC_ARTIFACTS and prints its path. */
+    noStrayText,
+    /** shot checks the page's text (noStrayText), then saves a full-page screenshot of it under SVC_ARTIFACTS and prints its path. */
     async shot(page, name) {
+      await noStrayText(page);
       mkdirSync(artifacts, { recursive: true });
       const path = join(artifacts, `${name}.png`);
       await page.screenshot({ path, fullPage: true });
       console.log(`screenshot: ${path}`);
     },
   };
+}
+
+/**
+ * strayText matches what a page shows when it printed a value it should
+ * not have: null, undefined or NaN as words, an object as [object Object].
+ */
+const strayText = /\b(null|undefined|NaN)\b|\[object Object\]/;
+
+/**
+ * noStrayText fails the step when a text node of page, outside code, pre
+ * and form fields (where a value is shown as such), matches strayText.
+ */
+async function noStrayText(page) {
+  const found = await page.evaluate((source) => {
+    const re = new RegExp(source);
+    const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    const out = [];
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (re.test(n.data) && !n.parentElement.closest("code, pre, textarea, script, style")) out.push(n.data.trim());
+    }
+    return out;
+  }, strayText.source);
+  assert.deepEqual(found, [], `stray text on ${page.url()}`);
 }

@@ -7,7 +7,10 @@
 // helper (the agent tests': add, and refund needing approval) in front of
 // the fake model provider (echo: <text>; "call <tool> <json>" calls it).
 // Environment: SVC_URL (the dev emulator), SVC_CONSOLE_LINK (the Console link
-// svc dev prints, with its session token), SVC_ARTIFACTS (screenshot dir).
+// svc dev prints, with its session token), SVC_GATED_URL (another svc dev of
+// a project with an agent, its boot gate closed: no model provider),
+// SVC_ARTIFACTS (screenshot dir). Every screenshot first checks the page
+// shows no stray null, undefined or [object Object] (browser.mjs).
 // Any browser console error fails the test, except the refusals a step
 // provokes on purpose (expectConsoleError).
 import { test, before } from "node:test";
@@ -263,6 +266,22 @@ test("chat: after a reload the thread is read back from the session, and a pendi
   await shot("chat-reloaded-approval");
   await approve(pending, "c-2");
   await shot("chat-reloaded");
+  noConsoleErrors();
+});
+
+test("with the boot gate closed, the chat says so and links to Settings; an empty runs list shows no stray text", async () => {
+  const gated = await newPage();
+  await gated.goto(process.env.SVC_GATED_URL + "/#/chat");
+  const note = gated.locator("#chat-gate");
+  await note.waitFor();
+  assert.match(await note.textContent(), /boot gate is closed/);
+  await shotOf(gated, "chat-gate-closed");
+  await note.getByRole("link", { name: "Settings" }).click();
+  await gated.locator("#gate-state", { hasText: "closed" }).waitFor();
+  await gated.getByRole("link", { name: "Runs" }).click();
+  await gated.getByText("No runs match.").waitFor();
+  await shotOf(gated, "runs-empty");
+  await gated.context().close();
   noConsoleErrors();
 });
 

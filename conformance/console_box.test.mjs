@@ -4,7 +4,8 @@
 // (svc serve of the scaffold) and the CLI. It runs twice, by SVC_PHASE:
 //
 //   signin   the user approves `svc login` on the control plane's /device
-//            page, signing in there with the first boot's one-time code
+//            page (confirming they started it, having seen its request),
+//            signing in there with the first boot's one-time code
 //            (the test then runs `svc link` and `svc login --browser`);
 //   console  a fresh browser opens the box's URL: the box sends it to its
 //            console at the control plane, which sends it to sign in (the
@@ -35,6 +36,9 @@ test("signin: the one-time code on the device page, then svc login approved", { 
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.waitForURL(/\/device\?code=/);
   assert.equal(await page.locator('input[name="user_code"]').first().inputValue(), env.SVC_USER_CODE);
+  assert.match(await page.locator("#signed-in").textContent(), /Signed in as admin/);
+  assert.match(await page.locator("#request").textContent(), /127\.0\.0\.1/);
+  await page.getByLabel(/I started this sign-in/).check();
   await page.getByRole("button", { name: "Approve" }).click();
   await page.getByText("Approved").waitFor();
   await shot(page, "device-approved");

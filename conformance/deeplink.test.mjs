@@ -6,7 +6,9 @@
 // as a browser keeps them.
 //
 // SVC_WALK_STEP=login: open SVC_DEVICE_URL (the link `svc login` shows),
-// sign in with the first boot's one-time code SVC_SIGN_IN_CODE, approve.
+// sign in with the first boot's one-time code SVC_SIGN_IN_CODE; the page
+// shows who is signed in and the terminal's request (host, address);
+// confirm having started it, approve.
 //
 // SVC_WALK_STEP=console: open SVC_DEEPLINK (svc dev's payload) with
 // *.tun.test resolved to the relay (SVC_RESOLVER_RULES) and the relay's
@@ -23,6 +25,7 @@
 // Any browser console error fails the test; screenshots go to SVC_ARTIFACTS.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { hostname } from "node:os";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { useBrowser } from "./browser.mjs";
@@ -44,7 +47,15 @@ if (step === "login") {
     await page.getByLabel("One-time sign-in code").fill(env.SVC_SIGN_IN_CODE);
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.waitForURL(/\/device\?code=/);
+    // Signed in, the page says as whom and what asks: the terminal's host
+    // and address; an approval needs the user's confirmation.
+    assert.match(await page.locator("#signed-in").textContent(), /Signed in as admin/);
+    const request = await page.locator("#request").textContent();
+    assert.ok(request.includes(hostname()) && request.includes("127.0.0.1"), `the request shows the host and address: ${request}`);
     await shot(page, "device-signed-in");
+    const confirm = page.getByLabel(/I started this sign-in/);
+    assert.ok(await confirm.evaluate((e) => e.validity.valueMissing), "the form is valid without the confirmation");
+    await confirm.check();
     await page.getByRole("button", { name: "Approve" }).click();
     await page.getByText("Approved. Return to your terminal.").waitFor();
     await shot(page, "device-approved");

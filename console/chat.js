@@ -7,7 +7,7 @@
 // call still awaiting approval can be approved. "New conversation" starts
 // another thread.
 
-import { APIError, apiBase, authHeaders, el, errorBox } from "./dom.js";
+import { APIError, api, apiBase, authHeaders, el, errorBox } from "./dom.js";
 
 /**
  * chatAuth is the chat wires' credential when the page has no token
@@ -31,10 +31,24 @@ export async function chatPage(ctx, agent) {
     el("option", { value: "" }, "choose an agent…"),
     agents.map((a) => el("option", { value: a, selected: a === agent }, a)));
   const head = [el("h1", {}, "Chat"), el("label", { class: "inline" }, "Agent ", picker)];
-  if (!agents.length) return el("section", {}, head, el("p", { class: "muted" }, "This project has no agents: add one under deep-agents/."));
+  if (!agents.length) return el("section", {}, head, await noAgents());
   if (!agent) return el("section", {}, head, el("p", { class: "muted" }, "Pick an agent to talk to."));
   if (!agents.includes(agent)) return el("section", {}, head, errorBox(new Error(`No agent named ${agent}.`)));
   return el("section", {}, head, await conversation(agent));
+}
+
+/**
+ * noAgents says why the wires list no agent: the boot gate is closed (they
+ * are offline until a model provider is stored, on Settings), or the
+ * project has none.
+ */
+async function noAgents() {
+  const { gate } = await api("GET", "/api/health");
+  if (gate && !gate.open) {
+    return el("p", { class: "note", id: "chat-gate" }, `The agents are offline: the boot gate is closed (${gate.reason}). Store a model provider under `,
+      el("a", { href: "#/settings" }, "Settings"), " to open it.");
+  }
+  return el("p", { class: "muted" }, "This project has no agents: add one under deep-agents/.");
 }
 
 /**

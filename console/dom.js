@@ -71,12 +71,22 @@ export function el(tag, attrs = {}, ...children) {
     else if (k === "value") e.value = v;
     else e.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat(Infinity)) {
-    if (c === undefined || c === null || c === false) continue;
-    e.append(c instanceof Node ? c : String(c));
-  }
+  e.append(...nodes(children));
   return e;
 }
+
+/**
+ * fill replaces node's children with children, as el takes them: nested
+ * arrays flattened, undefined, null and false left out (replaceChildren
+ * itself would show them as text).
+ */
+export function fill(node, ...children) {
+  node.replaceChildren(...nodes(children));
+  return node;
+}
+
+/** nodes is children flattened, without undefined, null and false, text as strings. */
+const nodes = (children) => children.flat(Infinity).filter((c) => c !== undefined && c !== null && c !== false).map((c) => (c instanceof Node ? c : String(c)));
 
 /** APIError is a refused API call: the runtime's error code, message and schema violations. */
 export class APIError extends Error {

@@ -2,7 +2,7 @@
 // attempts, errors, sleeps, hooks, children, logs) with cancel and hook
 // resume.
 
-import { api, el, errorBox, codeBlock, when, duration, badge } from "./dom.js";
+import { api, el, fill, errorBox, codeBlock, when, duration, badge } from "./dom.js";
 
 /** statuses are the run states the list filters on (workflow_history.go runStates). */
 const statuses = ["queued", "pending", "running", "waiting", "completed", "failed", "cancelled"];
@@ -52,7 +52,7 @@ export async function runsPage(ctx) {
       if (!next.nextCursor) e.target.remove();
       else e.target.disabled = false;
     } }, "Older runs") : null;
-    body.replaceChildren(
+    fill(body,
       page.queued.length ? el("div", {}, el("h2", {}, "Queued"), el("ul", { id: "queued" }, page.queued.map((q) => el("li", {}, badge("queued"), ` ${q.workflowName} · ${when(q.createdAt)} · `, el("code", {}, JSON.stringify(q.input)))))) : null,
       page.items.length ? table : el("p", { class: "muted" }, "No runs match."), more);
   };
@@ -84,7 +84,7 @@ export async function runPage(ctx, id) {
     const text = JSON.stringify(run);
     if (text !== shown) {
       shown = text;
-      view.replaceChildren(...runView(run, hookForms, load).flat().filter(Boolean));
+      fill(view, runView(run, hookForms, load));
     }
     return terminal(run.status);
   };
