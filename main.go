@@ -17,7 +17,7 @@
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
 //	control-plane              serve a control plane (database from DATABASE_URL)
 //	mcp [--agent ID]           MCP over stdio for coding agents (relayed to svc dev's or the box's POST /mcp)
-//	relay --domain D [--addr :443] --tls-cert F --tls-key F  serve the tunnel's public end (https://<sub>.tun.D)
+//	relay --domain D [--addr :443] --tls-cert F --tls-key F [--state DIR]  serve the tunnel's public end (https://<sub>.tun.D[:port])
 //	env                        print the local credentials of the running svc dev: eval "$(svc env)"
 //	version                    print the version, commit and Go version (also svc --version)
 //
