@@ -707,7 +707,7 @@ func (d *devProcess) waitWarn(t *testing.T, says ...string) {
 			}
 		}
 		return false
-	}, fmt.Sprintf("a WARN line saying %q", says))
+	}, fmt.Sprintf("WARN line saying %q", says))
 }
 
 // waitLog waits up to timeout until d's stderr satisfies ok, else fails
