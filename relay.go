@@ -19,8 +19,9 @@ package main
 // organization is the token's. A token registers once: its jti is
 // remembered until it expires, in memory and in a file of the relay's
 // state directory (relaySpentFile), fsynced before the registration is
-// accepted, so a restarted relay still refuses a replay. The subdomain is derived from the
-// installation id by the relay (a tunnel cannot pick another's). Relayed
+// accepted, so a restarted relay still refuses a replay. The subdomain is
+// derived from the installation id by the relay (a tunnel cannot pick
+// another's). Relayed
 // requests must carry an identity token of that control plane, for the
 // tunnel's organization and installation; anything else (a registration
 // token included) is 401 at the relay.
@@ -204,13 +205,15 @@ func newRelayServer(cfg relayConfig, log *slog.Logger) (*relayServer, error) {
 	return s, nil
 }
 
-// relayLoadSpent reads the registration tokens used (relaySpentFile at
-// path: {"spent": {jti: expiry}}), those expired at now left out; no file
-// is none used.
+// relaySpentState is the content of relaySpentFile.
+type relaySpentState struct {
+	Spent map[string]time.Time `json:"spent"` // jti: expiry (identLeeway added)
+}
+
+// relayLoadSpent reads the registration tokens used from relaySpentFile
+// at path, those expired at now left out; no file is none used.
 func relayLoadSpent(path string, now time.Time) (map[string]time.Time, error) {
-	var state struct {
-		Spent map[string]time.Time `json:"spent"`
-	}
+	var state relaySpentState
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]time.Time{}, nil
@@ -311,7 +314,7 @@ func (s *relayServer) spend(c *identClaims) (bool, error) {
 	}
 	next := maps.Clone(s.spent)
 	next[c.Jti] = time.Unix(c.Exp, 0).Add(identLeeway)
-	b, err := json.Marshal(map[string]any{"spent": next})
+	b, err := json.Marshal(relaySpentState{Spent: next})
 	if err == nil {
 		err = writeFileAtomic(s.spentPath, b, privateFileMode)
 	}
