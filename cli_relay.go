@@ -1,6 +1,6 @@
 package main
 
-// `svc relay --domain D [--addr :443] [--tls-cert F --tls-key F]`
+// `svc relay --domain D [--addr :443] --tls-cert F --tls-key F [--state DIR]`
 // (DESIGN §7): the public end of svc dev's tunnel (relay.go).
 
 import (
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -26,6 +27,7 @@ func newRelayFlags() *flag.FlagSet {
 	fs.String("tls-cert", "", "PEM certificate chain covering *.tun.D and the name svc dev dials (required: tunnels and public traffic are TLS only)")
 	fs.String("tls-key", "", "PEM private key of --tls-cert (required)")
 	fs.String("control-plane", "", "control plane whose registration tokens admit tunnels and whose identity tokens relayed requests must carry (default SVC_CONTROL_PLANE_URL, then the built-in default)")
+	fs.String("state", "", "private directory (0700, one relay each) remembering the registration tokens used in the last minute, so a restart does not let one be replayed (default $XDG_CONFIG_HOME/svc/relay)")
 	return fs
 }
 
@@ -54,17 +56,23 @@ func runRelay(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if cp == "" {
 		cp = boxDefaultControlPlane
 	}
-	log := newDevLogger(c)
-	s, err := newRelayServer(domain, cp, log)
-	if err != nil {
-		return err
+	state := get("state")
+	if state == "" {
+		state = filepath.Join(cliConfigDir(c.getenv), "relay")
 	}
-	srv := s.httpServer(cert)
 	ln, err := net.Listen("tcp", get("addr"))
 	if err != nil {
 		return failf(codeGeneric, "pick a free --addr", "relay: listen on %s: %v", get("addr"), err)
 	}
-	log.Info("relay up", "addr", ln.Addr().String(), "domain", "*.tun."+domain, "control_plane", cp)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	log := newDevLogger(c)
+	s, err := newRelayServer(relayConfig{Domain: domain, ControlPlane: cp, State: state, Port: port}, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := s.httpServer(cert)
+	log.Info("relay up", "addr", ln.Addr().String(), "domain", "*.tun."+domain, "control_plane", cp, "state", state)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
 	select {

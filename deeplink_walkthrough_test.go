@@ -106,7 +106,8 @@ func TestDeeplinkWalkthrough(t *testing.T) {
 	if p.Deeplink == nil { // the tunnel came up after the first payload
 		p = dev.nextPayload(30 * time.Second)
 	}
-	public := "https://" + relaySubdomain(installation) + ".tun.test"
+	_, relayPort, _ := net.SplitHostPort(relayAddr)
+	public := "https://" + relaySubdomain(installation) + ".tun.test:" + relayPort
 	if p.PublicURL == nil || *p.PublicURL != public || p.Deeplink == nil || *p.Deeplink != cp.url+"/dev/"+installation+"?url="+url.QueryEscape(public) {
 		t.Fatalf("payload public_url %v deeplink %v; want %s and its deeplink\n%s", p.PublicURL, p.Deeplink, public, dev.stderr.String())
 	}

@@ -364,8 +364,10 @@ func (rt *devRuntime) startTunnel(api http.Handler) {
 // tunnelToken asks the project's control plane for a registration token of
 // its local-dev installation, with the credentials of `svc login` (read
 // afresh: a new sign-in is picked up). Signed out, signed in elsewhere or
-// refused (a 4xx answer) wraps errTunnelRefused, saying what to run; an
-// unreachable control plane is an error to retry.
+// refused wraps errTunnelRefused, saying what to run: an unknown or
+// revoked credential (401) is retried, so `svc login` fixes it; another
+// 4xx (no such installation of the user's: the agent deleted upstream) is
+// final (tunnelFinal). An unreachable control plane is an error to retry.
 func (rt *devRuntime) tunnelToken(ctx context.Context) (string, error) {
 	l := rt.proj.Link
 	cl, _, err := requireSignIn(rt.c)
@@ -384,7 +386,7 @@ func (rt *devRuntime) tunnelToken(ctx context.Context) (string, error) {
 	case errors.As(err, &ce) && ce.Code == codeAuth:
 		return "", fmt.Errorf("%w by the control plane %s: %s (%s)", errTunnelRefused, l.ControlPlaneURL, ce.Message, ce.Hint)
 	case errors.As(err, &ae) && ae.Status/100 == 4:
-		return "", fmt.Errorf("%w by the control plane %s: %w; restart svc dev to check the project's link", errTunnelRefused, l.ControlPlaneURL, ae)
+		return "", tunnelFinal{fmt.Errorf("%w by the control plane %s: %w; restart svc dev to check the project's link", errTunnelRefused, l.ControlPlaneURL, ae)}
 	}
 	return "", fmt.Errorf("get a tunnel registration token: %w", err)
 }

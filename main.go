@@ -17,7 +17,7 @@
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
 //	control-plane              serve a control plane (database from DATABASE_URL)
 //	mcp [--agent ID]           MCP over stdio for coding agents (relayed to svc dev's or the box's POST /mcp)
-//	relay --domain D [--addr :443] --tls-cert F --tls-key F  serve the tunnel's public end (https://<sub>.tun.D)
+//	relay --domain D [--addr :443] --tls-cert F --tls-key F [--state DIR]  serve the tunnel's public end (https://<sub>.tun.D[:port])
 //	env                        print the local credentials of the running svc dev: eval "$(svc env)"
 //	version                    print the version, commit and Go version (also svc --version)
 //
@@ -44,7 +44,7 @@
 //	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
 //	SVC_API_KEYS         keys the chat wires accept (svc serve; svc dev --listen)
 //	SVC_S3_ENDPOINT      external object storage (svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
-//	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes a linked session at public_url (registration tokens from its control plane)
+//	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes a linked session at public_url, with that port unless 443 (registration tokens from its control plane)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
 //	                     model provider resolution (see the README's boot gate section)
@@ -99,7 +99,7 @@
 //	             (the control plane's client), link.go (the box contract's client side: handshake,
 //	             secret proof, teaching), sign.go (request signing), ident.go and ident_verify.go (identity
 //	             and tunnel registration tokens, JWKS)
-//	tunnel       relay.go (svc relay: registration, routing, identity at the door), cli_relay.go,
+//	tunnel       relay.go (svc relay: registration, spent tokens under --state, routing, identity at the door), cli_relay.go,
 //	             tunnel.go (svc dev's tunnel client), cp_tunnel.go (registration tokens)
 package main
 

@@ -1066,10 +1066,17 @@ func pgFakeForward(target string) int {
 		return 1
 	}
 	time.AfterFunc(pgFakeForwardLifetime, func() { ln.Close() })
+	tcpForward(ln, target)
+	return 0
+}
+
+// tcpForward copies each connection accepted on ln to and from a new
+// connection to target, until ln is closed.
+func tcpForward(ln net.Listener, target string) {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
-			return 0
+			return
 		}
 		go func() {
 			defer conn.Close()

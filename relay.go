@@ -16,9 +16,12 @@ package main
 // POST /api/installations/{id}/tunnel for the caller's own local-dev
 // installation, a minute long), verified with the control plane's JWKS
 // like identity tokens, for the installation the hello names; the
-// organization is the token's. A token registers once (its jti is
-// remembered until it expires). The subdomain is derived from the
-// installation id by the relay (a tunnel cannot pick another's). Relayed
+// organization is the token's. A token registers once: its jti is
+// remembered until it expires, in memory and in a file of the relay's
+// state directory (relaySpentFile), fsynced before the registration is
+// accepted, so a restarted relay still refuses a replay. The subdomain is
+// derived from the installation id by the relay (a tunnel cannot pick
+// another's). Relayed
 // requests must carry an identity token of that control plane, for the
 // tunnel's organization and installation; anything else (a registration
 // token included) is 401 at the relay.
@@ -40,10 +43,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +68,13 @@ const (
 	// relayPingEvery is how often the relay pings an idle tunnel, so a
 	// dead one (a laptop gone to sleep) is dropped and its slot freed.
 	relayPingEvery = 30 * time.Second
+	// relaySpentFile, in the relay's state directory, holds the jti of the
+	// registration tokens used and not yet expired, with their expiry.
+	relaySpentFile = "spent-registrations.json"
+	// relayLockFile, in the relay's state directory, is locked while a
+	// relay uses the directory: two relays on one file would each forget
+	// the other's tokens.
+	relayLockFile = "relay.lock"
 )
 
 // relayHello is the tunnel client's first message.
@@ -123,30 +138,47 @@ type relayTunnel struct {
 	verifier *identVerifier // identity tokens for the tunnel's organization and installation
 }
 
+// relayConfig is what a relay serves and trusts; all but Port are
+// required.
+type relayConfig struct {
+	Domain       string // the tunnel domain D: hosts are <sub>.tun.D
+	ControlPlane string // issuer of the registration and identity tokens
+	State        string // directory of relaySpentFile, created 0700 if missing
+	Port         string // the port the relay listens on, in its public URLs unless 443
+}
+
 // relayServer routes https://<sub>.tun.<domain> to the tunnel registered
-// under <sub>. Built by newRelayServer; its maps are guarded by mu.
+// under <sub>. Built by newRelayServer; tunnels is guarded by mu, spent
+// by spentMu (held while the file is written, which public requests do
+// not wait for).
 type relayServer struct {
 	domain       string          // the tunnel domain D: hosts are <sub>.tun.D
+	port         string          // the listening port, in public URLs unless 443
 	controlPlane string          // issuer of the registration and identity tokens
 	keys         *identKeySource // controlPlane's JWKS, shared by every check
 	console      string          // origin of controlPlane: the browser origin answered CORS
 	log          *slog.Logger
 	guard        *httpGuard // paces public request bodies, then route
+	spentPath    string     // relaySpentFile in the state directory
+	lock         *os.File   // relayLockFile, locked until close
 
 	mu      sync.Mutex
 	tunnels map[string]*relayTunnel // by subdomain
-	spent   map[string]time.Time    // jti of the registration tokens used, until their expiry
 	closing bool                    // close was called: no more tunnels
 	wg      sync.WaitGroup          // tunnel goroutines, counted under mu
+
+	spentMu sync.Mutex
+	spent   map[string]time.Time // jti of the registration tokens used, until their expiry
 }
 
-// newRelayServer returns a relay for domain, admitting the tunnels and
-// identity tokens of controlPlane; all are required.
-func newRelayServer(domain, controlPlane string, log *slog.Logger) (*relayServer, error) {
-	if domain == "" || controlPlane == "" || log == nil {
-		return nil, errors.New("new relay: want a domain, a control plane URL and a logger")
+// newRelayServer returns the relay of cfg: it locks cfg.State and reads
+// the registration tokens used before a restart from it.
+func newRelayServer(cfg relayConfig, log *slog.Logger) (*relayServer, error) {
+	if cfg.Domain == "" || cfg.ControlPlane == "" || cfg.State == "" || log == nil {
+		return nil, errors.New("new relay: want a domain, a control plane URL, a state directory and a logger")
 	}
-	s := &relayServer{domain: strings.ToLower(domain), controlPlane: strings.TrimSuffix(controlPlane, "/"), log: log, tunnels: map[string]*relayTunnel{}, spent: map[string]time.Time{}}
+	s := &relayServer{domain: strings.ToLower(cfg.Domain), port: cfg.Port, controlPlane: strings.TrimSuffix(cfg.ControlPlane, "/"), log: log,
+		tunnels: map[string]*relayTunnel{}, spentPath: filepath.Join(cfg.State, relaySpentFile)}
 	var err error
 	if s.console, err = corsConsoleOrigin(s.controlPlane); err != nil {
 		return nil, fmt.Errorf("new relay: %w", err)
@@ -157,11 +189,73 @@ func newRelayServer(domain, controlPlane string, log *slog.Logger) (*relayServer
 	if s.guard, err = newHTTPGuard(http.HandlerFunc(s.route), httpGuardConfig{}); err != nil {
 		return nil, err
 	}
+	if err := mkdirPrivate(cfg.State); err != nil {
+		return nil, fmt.Errorf("new relay: %w", err)
+	}
+	if s.lock, err = lockFile(filepath.Join(cfg.State, relayLockFile)); err != nil {
+		if errors.Is(err, errLocked) {
+			err = fmt.Errorf("another svc relay uses the state directory %s: give each relay its own --state", cfg.State)
+		}
+		return nil, fmt.Errorf("new relay: %w", err)
+	}
+	if s.spent, err = relayLoadSpent(s.spentPath, time.Now()); err != nil {
+		s.lock.Close()
+		return nil, fmt.Errorf("new relay: %w", err)
+	}
 	return s, nil
 }
 
+// relaySpentState is the content of relaySpentFile.
+type relaySpentState struct {
+	Spent map[string]time.Time `json:"spent"` // jti: expiry (identLeeway added)
+}
+
+// relayLoadSpent reads the registration tokens used from relaySpentFile
+// at path, those expired at now left out; no file is none used.
+func relayLoadSpent(path string, now time.Time) (map[string]time.Time, error) {
+	var state relaySpentState
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]time.Time{}, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &state)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the registration tokens used from %s: %w (it lists the last minute's only: stop the relay, wait a minute and remove it)", path, err)
+	}
+	if state.Spent == nil {
+		state.Spent = map[string]time.Time{}
+	}
+	relayForgetExpired(state.Spent, now)
+	return state.Spent, nil
+}
+
+// relayForgetExpired drops from spent the tokens expired at now: they
+// verify no more, so cannot be replayed.
+func relayForgetExpired(spent map[string]time.Time, now time.Time) {
+	maps.DeleteFunc(spent, func(_ string, exp time.Time) bool { return now.After(exp) })
+}
+
 // publicURL is the public URL of subdomain sub.
-func (s *relayServer) publicURL(sub string) string { return "https://" + sub + ".tun." + s.domain }
+func (s *relayServer) publicURL(sub string) string {
+	return relayURLWithPort("https://"+sub+".tun."+s.domain, s.port)
+}
+
+// relayURLWithPort is the URL raw with port in its host, or none when
+// port is "" or 443 (https's own): a relay serves tunnels and public
+// requests on one port, so a public URL without it would reach another.
+func relayURLWithPort(raw, port string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.Host = u.Hostname()
+	if port != "" && port != "443" {
+		u.Host = net.JoinHostPort(u.Host, port)
+	}
+	return u.String()
+}
 
 // httpServer returns the relay's HTTP server: public requests over h2 or
 // http/1.1, tunnels over relayTunnelALPN, on one TLS listener.
@@ -194,7 +288,9 @@ func (s *relayServer) register(ctx context.Context, hello relayHello) (*identVer
 	if c.Org == "" || c.Jti == "" {
 		return nil, identKindTunnel.refuse(errIdentMalformed, "want org and jti claims")
 	}
-	if !s.spend(c) {
+	if fresh, err := s.spend(c); err != nil {
+		return nil, err
+	} else if !fresh {
 		return nil, identKindTunnel.refuse(errRelayTokenSpent, "jti %q", c.Jti)
 	}
 	return newIdentVerifierOn(s.keys, c.Org, c.Aud)
@@ -205,22 +301,28 @@ func (s *relayServer) register(ctx context.Context, hello relayHello) (*identVer
 var errRelayTokenSpent = errors.New("token already used")
 
 // spend records the registration token of c as used and reports whether
-// it was unused; tokens past their expiry (when they verify no more) are
-// forgotten.
-func (s *relayServer) spend(c *identClaims) bool {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for jti, exp := range s.spent {
-		if now.After(exp) {
-			delete(s.spent, jti)
-		}
-	}
+// it was unused. The record is on disk (relaySpentFile, written
+// atomically and fsynced) before it returns true; an error writing it
+// leaves the token unused. Tokens past their expiry (when they verify no
+// more) are forgotten, so the file holds a minute of registrations.
+func (s *relayServer) spend(c *identClaims) (bool, error) {
+	s.spentMu.Lock()
+	defer s.spentMu.Unlock()
+	relayForgetExpired(s.spent, time.Now())
 	if _, ok := s.spent[c.Jti]; ok {
-		return false
+		return false, nil
 	}
-	s.spent[c.Jti] = time.Unix(c.Exp, 0).Add(identLeeway)
-	return true
+	next := maps.Clone(s.spent)
+	next[c.Jti] = time.Unix(c.Exp, 0).Add(identLeeway)
+	b, err := json.Marshal(relaySpentState{Spent: next})
+	if err == nil {
+		err = writeFileAtomic(s.spentPath, b, privateFileMode)
+	}
+	if err != nil {
+		return false, fmt.Errorf("record the registration token used: %w", err)
+	}
+	s.spent = next
+	return true, nil
 }
 
 // serveTunnel runs one tunnel connection: registration, then the HTTP/2
@@ -253,7 +355,7 @@ func (s *relayServer) serveTunnel(c *tls.Conn) {
 		s.log.Warn("tunnel refused", "remote", c.RemoteAddr(), "installation", hello.Installation, "err", err)
 		w := relayWelcome{Error: err.Error()}
 		if errors.Is(err, errIdentNoKeys) || !errors.As(err, new(*identError)) {
-			w = relayWelcome{Error: "the relay could not register the tunnel now (it cannot reach its control plane's keys); see its log", Retry: true}
+			w = relayWelcome{Error: "the relay could not register the tunnel now (it cannot reach its control plane's keys, or record the token used); see its log", Retry: true}
 		}
 		relayWriteFrame(c, w)
 	}
@@ -386,8 +488,9 @@ func (s *relayServer) route(w http.ResponseWriter, r *http.Request) {
 	t.proxy.ServeHTTP(w, r)
 }
 
-// close drops every tunnel, refuses new ones and waits for their
-// goroutines (a hello in progress ends within relayHelloTimeout).
+// close drops every tunnel, refuses new ones, waits for their goroutines
+// (a hello in progress ends within relayHelloTimeout) and unlocks the
+// state directory.
 func (s *relayServer) close() {
 	s.mu.Lock()
 	s.closing = true
@@ -396,4 +499,5 @@ func (s *relayServer) close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.lock.Close()
 }

@@ -83,15 +83,17 @@ type relayProcess struct {
 	t      testing.TB
 	args   []string
 	addr   string
+	state  string // its --state, kept across restarts
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	exited chan struct{}
 }
 
-// startRelay runs `svc relay` with args on addr and waits for it to listen.
+// startRelay runs `svc relay` with args on addr, with a --state directory
+// of its own, and waits for it to listen.
 func startRelay(t testing.TB, addr string, args ...string) *relayProcess {
 	t.Helper()
-	r := &relayProcess{t: t, args: args, addr: addr}
+	r := &relayProcess{t: t, args: args, addr: addr, state: t.TempDir()}
 	r.start()
 	t.Cleanup(r.kill)
 	return r
@@ -101,7 +103,7 @@ func startRelay(t testing.TB, addr string, args ...string) *relayProcess {
 func (r *relayProcess) start() {
 	r.t.Helper()
 	r.stderr, r.exited = &syncBuffer{}, make(chan struct{})
-	r.cmd = exec.Command(svcBinary(r.t), append([]string{"relay", "--addr", r.addr}, r.args...)...)
+	r.cmd = exec.Command(svcBinary(r.t), append([]string{"relay", "--addr", r.addr, "--state", r.state}, r.args...)...)
 	r.cmd.Env = baseEnv()
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {
@@ -129,6 +131,13 @@ func (r *relayProcess) kill() {
 		r.cmd.Process.Kill()
 		<-r.exited
 	}
+}
+
+// publicURL is the public URL r gives installation: its port kept, not
+// being 443.
+func (r *relayProcess) publicURL(installation string) string {
+	_, port, _ := net.SplitHostPort(r.addr)
+	return "https://" + relaySubdomain(installation) + ".tun.test:" + port
 }
 
 // relayFixture is a relay in front of a svc dev, both trusting a real
@@ -365,7 +374,7 @@ func firstContent(t testing.TB, br *bufio.Reader) string {
 // and restarted mid-stream, and the sessions left without a public URL.
 func TestRelayTunnel(t *testing.T) {
 	f := newRelayFixture(t)
-	public := "https://" + relaySubdomain(f.ldi) + ".tun.test"
+	public := f.relay.publicURL(f.ldi)
 	if p := f.dev.payload; p.PublicURL == nil || *p.PublicURL != public || p.Deeplink == nil ||
 		*p.Deeplink != f.cp.url+"/dev/"+f.ldi+"?url="+strings.ReplaceAll(strings.ReplaceAll(public, ":", "%3A"), "/", "%2F") {
 		t.Fatalf("payload public_url %v deeplink %v; want %s and its deeplink\n%s", p.PublicURL, p.Deeplink, public, f.dev.stderr.String())
@@ -484,7 +493,7 @@ func TestRelayTunnel(t *testing.T) {
 		stranger, _ := newIdentIssuer(f.cp.url, []identKey{identNewKey()})
 		forged, _ := stranger.issueTunnel("usr_x", f.org, f.ldi, time.Now())
 		spent := f.registration(t, otherLDI)
-		if w := f.rawHello(t, relayHello{Installation: otherLDI, Token: spent}); w.Error != "" || w.PublicURL != "https://"+relaySubdomain(otherLDI)+".tun.test" {
+		if w := f.rawHello(t, relayHello{Installation: otherLDI, Token: spent}); w.Error != "" || w.PublicURL != f.relay.publicURL(otherLDI) {
 			t.Fatalf("a registration token of the control plane: welcome %+v; want the public URL", w)
 		}
 		for _, tt := range []struct {
@@ -509,6 +518,8 @@ func TestRelayTunnel(t *testing.T) {
 	t.Run("handshake refused", f.handshakeRefused)
 	t.Run("no registration token", f.noRegistrationToken)
 	t.Run("relay down at boot", f.relayDownAtBoot)
+	t.Run("refused then svc login", f.refusedThenLogin)
+	t.Run("public URL of the dialled port", f.dialledPort)
 
 	t.Run("concurrent", func(t *testing.T) {
 		release := f.hold()
@@ -557,12 +568,20 @@ func TestRelayTunnel(t *testing.T) {
 	})
 
 	t.Run("relay restarted mid-stream", func(t *testing.T) {
+		// A registration token used before the restart (the relay killed
+		// right after: its record was on disk before the welcome) is
+		// still refused after it.
+		used := f.registration(t, otherLDI)
+		if w := f.rawHello(t, relayHello{Installation: otherLDI, Token: used}); w.Error != "" {
+			t.Fatalf("a fresh registration token: welcome %+v", w)
+		}
 		release := f.hold()
 		defer release()
 		resp := f.do(t, "POST", public+"/openai/v1/chat/completions", good, relayChatBody)
 		defer resp.Body.Close()
 		br := bufio.NewReader(resp.Body)
 		firstContent(t, br)
+		backs := strings.Count(f.dev.stderr.String(), "tunnel back up")
 		f.relay.kill()
 		if _, err := io.ReadAll(br); err == nil {
 			t.Error("the stream ended cleanly although the relay was killed")
@@ -580,6 +599,13 @@ func TestRelayTunnel(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("after the relay restarted, %s answers %d\ndev:\n%s\nrelay:\n%s", public, code, f.dev.stderr.String(), f.relay.stderr.String())
 		}
+		if w := f.rawHello(t, relayHello{Installation: otherLDI, Token: used}); !strings.Contains(w.Error, errRelayTokenSpent.Error()) || w.PublicURL != "" {
+			t.Errorf("a registration token used before the relay restarted: welcome %+v; want refused: %v", w, errRelayTokenSpent)
+		}
+		// svc dev says it is back, with its public URL.
+		f.dev.waitLog(t, 10*time.Second, func(log string) bool {
+			return strings.Count(log, "tunnel back up") > backs && strings.Contains(log, "public_url="+public)
+		}, "line saying the tunnel is back up at "+public)
 		// The same subdomain streams again.
 		resp2 := f.do(t, "POST", public+"/openai/v1/chat/completions", good, relayChatBody)
 		defer resp2.Body.Close()
@@ -656,8 +682,8 @@ func (f *relayFixture) unpublished(t *testing.T, dir string, env []string, says 
 // stderr reaches the test through its own pipe, after the payload maybe.
 func (d *devProcess) waitWarn(t *testing.T, says ...string) {
 	t.Helper()
-	warned := func() bool {
-		for _, line := range strings.Split(d.stderr.String(), "\n") {
+	d.waitLog(t, 10*time.Second, func(log string) bool {
+		for _, line := range strings.Split(log, "\n") {
 			all := strings.Contains(line, "level=WARN")
 			for _, s := range says {
 				all = all && strings.Contains(line, s)
@@ -667,11 +693,17 @@ func (d *devProcess) waitWarn(t *testing.T, says ...string) {
 			}
 		}
 		return false
+	}, fmt.Sprintf("WARN line saying %q", says))
+}
+
+// waitLog waits up to timeout until d's stderr satisfies ok, else fails
+// the test saying it wanted what.
+func (d *devProcess) waitLog(t *testing.T, timeout time.Duration, ok func(string) bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !ok(d.stderr.String()) && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 	}
-	for deadline := time.Now().Add(10 * time.Second); !warned() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-	}
-	if !warned() {
-		t.Errorf("no WARN line saying %q:\n%s", says, d.stderr.String())
+	if !ok(d.stderr.String()) {
+		t.Errorf("no %s:\n%s", what, d.stderr.String())
 	}
 }
 
@@ -716,7 +748,7 @@ func (f *relayFixture) relayDownAtBoot(t *testing.T) {
 	_, ldi := f.link(t, dir, "later")
 	d := f.unpublished(t, dir, f.devEnv(t, "SVC_RELAY_URL=https://"+addr), "dial relay")
 	relay := startRelay(t, addr, f.relay.args...)
-	if p := d.nextPayload(30 * time.Second); p.PublicURL == nil || *p.PublicURL != "https://"+relaySubdomain(ldi)+".tun.test" || p.Deeplink == nil {
+	if p := d.nextPayload(30 * time.Second); p.PublicURL == nil || *p.PublicURL != relay.publicURL(ldi) || p.Deeplink == nil {
 		t.Errorf("once the relay is up: public_url %v deeplink %v", p.PublicURL, p.Deeplink)
 	}
 
@@ -730,6 +762,61 @@ func (f *relayFixture) relayDownAtBoot(t *testing.T) {
 	}
 	relay.kill()
 	d.waitWarn(t, "not retrying", "tunnel refused by the control plane", "no local-dev installation")
+}
+
+// refusedThenLogin: a svc dev whose credentials are revoked while it runs
+// (the control plane knows them no more) is refused a registration token
+// when its relay restarts; it says so at WARN, with `svc login` as the
+// fix, and keeps retrying: `svc login` in another terminal then brings
+// the tunnel back up without restarting svc dev.
+func (f *relayFixture) refusedThenLogin(t *testing.T) {
+	dir, xdg := projectDir(t), t.TempDir()
+	_, ldi := f.link(t, dir, "relogin")
+	env := f.devEnv(t, "XDG_CONFIG_HOME="+xdg)
+	login := func() {
+		t.Helper()
+		if out, errOut, code := cli(t, t.TempDir(), env, "--json", "login", "--control-plane", f.cp.url, "--token", f.admin); code != 0 {
+			t.Fatalf("svc login = %d %s %s", code, out, errOut)
+		}
+	}
+	login()
+	relay := startRelay(t, relayFreeAddr(t), f.relay.args...)
+	env = f.devEnv(t, "XDG_CONFIG_HOME="+xdg, "SVC_RELAY_URL=https://"+relay.addr)
+	d := startDev(t, dir, env)
+	if p := d.payload; p.PublicURL == nil || *p.PublicURL != relay.publicURL(ldi) {
+		t.Fatalf("public_url %v; want %s\n%s", p.PublicURL, relay.publicURL(ldi), d.stderr.String())
+	}
+	revoked, _ := json.Marshal(loginCredentials{SchemaVersion: 1, ControlPlaneURL: f.cp.url, Credential: "svc_cred_" + strings.Repeat("r", 40)})
+	if err := os.WriteFile(filepath.Join(xdg, "svc", "credentials.json"), revoked, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	relay.kill()
+	relay.start()
+	d.waitWarn(t, "refused; retrying", "tunnel refused by the control plane", "not signed in", "svc login", "without a restart")
+	backs := strings.Count(d.stderr.String(), "tunnel back up")
+	login()
+	// The next attempt comes within the backoff's cap (tunnelBackoffMax).
+	d.waitLog(t, 2*tunnelBackoffMax, func(log string) bool { return strings.Count(log, "tunnel back up") > backs }, "line saying the tunnel is back up after svc login")
+}
+
+// dialledPort: svc dev reaching the relay through another port (a port
+// mapping in front of it: here a TCP forwarder) publishes the URL with the
+// port it dials, where the relay's public side is reached.
+func (f *relayFixture) dialledPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go tcpForward(ln, f.relay.addr)
+	dir := projectDir(t)
+	_, ldi := f.link(t, dir, "forwarded")
+	d := startDev(t, dir, f.devEnv(t, "SVC_RELAY_URL=https://"+ln.Addr().String()))
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	want := "https://" + relaySubdomain(ldi) + ".tun.test:" + port
+	if p := d.payload; p.PublicURL == nil || *p.PublicURL != want {
+		t.Errorf("public_url %v; want %s\n%s", p.PublicURL, want, d.stderr.String())
+	}
 }
 
 // TestParseTunnelRelay accepts https://host[:port] only.
@@ -782,11 +869,11 @@ func TestRelayFrame(t *testing.T) {
 // pattern without a tunnel 502, before any token is looked at; a relay
 // needs a control plane URL it can take the console's origin from.
 func TestRelayRoute(t *testing.T) {
-	s, err := newRelayServer("example.com", "http://cp", slog.New(slog.DiscardHandler))
+	s, err := newRelayServer(relayConfig{Domain: "example.com", ControlPlane: "http://cp", State: t.TempDir()}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newRelayServer("example.com", "cp.example.com", slog.New(slog.DiscardHandler)); err == nil {
+	if _, err := newRelayServer(relayConfig{Domain: "example.com", ControlPlane: "cp.example.com", State: t.TempDir()}, slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("a control plane URL without a scheme: want an error (the console's origin is derived from it)")
 	}
 	for _, tt := range []struct {
@@ -806,6 +893,64 @@ func TestRelayRoute(t *testing.T) {
 		s.ServeHTTP(rec, req)
 		if rec.Code != tt.want {
 			t.Errorf("Host %q = %d; want %d", tt.host, rec.Code, tt.want)
+		}
+	}
+}
+
+// TestRelayState: a relay's state directory is its own (a second relay
+// on it is refused until the first closes), and what it reads back from
+// it are the registration tokens not yet expired.
+func TestRelayState(t *testing.T) {
+	dir := t.TempDir()
+	cfg := relayConfig{Domain: "example.com", ControlPlane: "http://cp", State: filepath.Join(dir, "relay")}
+	log := slog.New(slog.DiscardHandler)
+	s, err := newRelayServer(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(cfg.State); err != nil || fi.Mode().Perm() != privateDirMode {
+		t.Errorf("state directory: %v %v; want mode %v", fi, err, privateDirMode)
+	}
+	if _, err := newRelayServer(cfg, log); err == nil || !strings.Contains(err.Error(), "another svc relay") {
+		t.Errorf("a second relay on the same state: %v; want refused", err)
+	}
+	now := time.Now()
+	for jti, exp := range map[string]time.Time{"gone": now.Add(-time.Second), "live": now.Add(time.Minute)} {
+		if fresh, err := s.spend(&identClaims{Jti: jti, Exp: exp.Add(-identLeeway).Unix()}); !fresh || err != nil {
+			t.Fatalf("spend %s = %v, %v", jti, fresh, err)
+		}
+	}
+	if fresh, err := s.spend(&identClaims{Jti: "live", Exp: now.Add(time.Minute).Unix()}); fresh || err != nil {
+		t.Errorf("spend live twice = %v, %v; want refused", fresh, err)
+	}
+	s.close()
+	s, err = newRelayServer(cfg, log)
+	if err != nil {
+		t.Fatalf("the state after the first relay closed: %v", err)
+	}
+	defer s.close()
+	if _, live := s.spent["live"]; !live || len(s.spent) != 1 {
+		t.Errorf("read back %v; want the live token only", s.spent)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.State, relaySpentFile), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relayLoadSpent(filepath.Join(cfg.State, relaySpentFile), now); err == nil || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("a corrupt file: %v; want an error saying what to do", err)
+	}
+}
+
+// TestRelayURLWithPort keeps a port other than https's own.
+func TestRelayURLWithPort(t *testing.T) {
+	for _, tt := range []struct{ in, port, want string }{
+		{"https://ab.tun.example.com", "8443", "https://ab.tun.example.com:8443"},
+		{"https://ab.tun.example.com", "443", "https://ab.tun.example.com"},
+		{"https://ab.tun.example.com", "", "https://ab.tun.example.com"},
+		{"https://ab.tun.example.com:8443", "443", "https://ab.tun.example.com"},
+		{"https://ab.tun.example.com:8443", "9000", "https://ab.tun.example.com:9000"},
+	} {
+		if got := relayURLWithPort(tt.in, tt.port); got != tt.want {
+			t.Errorf("relayURLWithPort(%q, %q) = %q; want %q", tt.in, tt.port, got, tt.want)
 		}
 	}
 }

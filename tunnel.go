@@ -6,8 +6,12 @@ package main
 // then served as an HTTP/2 server (prior knowledge) whose requests the
 // relay sends. It reconnects with backoff, and keeps its subdomain: the
 // relay derives it from the installation. A refusal (by the relay, or by
-// the control plane asked for a token) ends the retries: it is logged with
-// what to do, and the runtime goes on locally.
+// the control plane asked for a token) is logged at WARN with what to do
+// and retried with the same backoff: each attempt reads the credentials
+// afresh, so `svc login` brings the tunnel up without a restart. Only a
+// refusal no retry can fix (tunnelFinal: the installation gone upstream,
+// SVC_RELAY_URL not a relay) ends the retries. The runtime goes on
+// locally meanwhile.
 //
 // Relayed requests reach dev's API through tunnelHandler: the relay has
 // verified their identity token, and the connection they come over is the
@@ -55,7 +59,7 @@ type tunnelConfig struct {
 	ServerName   string // TLS name of the relay
 	Installation string // the local-dev installation
 	// Token returns a fresh registration token for Installation; an error
-	// wrapping errTunnelRefused ends the retries.
+	// wrapping tunnelFinal ends the retries.
 	Token   func(context.Context) (string, error)
 	Console string // console base URL of the deeplink
 }
@@ -74,8 +78,19 @@ func parseTunnelRelay(s string) (addr, serverName string, err error) {
 }
 
 // errTunnelRefused is a refusal by the relay or by the control plane:
-// retrying cannot help until the configuration or the sign-in changes.
+// retrying helps once the sign-in (or the relay's configuration) changes.
 var errTunnelRefused = errors.New("tunnel refused")
+
+// tunnelFinal is a refusal no retry can fix until svc dev restarts: the
+// control plane knows no such installation of the user's (the agent was
+// deleted upstream), or SVC_RELAY_URL is not an svc relay.
+type tunnelFinal struct{ error }
+
+// Unwrap returns the refusal.
+func (e tunnelFinal) Unwrap() error { return e.error }
+
+// tunnelIsFinal reports whether err ends the retries.
+func tunnelIsFinal(err error) bool { return errors.As(err, new(tunnelFinal)) }
 
 // tunnelClient holds svc dev's tunnel. Start it with start; close stops
 // it and waits.
@@ -86,6 +101,10 @@ type tunnelClient struct {
 	// onUp is called when the public URL becomes known after the boot
 	// wait gave up on it (the payload is printed again).
 	onUp func()
+	// port is the relay's port as dialled (cfg.Addr's): the public URL
+	// carries it unless it is 443, since the relay serves tunnels and
+	// public requests on one port.
+	port string
 
 	publicURL atomic.Pointer[string]
 	booted    atomic.Bool // the boot wait is over
@@ -96,13 +115,14 @@ type tunnelClient struct {
 
 // newTunnelClient returns a client serving handler to the relay of cfg.
 func newTunnelClient(cfg tunnelConfig, handler http.Handler, log *slog.Logger, onUp func()) *tunnelClient {
-	return &tunnelClient{cfg: cfg, handler: handler, log: log, onUp: onUp, first: make(chan error, 1)}
+	_, port, _ := net.SplitHostPort(cfg.Addr)
+	return &tunnelClient{cfg: cfg, handler: handler, log: log, onUp: onUp, port: port, first: make(chan error, 1)}
 }
 
 // start runs the tunnel in the background and waits up to tunnelBootWait
 // for its first handshake. A failure is logged at WARN with its reason;
 // the runtime goes on without a public URL while the client retries
-// (unless the relay refused it).
+// (unless the refusal is final).
 func (t *tunnelClient) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
@@ -118,13 +138,21 @@ func (t *tunnelClient) start() {
 		err = fmt.Errorf("no answer from the relay within %v", tunnelBootWait)
 	}
 	t.booted.Store(true)
-	hint := "svc dev keeps retrying; the runtime works locally meanwhile"
-	if errors.Is(err, errTunnelRefused) {
-		hint = "svc dev does not retry a refusal: fix it (SVC_RELAY_URL, the relay's --control-plane, svc whoami) and restart svc dev; the runtime works locally meanwhile"
-	}
 	if err != nil {
-		t.log.Warn("tunnel: no public URL, public_url and deeplink are null", "relay", t.cfg.Addr, "err", err, "hint", hint)
+		t.log.Warn("tunnel: no public URL, public_url and deeplink are null", "relay", t.cfg.Addr, "err", err, "hint", tunnelHint(err)+"; the runtime works locally meanwhile")
 	}
+}
+
+// tunnelHint says what svc dev does after the failed attempt err, and
+// what the user can do.
+func tunnelHint(err error) string {
+	switch {
+	case tunnelIsFinal(err):
+		return "svc dev does not retry this: fix it (the project's link, SVC_RELAY_URL) and restart svc dev"
+	case errors.Is(err, errTunnelRefused):
+		return fmt.Sprintf("svc dev retries every %v at most and reads your credentials afresh each time: run `svc login` (or fix the relay's --control-plane) and the tunnel comes up without a restart", tunnelBackoffMax)
+	}
+	return "svc dev keeps retrying"
 }
 
 // close stops the tunnel and waits for it.
@@ -151,9 +179,12 @@ func (t *tunnelClient) urls() (public, deeplink *string) {
 }
 
 // run connects, serves until the connection breaks and reconnects with
-// backoff until ctx ends or the relay refuses the tunnel.
+// backoff until ctx ends or a refusal is final. A refusal after the
+// first attempt is logged at WARN when it is new (the first, or another
+// than the last attempt's).
 func (t *tunnelClient) run(ctx context.Context) {
 	backoff := tunnelBackoffMin
+	var last error
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		began := time.Now()
 		err := t.session(ctx)
@@ -163,10 +194,15 @@ func (t *tunnelClient) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errTunnelRefused) {
-			if t.booted.Load() && attempt > 0 {
-				t.log.Warn("tunnel: refused; not retrying until svc dev restarts", "err", err)
+		if attempt > 0 && errors.Is(err, errTunnelRefused) && (last == nil || last.Error() != err.Error()) {
+			msg := "tunnel: refused; retrying"
+			if tunnelIsFinal(err) {
+				msg = "tunnel: refused; not retrying until svc dev restarts"
 			}
+			t.log.Warn(msg, "err", err, "hint", tunnelHint(err))
+		}
+		last = err
+		if tunnelIsFinal(err) {
 			return
 		}
 		if time.Since(began) > tunnelBackoffReset {
@@ -201,7 +237,7 @@ func (t *tunnelClient) session(ctx context.Context) error {
 	c := raw.(*tls.Conn)
 	defer c.Close()
 	if p := c.ConnectionState().NegotiatedProtocol; p != relayTunnelALPN {
-		return fmt.Errorf("%w: %s is not an svc relay (TLS protocol %q)", errTunnelRefused, t.cfg.Addr, p)
+		return tunnelFinal{fmt.Errorf("%w: %s is not an svc relay (TLS protocol %q): fix SVC_RELAY_URL", errTunnelRefused, t.cfg.Addr, p)}
 	}
 	deadline, _ := dctx.Deadline()
 	c.SetDeadline(deadline)
@@ -219,15 +255,17 @@ func (t *tunnelClient) session(ctx context.Context) error {
 		return fmt.Errorf("%w by the relay: %s", errTunnelRefused, welcome.Error)
 	}
 	c.SetDeadline(time.Time{})
-	t.up(welcome.PublicURL)
+	t.up(relayURLWithPort(welcome.PublicURL, t.port))
 	return t.serve(ctx, c)
 }
 
-// up records the public URL of a registered tunnel. The first time after
-// the boot wait gave up, the payload is printed again.
+// up records the public URL of a registered tunnel and logs it: "tunnel
+// up" the first time (then, if the boot wait gave up on it, the payload
+// is printed again), "tunnel back up" after a reconnect.
 func (t *tunnelClient) up(public string) {
 	old := t.publicURL.Swap(&public)
-	if old == nil {
+	switch {
+	case old == nil:
 		t.log.Info("tunnel up", "public_url", public)
 		select {
 		case t.first <- nil:
@@ -236,8 +274,10 @@ func (t *tunnelClient) up(public string) {
 		if t.booted.Load() && t.onUp != nil {
 			t.onUp()
 		}
-	} else if *old != public {
-		t.log.Warn("tunnel: the relay gave another public URL", "was", *old, "now", public)
+	case *old != public:
+		t.log.Warn("tunnel back up at another public URL", "was", *old, "public_url", public)
+	default:
+		t.log.Info("tunnel back up", "public_url", public)
 	}
 }
 
