@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -69,7 +72,19 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestHelpOnEveryVerb prints the help of svc and of every verb: each
+// exits 0 with its usage, and none sends the user to a document they do
+// not have (a "§" section of the design notes or the spec).
 func TestHelpOnEveryVerb(t *testing.T) {
+	standsAlone := func(args []string, help string) {
+		for _, ref := range []string{"§", "DESIGN", "SPEC"} {
+			if strings.Contains(help, ref) {
+				t.Errorf("svc %s --help names %q, a document users do not have:\n%s", strings.Join(args, " "), ref, help)
+			}
+		}
+	}
+	top, _, _ := runInProcess(t, t.TempDir(), nil, "--help")
+	standsAlone(nil, top)
 	var walk func(prefix []string, vs []*verb)
 	walk = func(prefix []string, vs []*verb) {
 		for _, v := range vs {
@@ -79,10 +94,34 @@ func TestHelpOnEveryVerb(t *testing.T) {
 			if code != 0 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "--json") {
 				t.Errorf("svc %s --help = exit %d, %q; want exit 0 with %q", strings.Join(args, " "), code, stdout, want)
 			}
+			standsAlone(args, stdout)
 			walk(args, v.subverbs)
 		}
 	}
 	walk(nil, verbs())
+}
+
+// TestUserTextNamesNoDocument reads every string literal of the program
+// (not its tests or comments): none names a section ("§") of a document,
+// since help, errors, hints and logs reach users who have only svc.
+func TestUserTextNamesNoDocument(t *testing.T) {
+	fset := token.NewFileSet()
+	files, _ := filepath.Glob("*.go")
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "§") {
+				t.Errorf("%s: a string names a document section: %s", fset.Position(lit.Pos()), lit.Value)
+			}
+			return true
+		})
+	}
 }
 
 func TestExitCodeTable(t *testing.T) {
