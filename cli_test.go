@@ -265,6 +265,8 @@ func TestDevWithoutProjectNonInteractive(t *testing.T) {
 func TestWorkflowVerbsWithoutTarget(t *testing.T) {
 	noProject := t.TempDir()
 	proj := projectDir(t)
+	badInput := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(badInput, []byte(`{"name":`), 0o644)
 	env := map[string]string{"SVC_DEV_PORT_OFFSET": "3"}
 	tests := []struct {
 		name string
@@ -277,9 +279,10 @@ func TestWorkflowVerbsWithoutTarget(t *testing.T) {
 		{"dev not running", proj, []string{"workflows", "list"}, codeDevNotRunning, 3},
 		{"runs dev not running", proj, []string{"runs", "list"}, codeDevNotRunning, 3},
 		{"--agent not signed in", proj, []string{"workflows", "list", "--agent", "inst_123"}, codeAuth, 2},
-		{"invalid input before anything", proj, []string{"workflows", "start", "greet", "--input", "{nope"}, codeGeneric, 1},
+		{"invalid input before anything", proj, []string{"workflows", "start", "greet", "--input", "{nope"}, "invalid_json", 1},
+		{"invalid input file before anything", proj, []string{"workflows", "start", "greet", "--input-file", badInput}, "invalid_json", 1},
 		{"unreadable input file", proj, []string{"workflows", "start", "greet", "--input-file", "/nonexistent.json"}, codeGeneric, 1},
-		{"input not an object", proj, []string{"workflows", "start", "greet", "--input", "[1]"}, codeGeneric, 1},
+		{"input not an object", proj, []string{"workflows", "start", "greet", "--input", "[1]"}, "invalid_json", 1},
 		{"link with a short secret", proj, []string{"link", "--agent", "a", "--url", "http://x", "--secret", "s", "--tag", "1"}, codeGeneric, 1},
 	}
 	for _, tt := range tests {
