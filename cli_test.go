@@ -233,6 +233,42 @@ func TestInitScaffoldAndRefusal(t *testing.T) {
 	}
 }
 
+// TestInitNextCommand runs `svc init demo` as a process the ways a user
+// starts it, and its "Next:" lines name the binary as they would type it
+// after `cd demo`: ../svc after ./svc (the quick start), the path rebased
+// after another relative one, the absolute path after one, and svc when
+// the shell found it on PATH.
+func TestInitNextCommand(t *testing.T) {
+	work := t.TempDir()
+	bin := filepath.Join(work, "bin", "svc")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(svcBinary(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, dir, argv0, want string }{
+		{"quick start", "bin", "./svc", "../svc dev"},
+		{"relative", "projects", "../bin/svc", "../../bin/svc dev"},
+		{"absolute", "projects", bin, bin + " dev"},
+		{"PATH", "projects", "svc", "svc dev"},
+	} {
+		dir := filepath.Join(work, tt.dir, tt.name)
+		os.MkdirAll(dir, 0o755)
+		var stdout, stderr bytes.Buffer
+		cmd := &exec.Cmd{Path: bin, Args: []string{tt.argv0, "init", "demo"}, Dir: dir, Env: baseEnv(), Stdout: &stdout, Stderr: &stderr}
+		if tt.dir == "bin" {
+			cmd.Dir = filepath.Dir(bin)
+		}
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s", tt.name, err, stderr.String())
+		}
+		if want := "Next:\n  cd demo\n  " + tt.want + "\n"; !strings.HasSuffix(stdout.String(), want) {
+			t.Errorf("%s: svc init printed\n%s\nwant it to end with\n%s", tt.name, stdout.String(), want)
+		}
+	}
+}
+
 func TestDevWithoutProjectNonInteractive(t *testing.T) {
 	dir := t.TempDir()
 	for _, tt := range []struct {

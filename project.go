@@ -199,7 +199,7 @@ func runInit(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	c.emit(map[string]any{"schema_version": schemaVersion, "target_dir": abs, "files_written": files}, func(w io.Writer) {
-		fmt.Fprintf(w, "Created project %q in %s\n\nNext:\n  cd %s\n  svc dev\n", name, abs, dir)
+		fmt.Fprintf(w, "Created project %q in %s\n\nNext:\n  cd %s\n  %s dev\n", name, abs, dir, c.selfCommand(abs))
 	})
 	return nil
 }
