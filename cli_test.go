@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"net"
 	"net/http"
@@ -106,15 +105,7 @@ func TestHelpOnEveryVerb(t *testing.T) {
 // since help, errors, hints and logs reach users who have only svc.
 func TestUserTextNamesNoDocument(t *testing.T) {
 	fset := token.NewFileSet()
-	files, _ := filepath.Glob("*.go")
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range parseProgramFiles(t, fset, []string{"*.go"}) {
 		ast.Inspect(file, func(n ast.Node) bool {
 			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "§") {
 				t.Errorf("%s: a string names a document section: %s", fset.Position(lit.Pos()), lit.Value)
