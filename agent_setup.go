@@ -22,9 +22,9 @@ import (
 type agentSetupAgent struct {
 	name string
 	path string
-	// merge returns the file's content with the svc server set, from its
-	// current content (nil when absent).
-	merge func(old []byte) ([]byte, error)
+	// merge returns the file's content with the svc server set to run
+	// command, from its current content (nil when absent).
+	merge func(old []byte, command string) ([]byte, error)
 }
 
 // agentSetupAgents lists the supported coding agents, in report order.
@@ -37,12 +37,14 @@ var agentSetupAgents = []agentSetupAgent{
 // agentSetupSkillPaths are where the svc skill is written.
 var agentSetupSkillPaths = []string{".agents/skills/svc/SKILL.md", ".claude/skills/svc/SKILL.md"}
 
-// Step outcomes of the setup report (SPEC §4.2).
+// Step outcomes of the setup report (SPEC §4.2). An MCP entry is written
+// when its file changed, unchanged when the file already held it.
 const (
-	agentSetupOK      = "ok"
-	agentSetupWritten = "written"
-	agentSetupSkipped = "skipped"
-	agentSetupFailed  = "failed"
+	agentSetupOK        = "ok"
+	agentSetupWritten   = "written"
+	agentSetupUnchanged = "unchanged"
+	agentSetupSkipped   = "skipped"
+	agentSetupFailed    = "failed"
 )
 
 // agentSetupReport is agent_setup of the link payload.
@@ -106,56 +108,61 @@ func agentSetupAsk(c *cmd) ([]string, error) {
 }
 
 // agentSetupRun writes the skill and the MCP config of each selected agent
-// in dir and returns the report and the relative paths whose content it
+// in dir, the MCP server started as command (the absolute path of this
+// binary), and returns the report and the relative paths whose content it
 // created or changed. A failed step is reported, not returned: the link
 // itself is done by then.
-func agentSetupRun(dir string, selected []string) (agentSetupReport, []string) {
+func agentSetupRun(dir string, selected []string, command string) (agentSetupReport, []string) {
 	r := agentSetupReport{OK: true, Selected: selected, Steps: agentSetupSteps{Skills: agentSetupSkipped, MCP: map[string]string{}}}
 	var written []string
-	write := func(rel string, content func(old []byte) ([]byte, error)) bool {
+	// write sets rel to content(its current bytes) and answers the step's
+	// outcome: written, unchanged or failed.
+	write := func(rel string, content func(old []byte) ([]byte, error)) string {
 		path := filepath.Join(dir, filepath.FromSlash(rel))
 		old, err := os.ReadFile(path)
 		if err != nil && !os.IsNotExist(err) {
-			return false
+			return agentSetupFailed
 		}
 		b, err := content(old)
 		if err != nil {
-			return false
+			return agentSetupFailed
 		}
 		changed, err := linkWriteFile(path, b, 0o644)
-		if changed && err == nil {
-			written = append(written, rel)
+		switch {
+		case err != nil:
+			return agentSetupFailed
+		case !changed:
+			return agentSetupUnchanged
 		}
-		return err == nil
+		written = append(written, rel)
+		return agentSetupWritten
 	}
 	if len(selected) > 0 {
 		r.Steps.Skills = agentSetupOK
 		for _, p := range agentSetupSkillPaths {
-			if !write(p, func([]byte) ([]byte, error) { return []byte(agentSetupSkill), nil }) {
+			if write(p, func([]byte) ([]byte, error) { return []byte(agentSetupSkill), nil }) == agentSetupFailed {
 				r.Steps.Skills, r.OK = agentSetupFailed, false
 			}
 		}
 	}
 	for _, a := range agentSetupAgents {
-		switch {
-		case !slices.Contains(selected, a.name):
+		if !slices.Contains(selected, a.name) {
 			r.Steps.MCP[a.name] = agentSetupSkipped
-		case write(a.path, a.merge):
-			r.Steps.MCP[a.name] = agentSetupWritten
-		default:
-			r.Steps.MCP[a.name], r.OK = agentSetupFailed, false
+			continue
+		}
+		r.Steps.MCP[a.name] = write(a.path, func(old []byte) ([]byte, error) { return a.merge(old, command) })
+		if r.Steps.MCP[a.name] == agentSetupFailed {
+			r.OK = false
 		}
 	}
 	return r, written
 }
 
-// agentSetupServer is the svc MCP server entry: `svc mcp` over stdio.
-var agentSetupServer = map[string]any{"command": "svc", "args": []string{"mcp"}}
-
 // agentSetupMergeJSON sets mcpServers.svc in a JSON MCP config (Claude
-// Code's .mcp.json, Cursor's .cursor/mcp.json), keeping every other key.
-// A file that is not a JSON object is left alone (an error).
-func agentSetupMergeJSON(old []byte) ([]byte, error) {
+// Code's .mcp.json, Cursor's .cursor/mcp.json) to `command mcp` over
+// stdio, keeping every other key. A file that is not a JSON object is left
+// alone (an error).
+func agentSetupMergeJSON(old []byte, command string) ([]byte, error) {
 	doc := map[string]any{}
 	if len(bytes.TrimSpace(old)) > 0 {
 		if err := json.Unmarshal(old, &doc); err != nil {
@@ -166,19 +173,19 @@ func agentSetupMergeJSON(old []byte) ([]byte, error) {
 	if servers == nil {
 		servers = map[string]any{}
 	}
-	servers["svc"] = agentSetupServer
+	servers["svc"] = map[string]any{"command": command, "args": []string{"mcp"}}
 	doc["mcpServers"] = servers
 	b, err := json.MarshalIndent(doc, "", "  ")
 	return append(b, '\n'), err
 }
 
-// agentSetupTOMLSection is Codex's [mcp_servers.svc] table.
-const agentSetupTOMLSection = "[mcp_servers.svc]\ncommand = \"svc\"\nargs = [\"mcp\"]\n"
-
 // agentSetupMergeTOML sets the [mcp_servers.svc] table of Codex's
-// config.toml: an existing one is replaced up to the next table header,
-// else the table is appended; the rest of the file is kept as is.
-func agentSetupMergeTOML(old []byte) ([]byte, error) {
+// config.toml to `command mcp`: an existing one is replaced up to the next
+// table header, else the table is appended; the rest of the file is kept
+// as is.
+func agentSetupMergeTOML(old []byte, command string) ([]byte, error) {
+	quoted, _ := json.Marshal(command) // a JSON string is a TOML basic string
+	section := "[mcp_servers.svc]\ncommand = " + string(quoted) + "\nargs = [\"mcp\"]\n"
 	lines := strings.SplitAfter(string(old), "\n")
 	var out strings.Builder
 	replaced, inSection := false, false
@@ -187,7 +194,7 @@ func agentSetupMergeTOML(old []byte) ([]byte, error) {
 		if strings.HasPrefix(t, "[") {
 			inSection = t == "[mcp_servers.svc]"
 			if inSection {
-				out.WriteString(agentSetupTOMLSection)
+				out.WriteString(section)
 				replaced = true
 				continue
 			}
@@ -204,7 +211,7 @@ func agentSetupMergeTOML(old []byte) ([]byte, error) {
 		if s != "" {
 			s += "\n"
 		}
-		s += agentSetupTOMLSection
+		s += section
 	}
 	return []byte(s), nil
 }

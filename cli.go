@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -80,12 +81,37 @@ type cliIO struct {
 	getenv         func(string) string
 	stdinTerminal  bool   // stdin is an interactive terminal
 	dir            string // working directory the verbs resolve the project from
+	argv0          string // the command as the user typed it (os.Args[0]); "" in-process
+	executable     string // absolute path of the running binary; "" in-process or unknown
 }
 
 // newProcessIO returns the cliIO of the real process.
 func newProcessIO() cliIO {
 	dir, _ := os.Getwd()
-	return cliIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinTerminal: cliIsTerminal(os.Stdin), dir: dir}
+	exe, _ := os.Executable()
+	return cliIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinTerminal: cliIsTerminal(os.Stdin), dir: dir,
+		argv0: os.Args[0], executable: exe}
+}
+
+// selfCommand is how to type this binary in a shell whose working
+// directory is from: the name alone when the user ran it from PATH, its
+// absolute path when they typed one, else their relative path rebased
+// onto from. In-process (no argv0) it is "svc".
+func (io cliIO) selfCommand(from string) string {
+	switch {
+	case io.argv0 == "":
+		return "svc"
+	case !strings.ContainsRune(io.argv0, filepath.Separator) || filepath.IsAbs(io.argv0):
+		return io.argv0
+	}
+	rel, err := filepath.Rel(from, filepath.Join(io.dir, io.argv0))
+	if err != nil {
+		return filepath.Join(io.dir, io.argv0)
+	}
+	if rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		rel = "." + string(filepath.Separator) + rel
+	}
+	return rel
 }
 
 // cmd is one invocation of a verb: its I/O plus the global flags.
@@ -195,14 +221,14 @@ func verbs() []*verb {
 		{name: "dev", summary: "boot the local runtime", newFlags: newDevFlags, run: runDev},
 		{name: "workflows", summary: "list workflows, read schemas, start runs", subverbs: workflowVerbs()},
 		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
-		{name: "serve", summary: "run a project as a box: its wires, workflow routes, runs API and handshake (DESIGN §7)", usage: "[dir]", newFlags: newServeFlags, run: runServe},
-		{name: "link", summary: "register a deployed container with a control plane", newFlags: newLinkFlags, run: runLink},
+		{name: "serve", summary: "run a project as a box: its wires, workflow routes, runs API and the handshake svc link reads", usage: "[dir]", newFlags: newServeFlags, run: runServe},
+		{name: "link", summary: "register a deployed container with a control plane, or (--local) link this directory to an agent for svc dev", newFlags: newLinkFlags, run: runLink},
 		{name: "login", summary: "sign in to a control plane (device code, or --token for CI; --browser: a code to sign a browser in)", newFlags: newLoginFlags, run: runLogin},
 		{name: "logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},
 		{name: "whoami", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
 		{name: "control-plane", summary: "serve a control plane: organizations, agents, deployments, sign-in, identity (DATABASE_URL)", newFlags: newCPFlags, run: cpRun},
 		{name: "mcp", summary: "MCP over stdio for coding agents, relayed to svc dev (or --agent a box)", newFlags: newMCPFlags, run: runMCP},
-		{name: "relay", summary: "serve the tunnel's public end: https://<sub>.tun.<domain> to svc dev sessions (DESIGN §7)", newFlags: newRelayFlags, run: runRelay},
+		{name: "relay", summary: "serve the tunnel's public end: https://<sub>.tun.<domain> to svc dev sessions", newFlags: newRelayFlags, run: runRelay},
 		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
 		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}

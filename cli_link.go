@@ -4,7 +4,9 @@ package main
 // the user is signed in to and link this directory to its agent. The
 // rules run in SPEC order: flags first (no network), then the directory,
 // sign-in, the organization's agents, the box's handshake, and the control
-// plane's proof, teaching and record (cp_link.go); then the files.
+// plane's proof, teaching and record (cp_link.go); then the files. With
+// --local there is no box: the directory is linked to the user's local-dev
+// installation of the agent, the one svc dev runs as and tunnels.
 
 import (
 	"bytes"
@@ -14,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,9 +27,10 @@ import (
 func newLinkFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("link", flag.ContinueOnError)
 	fs.String("agent", "", "agent slug (required in non-interactive mode; a terminal offers a pick)")
-	fs.String("url", "", "public URL where the deployed agent is reachable (required)")
-	fs.String("secret", "", "signing secret the container verifies with; must match exactly (required; never printed)")
-	fs.String("tag", "", "image tag deployed, a semver or digest: the agent's version (required)")
+	fs.String("url", "", "public URL where the deployed agent is reachable (required unless --local)")
+	fs.String("secret", "", "signing secret the container verifies with; must match exactly (required unless --local; never printed)")
+	fs.String("tag", "", "image tag deployed, a semver or digest: the agent's version (required unless --local)")
+	fs.Bool("local", false, "link this directory to the agent's local-dev installation (what svc dev runs as and tunnels); no box, so no --url, --secret or --tag")
 	fs.Bool("force", false, "overwrite a .svc/project.json that links this directory to another agent or control plane")
 	fs.String("agents", "", "comma-separated coding agents to set up, skipping the prompt: "+strings.Join(agentSetupNames(), ", ")+", or all")
 	fs.Bool("no-agents", false, "set up no coding agent")
@@ -42,53 +44,65 @@ type linkLocalDev struct {
 }
 
 // linkPayload is the JSON payload of `svc link` (SPEC §4.2). It never
-// holds the signing secret.
+// holds the signing secret. With --local, deployment and
+// identity_verification are null: there is no box.
 type linkPayload struct {
-	SchemaVersion        int                      `json:"schema_version"`
-	Agent                cpAgent                  `json:"agent"`
-	OrganizationID       string                   `json:"organization_id"`
-	LocalDevInstallation linkLocalDev             `json:"local_dev_installation"`
-	Deployment           cpDeployment             `json:"deployment"`
-	TargetDir            string                   `json:"target_dir"`
-	FilesWritten         []string                 `json:"files_written"`
-	AgentSetup           agentSetupReport         `json:"agent_setup"`
-	IdentityVerification linkIdentityVerification `json:"identity_verification"`
+	SchemaVersion        int                       `json:"schema_version"`
+	Agent                cpAgent                   `json:"agent"`
+	OrganizationID       string                    `json:"organization_id"`
+	LocalDevInstallation linkLocalDev              `json:"local_dev_installation"`
+	Deployment           *cpDeployment             `json:"deployment"`
+	TargetDir            string                    `json:"target_dir"`
+	FilesWritten         []string                  `json:"files_written"`
+	AgentSetup           agentSetupReport          `json:"agent_setup"`
+	IdentityVerification *linkIdentityVerification `json:"identity_verification"`
 }
 
 // linkOptions are the validated flags of `svc link`.
 type linkOptions struct {
 	agent, url, secret, tag string
-	force                   bool
+	force, local            bool
 	codingAgents            []string // nil: ask (or, non-interactive, none)
 }
 
 // parseLinkOptions validates the flags before any network call (rule 1):
-// the three required flags, their shape, --agent in non-interactive mode,
-// and the coding agents named.
+// the three required flags (none of them with --local), their shape,
+// --agent in non-interactive mode, and the coding agents named.
 func parseLinkOptions(c *cmd, fs *flag.FlagSet) (linkOptions, error) {
 	get := func(name string) string { return strings.TrimSpace(fs.Lookup(name).Value.String()) }
-	o := linkOptions{agent: get("agent"), url: get("url"), secret: fs.Lookup("secret").Value.String(), tag: get("tag"), force: get("force") == "true"}
+	o := linkOptions{agent: get("agent"), url: get("url"), secret: fs.Lookup("secret").Value.String(), tag: get("tag"),
+		force: get("force") == "true", local: get("local") == "true"}
 	if fs.NArg() != 0 {
 		return o, fmt.Errorf("link takes no arguments: %w", errUsage)
 	}
-	const hint = "svc link --agent <slug> --url <box URL> --secret <signing secret> --tag <image tag>"
-	var missing []string
-	for _, f := range []struct{ name, value string }{{"--url", o.url}, {"--secret", o.secret}, {"--tag", o.tag}} {
-		if f.value == "" {
+	hint := "svc link --agent <slug> --url <box URL> --secret <signing secret> --tag <image tag>, or svc link --agent <slug> --local"
+	boxFlags := []struct{ name, value string }{{"--url", o.url}, {"--secret", o.secret}, {"--tag", o.tag}}
+	var missing, extra []string
+	for _, f := range boxFlags {
+		switch {
+		case o.local && f.value != "":
+			extra = append(extra, f.name)
+		case !o.local && f.value == "":
 			missing = append(missing, f.name)
 		}
 	}
 	if o.agent == "" && !c.interactive() {
 		missing = append(missing, "--agent (required when not in a terminal)")
 	}
+	if len(extra) > 0 {
+		return o, failf(codeGeneric, "svc link --agent <slug> --local links svc dev's installation; drop "+strings.Join(extra, ", ")+" (they register a deployed box)",
+			"svc link: --local takes no %s; nothing was linked", strings.Join(extra, ", "))
+	}
 	if len(missing) > 0 {
 		return o, failf(codeGeneric, hint, "svc link: missing %s; nothing was linked", strings.Join(missing, ", "))
 	}
-	if err := linkCheckURL(o.url); err != nil {
-		return o, failf(codeGeneric, hint, "svc link: --%v; nothing was linked", err)
-	}
-	if err := (cpLinkRequest{URL: o.url, Secret: o.secret, ImageTag: o.tag}).validate(); err != nil {
-		return o, failf(codeGeneric, hint, "svc link: --%v; nothing was linked", strings.Replace(err.Error(), "image_tag", "tag", 1))
+	if !o.local {
+		if err := linkCheckURL(o.url); err != nil {
+			return o, failf(codeGeneric, hint, "svc link: --%v; nothing was linked", err)
+		}
+		if err := (cpLinkRequest{URL: o.url, Secret: o.secret, ImageTag: o.tag}).validate(); err != nil {
+			return o, failf(codeGeneric, hint, "svc link: --%v; nothing was linked", strings.Replace(err.Error(), "image_tag", "tag", 1))
+		}
 	}
 	list, none := get("agents"), get("no-agents") == "true"
 	switch {
@@ -135,19 +149,30 @@ func runLink(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	box, _ := newLinkBoxClient(o.url, nil)
-	if _, err := box.handshake(ctx); err != nil {
-		return linkFailure(err)
+	var payload linkPayload
+	var pf projectFile
+	next := c.selfCommand(c.dir) + " dev"
+	if o.local {
+		if pf, err = projectLocalDev(ctx, cl, org.Slug, agent); err != nil {
+			return linkFailure(err)
+		}
+		payload = linkPayload{Agent: agent, OrganizationID: pf.OrganizationID}
+	} else {
+		box, _ := newLinkBoxClient(o.url, nil)
+		if _, err := box.handshake(ctx); err != nil {
+			return linkFailure(err)
+		}
+		var res cpLinkResult
+		err = cl.call(ctx, http.MethodPost, projectAgentPath(org.Slug, agent.Slug)+"/link", cpLinkRequest{URL: o.url, Secret: o.secret, ImageTag: o.tag}, &res)
+		if err != nil {
+			return linkFailure(err)
+		}
+		pf = projectFile{SchemaVersion: schemaVersion, OrganizationID: res.OrganizationID, OrganizationSlug: org.Slug,
+			Agent: projectAgent(res.Agent), LocalDevInstallationID: res.LocalDevInstallation.ID, ControlPlaneURL: cl.url}
+		payload = linkPayload{Agent: res.Agent, OrganizationID: res.OrganizationID, Deployment: &res.Deployment, IdentityVerification: &res.IdentityVerification}
+		next = c.selfCommand(c.dir) + " workflows list --agent " + res.Installation.ID
 	}
-	var res cpLinkResult
-	err = cl.call(ctx, http.MethodPost, "/api/orgs/"+url.PathEscape(org.Slug)+"/agents/"+url.PathEscape(agent.Slug)+"/link",
-		cpLinkRequest{URL: o.url, Secret: o.secret, ImageTag: o.tag}, &res)
-	if err != nil {
-		return linkFailure(err)
-	}
-	var written []string
-	pf := projectFile{SchemaVersion: schemaVersion, OrganizationID: res.OrganizationID, OrganizationSlug: org.Slug,
-		Agent: projectAgent(res.Agent), LocalDevInstallationID: res.LocalDevInstallation.ID, ControlPlaneURL: cl.url}
+	written := []string{}
 	for _, f := range []struct {
 		rel   string
 		write func(string) (bool, error)
@@ -157,7 +182,7 @@ func runLink(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	} {
 		changed, err := f.write(proj.Dir)
 		if err != nil {
-			return fmt.Errorf("svc link: the deployment is registered, but writing %s failed (run link again): %w", f.rel, err)
+			return fmt.Errorf("svc link: the agent is linked on the control plane, but writing %s failed (run link again): %w", f.rel, err)
 		}
 		if changed {
 			written = append(written, f.rel)
@@ -169,23 +194,34 @@ func runLink(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 			return err
 		}
 	}
-	report, files := agentSetupRun(proj.Dir, selected)
-	payload := linkPayload{SchemaVersion: schemaVersion, Agent: res.Agent, OrganizationID: res.OrganizationID,
-		LocalDevInstallation: linkLocalDev{ID: res.LocalDevInstallation.ID, OrganizationSlug: res.LocalDevInstallation.OrganizationSlug},
-		Deployment:           res.Deployment, TargetDir: proj.Dir, FilesWritten: append(written, files...), AgentSetup: report, IdentityVerification: res.IdentityVerification}
-	if w := res.IdentityVerification.Warning; w != nil && c.json {
-		fmt.Fprintf(c.stderr, "warning: %s\n", *w)
+	command := c.executable
+	if command == "" {
+		command = "svc"
+	}
+	report, files := agentSetupRun(proj.Dir, selected, command)
+	payload.SchemaVersion, payload.TargetDir, payload.FilesWritten, payload.AgentSetup = schemaVersion, proj.Dir, append(written, files...), report
+	payload.LocalDevInstallation = linkLocalDev{ID: pf.LocalDevInstallationID, OrganizationSlug: pf.OrganizationSlug}
+	var warning *string
+	if v := payload.IdentityVerification; v != nil {
+		warning = v.Warning
+	}
+	if warning != nil && c.json {
+		fmt.Fprintf(c.stderr, "warning: %s\n", *warning)
 	}
 	c.emit(payload, func(w io.Writer) {
-		fmt.Fprintf(w, "Linked %s to agent %s (%s) in organization %s\n  deployment  %s  %s  tag %s  %s\n  identity    %s\n",
-			proj.Dir, res.Agent.Slug, res.Agent.Name, org.Slug, res.Deployment.ID, res.Deployment.URL, res.Deployment.ImageTag, res.Deployment.Status, res.IdentityVerification.State)
+		fmt.Fprintf(w, "Linked %s to agent %s (%s) in organization %s\n", proj.Dir, agent.Slug, agent.Name, org.Slug)
+		if d := payload.Deployment; d != nil {
+			fmt.Fprintf(w, "  deployment  %s  %s  tag %s  %s\n  identity    %s\n", d.ID, d.URL, d.ImageTag, d.Status, payload.IdentityVerification.State)
+		} else {
+			fmt.Fprintf(w, "  local dev   %s (the installation svc dev runs as; no deployment)\n", pf.LocalDevInstallationID)
+		}
 		for _, f := range payload.FilesWritten {
 			fmt.Fprintf(w, "  wrote       %s\n", f)
 		}
-		if v := res.IdentityVerification.Warning; v != nil {
-			fmt.Fprintf(w, "warning: %s\n", *v)
+		if warning != nil {
+			fmt.Fprintf(w, "warning: %s\n", *warning)
 		}
-		fmt.Fprintf(w, "\nNext: svc workflows list --agent %s\n", res.Installation.ID)
+		fmt.Fprintf(w, "\nNext: %s\n", next)
 	})
 	return nil
 }

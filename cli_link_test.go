@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -313,8 +314,11 @@ func TestLinkRules(t *testing.T) {
 	if code != 0 || p2.Deployment.ID != p.Deployment.ID || p2.Deployment.URL != box2.url || !strings.HasPrefix(p2.Deployment.ImageTag, "sha256:") || w.deployments() != 1 {
 		t.Fatalf("re-link = %d %+v %+v; want the same deployment, new URL and tag", code, env.Error, p2.Deployment)
 	}
-	if len(p2.FilesWritten) != 0 {
-		t.Fatalf("re-link files_written = %v; want none (idempotent)", p2.FilesWritten)
+	if p2.FilesWritten == nil || len(p2.FilesWritten) != 0 {
+		t.Fatalf("re-link files_written = %#v; want [] (idempotent)", p2.FilesWritten)
+	}
+	if s := p2.AgentSetup.Steps; s.MCP["claude-code"] != agentSetupUnchanged || s.MCP["codex"] != agentSetupUnchanged || s.MCP["cursor"] != agentSetupSkipped {
+		t.Fatalf("re-link agent_setup.steps = %+v; want the two MCP entries unchanged", s)
 	}
 	// Already linked to demo: another agent needs --force.
 	wantFailLinked := func() {
@@ -364,6 +368,96 @@ func TestLinkRules(t *testing.T) {
 		t.Fatalf("box2's handshake after the links = %+v", h)
 	}
 	w.checkOutputs([]string{secret, box2.secret}, box, box2)
+}
+
+// TestLinkLocal links a project of `svc init` to an agent of the
+// organization without a box, as the tunnel needs: `svc link --agent demo
+// --local` (CI, no terminal) writes .svc/project.json with the user's
+// local-dev installation of the agent (the control plane's), prints the
+// link envelope with deployment null, refuses --url, --secret and --tag
+// before anything, is idempotent (files_written [] and every MCP entry
+// unchanged on the second run), writes the path of the binary that ran
+// it into the coding agents' MCP files, and needs --force to move to
+// another agent.
+func TestLinkLocal(t *testing.T) {
+	w := newLinkWorld(t)
+	dir := projectDir(t) // svc init: linked local-only
+	before, _ := os.ReadFile(filepath.Join(dir, ".svc", "project.json"))
+	for _, extra := range [][]string{{"--url", "http://127.0.0.1:1"}, {"--secret", "s3cret-s3cret-s3cret"}, {"--tag", "1"}} {
+		_, env, code := w.link(dir, append([]string{"--agent", "demo", "--local"}, extra...)...)
+		if code != 1 || env.OK || env.Error.Code != codeGeneric || !strings.Contains(env.Error.Message, extra[0]) {
+			t.Fatalf("link --local %s = %d %+v; want exit 1 naming the flag", extra[0], code, env.Error)
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, ".svc", "project.json")); !bytes.Equal(before, after) {
+		t.Fatalf("a refused link --local rewrote .svc/project.json")
+	}
+	for _, slug := range []string{"demo", "other"} {
+		httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents", w.admin, map[string]string{"slug": slug, "name": strings.ToUpper(slug[:1]) + slug[1:]}, nil)
+	}
+
+	linkLocal := func() (linkPayload, string) {
+		t.Helper()
+		out, stderr, code := w.run(dir, "--json", "link", "--agent", "demo", "--local", "--agents", "all")
+		var p linkPayload
+		if env := cpEnvelope(t, strings.TrimSpace(out), &p); code != 0 || !env.OK {
+			t.Fatalf("link --local = %d %s %s", code, out, stderr)
+		}
+		return p, out
+	}
+	p, out := linkLocal()
+	var local cpInstallation
+	httpJSONAuth(t, "POST", w.cp.url+"/api/orgs/default/agents/demo/local-dev-installation", w.admin, nil, &local)
+	if p.Agent.Slug != "demo" || p.Agent.Name != "Demo" || p.OrganizationID != local.OrganizationID || p.LocalDevInstallation.ID != local.ID ||
+		p.LocalDevInstallation.OrganizationSlug != "default" || p.Deployment != nil || p.IdentityVerification != nil ||
+		!strings.Contains(out, `"deployment":null`) || p.SchemaVersion != 1 || p.TargetDir == "" {
+		t.Fatalf("link --local payload = %s; want the control plane's local-dev installation %s and deployment null", out, local.ID)
+	}
+	wantFiles := []string{".svc/project.json", ".agents/skills/svc/SKILL.md", ".claude/skills/svc/SKILL.md", ".mcp.json", ".cursor/mcp.json", ".codex/config.toml"} // the scaffold's .gitignore is right already
+	if strings.Join(p.FilesWritten, " ") != strings.Join(wantFiles, " ") {
+		t.Fatalf("files_written = %v; want %v", p.FilesWritten, wantFiles)
+	}
+	proj, err := loadProject(dir)
+	if err != nil || proj.Link == nil || proj.Link.ControlPlaneURL != w.cp.url || proj.Link.Agent.Slug != "demo" || proj.Link.LocalDevInstallationID != local.ID || proj.Link.OrganizationID != local.OrganizationID {
+		t.Fatalf(".svc/project.json = %+v, %v", proj.Link, err)
+	}
+	bin, _ := filepath.EvalSymlinks(svcBinary(t))
+	var mcp struct {
+		MCPServers map[string]struct {
+			Command string
+			Args    []string
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, ".mcp.json"))
+	if json.Unmarshal(raw, &mcp) != nil || mcp.MCPServers["svc"].Command != bin || strings.Join(mcp.MCPServers["svc"].Args, " ") != "mcp" {
+		t.Fatalf(".mcp.json = %s; want the svc server started as %s mcp", raw, bin)
+	}
+	if toml, _ := os.ReadFile(filepath.Join(dir, ".codex", "config.toml")); !strings.Contains(string(toml), "command = \""+bin+"\"") {
+		t.Fatalf(".codex/config.toml = %s; want command %s", toml, bin)
+	}
+
+	// Again: the same link, nothing written, every MCP entry unchanged.
+	p2, out := linkLocal()
+	if p2.LocalDevInstallation.ID != local.ID || p2.FilesWritten == nil || len(p2.FilesWritten) != 0 || !strings.Contains(out, `"files_written":[]`) {
+		t.Fatalf("second link --local = %s; want the same installation and files_written []", out)
+	}
+	for name, step := range p2.AgentSetup.Steps.MCP {
+		if step != agentSetupUnchanged {
+			t.Errorf("second link --local: agent_setup.steps.mcp.%s = %q; want %q (no file changed)", name, step, agentSetupUnchanged)
+		}
+	}
+	// Human mode names the installation and what to run next.
+	human, _, code := w.run(dir, "link", "--agent", "demo", "--local", "--no-agents")
+	if code != 0 || !strings.Contains(human, local.ID) || !strings.Contains(human, "Next: "+svcBinary(t)+" dev") {
+		t.Fatalf("human link --local = %d\n%s", code, human)
+	}
+	// Another agent needs --force.
+	if _, env, code := w.link(dir, "--agent", "other", "--local", "--no-agents"); code != 1 || !strings.Contains(env.Error.Message, "already linked") {
+		t.Fatalf("link --local to another agent without --force = %d %+v; want exit 1", code, env.Error)
+	}
+	if p, env, code := w.link(dir, "--agent", "other", "--local", "--no-agents", "--force"); code != 0 || p.Agent.Slug != "other" || p.Deployment != nil {
+		t.Fatalf("link --local --force to another agent = %d %+v %+v", code, env.Error, p)
+	}
 }
 
 // TestAgentTarget runs `svc workflows … --agent <installationId>` and
@@ -437,7 +531,8 @@ func TestAgentTarget(t *testing.T) {
 
 // TestDevControlPlane runs `svc dev`'s project pick against a control
 // plane process: in a terminal, with no .svc/project.json, Enter creates
-// an agent named after the folder and a number picks a listed one;
+// an agent named after the folder, a number picks a listed one, and in a
+// clone whose agent exists Enter links that one;
 // non-interactive runs fail with exit 3 saying what to do; a linked agent
 // gone upstream is exit 4; a linked project boots with the control
 // plane's local-dev installation.
@@ -481,6 +576,13 @@ func TestDevControlPlane(t *testing.T) {
 	os.MkdirAll(other, 0o755)
 	if proj, prompt, err := pick(other, "1\n"); err != nil || proj.Link.Agent.Slug != "demo" || !strings.Contains(prompt, "1. demo") {
 		t.Fatalf("picking 1 = %+v, %v\n%s", proj.Link, err, prompt)
+	}
+	// A clone of the project: its agent exists, so Enter links it.
+	clone := projectDir(t)
+	os.Remove(filepath.Join(clone, ".svc", "project.json"))
+	if proj, prompt, err := pick(clone, "\n"); err != nil || proj.Link == nil || proj.Link.Agent.Slug != "demo" || proj.Link.LocalDevInstallationID != local.ID ||
+		!strings.Contains(prompt, `press Enter to link "demo"`) || strings.Contains(prompt, "create") {
+		t.Fatalf("Enter at the pick in a clone = %+v, %v\n%s; want the existing demo linked", proj, err, prompt)
 	}
 
 	// The linked project boots with the control plane's installation.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"go/ast"
+	"go/token"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -69,7 +71,19 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestHelpOnEveryVerb prints the help of svc and of every verb: each
+// exits 0 with its usage, and none sends the user to a document they do
+// not have (a "§" section of the design notes or the spec).
 func TestHelpOnEveryVerb(t *testing.T) {
+	standsAlone := func(args []string, help string) {
+		for _, ref := range []string{"§", "DESIGN", "SPEC"} {
+			if strings.Contains(help, ref) {
+				t.Errorf("svc %s --help names %q, a document users do not have:\n%s", strings.Join(args, " "), ref, help)
+			}
+		}
+	}
+	top, _, _ := runInProcess(t, t.TempDir(), nil, "--help")
+	standsAlone(nil, top)
 	var walk func(prefix []string, vs []*verb)
 	walk = func(prefix []string, vs []*verb) {
 		for _, v := range vs {
@@ -79,10 +93,26 @@ func TestHelpOnEveryVerb(t *testing.T) {
 			if code != 0 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "--json") {
 				t.Errorf("svc %s --help = exit %d, %q; want exit 0 with %q", strings.Join(args, " "), code, stdout, want)
 			}
+			standsAlone(args, stdout)
 			walk(args, v.subverbs)
 		}
 	}
 	walk(nil, verbs())
+}
+
+// TestUserTextNamesNoDocument reads every string literal of the program
+// (not its tests or comments): none names a section ("§") of a document,
+// since help, errors, hints and logs reach users who have only svc.
+func TestUserTextNamesNoDocument(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, file := range parseProgramFiles(t, fset, []string{"*.go"}) {
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "§") {
+				t.Errorf("%s: a string names a document section: %s", fset.Position(lit.Pos()), lit.Value)
+			}
+			return true
+		})
+	}
 }
 
 func TestExitCodeTable(t *testing.T) {
@@ -194,6 +224,42 @@ func TestInitScaffoldAndRefusal(t *testing.T) {
 	}
 }
 
+// TestInitNextCommand runs `svc init demo` as a process the ways a user
+// starts it, and its "Next:" lines name the binary as they would type it
+// after `cd demo`: ../svc after ./svc (the quick start), the path rebased
+// after another relative one, the absolute path after one, and svc when
+// the shell found it on PATH.
+func TestInitNextCommand(t *testing.T) {
+	work := t.TempDir()
+	bin := filepath.Join(work, "bin", "svc")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(svcBinary(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, dir, argv0, want string }{
+		{"quick start", "bin", "./svc", "../svc dev"},
+		{"relative", "projects", "../bin/svc", "../../bin/svc dev"},
+		{"absolute", "projects", bin, bin + " dev"},
+		{"PATH", "projects", "svc", "svc dev"},
+	} {
+		dir := filepath.Join(work, tt.dir, tt.name)
+		os.MkdirAll(dir, 0o755)
+		var stdout, stderr bytes.Buffer
+		cmd := &exec.Cmd{Path: bin, Args: []string{tt.argv0, "init", "demo"}, Dir: dir, Env: baseEnv(), Stdout: &stdout, Stderr: &stderr}
+		if tt.dir == "bin" {
+			cmd.Dir = filepath.Dir(bin)
+		}
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s", tt.name, err, stderr.String())
+		}
+		if want := "Next:\n  cd demo\n  " + tt.want + "\n"; !strings.HasSuffix(stdout.String(), want) {
+			t.Errorf("%s: svc init printed\n%s\nwant it to end with\n%s", tt.name, stdout.String(), want)
+		}
+	}
+}
+
 func TestDevWithoutProjectNonInteractive(t *testing.T) {
 	dir := t.TempDir()
 	for _, tt := range []struct {
@@ -226,6 +292,8 @@ func TestDevWithoutProjectNonInteractive(t *testing.T) {
 func TestWorkflowVerbsWithoutTarget(t *testing.T) {
 	noProject := t.TempDir()
 	proj := projectDir(t)
+	badInput := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(badInput, []byte(`{"name":`), 0o644)
 	env := map[string]string{"SVC_DEV_PORT_OFFSET": "3"}
 	tests := []struct {
 		name string
@@ -238,9 +306,10 @@ func TestWorkflowVerbsWithoutTarget(t *testing.T) {
 		{"dev not running", proj, []string{"workflows", "list"}, codeDevNotRunning, 3},
 		{"runs dev not running", proj, []string{"runs", "list"}, codeDevNotRunning, 3},
 		{"--agent not signed in", proj, []string{"workflows", "list", "--agent", "inst_123"}, codeAuth, 2},
-		{"invalid input before anything", proj, []string{"workflows", "start", "greet", "--input", "{nope"}, codeGeneric, 1},
+		{"invalid input before anything", proj, []string{"workflows", "start", "greet", "--input", "{nope"}, "invalid_json", 1},
+		{"invalid input file before anything", proj, []string{"workflows", "start", "greet", "--input-file", badInput}, "invalid_json", 1},
 		{"unreadable input file", proj, []string{"workflows", "start", "greet", "--input-file", "/nonexistent.json"}, codeGeneric, 1},
-		{"input not an object", proj, []string{"workflows", "start", "greet", "--input", "[1]"}, codeGeneric, 1},
+		{"input not an object", proj, []string{"workflows", "start", "greet", "--input", "[1]"}, "invalid_json", 1},
 		{"link with a short secret", proj, []string{"link", "--agent", "a", "--url", "http://x", "--secret", "s", "--tag", "1"}, codeGeneric, 1},
 	}
 	for _, tt := range tests {

@@ -314,8 +314,9 @@ func isJSONNull(raw json.RawMessage) bool {
 }
 
 // readStartInput returns the input of `workflows start`: --input wins over
-// --input-file; neither is {}. Invalid JSON or an unreadable file fails here,
-// before anything is sent.
+// --input-file; neither is {}. Invalid JSON (invalid_json, the runtime's
+// code for it) or an unreadable file (generic) fails here, before anything
+// is sent.
 func readStartInput(fs *flag.FlagSet) ([]byte, error) {
 	input, file := fs.Lookup("input").Value.String(), fs.Lookup("input-file").Value.String()
 	var raw []byte
@@ -333,7 +334,7 @@ func readStartInput(fs *flag.FlagSet) ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	if err := checkStartInput(raw); err != nil {
-		return nil, failf(codeGeneric, `pass a JSON object, e.g. --input '{"name":"Ada"}'`, "%s: %v", source, err)
+		return nil, failf("invalid_json", `pass a JSON object, e.g. --input '{"name":"Ada"}'`, "%s: %v; nothing was started", source, err)
 	}
 	return raw, nil
 }
@@ -456,7 +457,7 @@ func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t%s\n", q.QueueID, q.WorkflowName, runQueued, q.Trigger, q.CreatedAt.Local().Format(time.DateTime))
 		}
 		for _, r := range out.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.RunID, r.WorkflowName, r.Status, r.Trigger, len(r.Steps), r.CreatedAt.Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.RunID, runShownName(r), r.Status, r.Trigger, len(r.Steps), r.CreatedAt.Local().Format(time.DateTime))
 		}
 		tw.Flush()
 		if out.NextCursor != "" {
@@ -464,6 +465,15 @@ func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		}
 	})
 	return nil
+}
+
+// runShownName is what the WORKFLOW column of `svc runs list` shows of a
+// run: its workflow, or for an agent's turn the agent, as the console does.
+func runShownName(r runRecord) string {
+	if r.WorkflowName == "" {
+		return r.Agent
+	}
+	return r.WorkflowName
 }
 
 // runRunsGet is `svc runs get <runId>`.
@@ -550,7 +560,15 @@ func showRun(ctx context.Context, c *cmd, t *target, method, path string) (runRe
 		return r, err
 	}
 	c.emit(map[string]any{"schema_version": schemaVersion, "run": r}, func(w io.Writer) {
-		fmt.Fprintf(w, "run       %s\ntrace     %s\nworkflow  %s\nstatus    %s\ntrigger   %s\ninput     %s\n", r.RunID, r.TraceID, r.WorkflowName, r.Status, r.Trigger, r.Input)
+		label, name := "workflow", runShownName(r)
+		if r.WorkflowName == "" && r.Agent != "" {
+			label, name = "agent", name+" ("+r.Wire
+			if r.SessionID != "" {
+				name += ", session " + r.SessionID
+			}
+			name += ")"
+		}
+		fmt.Fprintf(w, "run       %s\ntrace     %s\n%-9s %s\nstatus    %s\ntrigger   %s\ninput     %s\n", r.RunID, r.TraceID, label, name, r.Status, r.Trigger, r.Input)
 		if len(r.Output) > 0 {
 			fmt.Fprintf(w, "output    %s\n", r.Output)
 		}

@@ -12,28 +12,43 @@ import (
 )
 
 // runsListFake is a runtime answering GET /api/runs with one page, and a
-// nextCursor unless the request carried a cursor. It records the queries.
+// nextCursor unless the request carried a cursor, and GET /api/runs/{id}
+// with a run of the page. It records the queries.
 type runsListFake struct {
 	mu      sync.Mutex
 	queries []url.Values
-	health  []byte // the identity of the project it serves
+	health  []byte      // the identity of the project it serves
+	items   []runRecord // the page (under mu); nil: one failed run of greet
 }
 
-// ServeHTTP answers /api/health and /api/runs.
+// ServeHTTP answers /api/health, /api/runs and /api/runs/{id}.
 func (f *runsListFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/api/health":
+	f.mu.Lock()
+	items := f.items
+	f.mu.Unlock()
+	if items == nil {
+		items = []runRecord{historyTestRun("run-1", "greet", runFailed, historyTestBase)}
+	}
+	switch id, isRun := strings.CutPrefix(r.URL.Path, "/api/runs/"); {
+	case r.URL.Path == "/api/health":
 		w.Write(f.health)
-	case "/api/runs":
+	case r.URL.Path == "/api/runs":
 		f.mu.Lock()
 		f.queries = append(f.queries, r.URL.Query())
 		f.mu.Unlock()
-		run := historyTestRun("run-1", "greet", runFailed, historyTestBase)
-		page := map[string]any{"schema_version": schemaVersion, "items": []runRecord{run}, "queued": []queuedTrigger{}}
+		page := map[string]any{"schema_version": schemaVersion, "items": items, "queued": []queuedTrigger{}}
 		if r.URL.Query().Get("cursor") == "" {
-			page["nextCursor"] = runCursorOf(&run).String()
+			page["nextCursor"] = runCursorOf(&items[len(items)-1]).String()
 		}
 		json.NewEncoder(w).Encode(page)
+	case isRun:
+		for _, run := range items {
+			if run.RunID == id {
+				json.NewEncoder(w).Encode(map[string]any{"schema_version": schemaVersion, "run": run})
+				return
+			}
+		}
+		http.NotFound(w, r)
 	default:
 		http.NotFound(w, r)
 	}
@@ -138,6 +153,31 @@ func TestRunsListPagesWithFilters(t *testing.T) {
 	}
 	if q, _ := fake.last(); q.Encode() != "limit=50" {
 		t.Errorf("default query = %s; want limit=50", q.Encode())
+	}
+}
+
+// TestRunsShowAgentTurns prints an agent's turn, whose record has no
+// workflow, under the agent's name: in the WORKFLOW column of `svc runs
+// list` (as the console does) and as the agent line of `svc runs get`.
+func TestRunsShowAgentTurns(t *testing.T) {
+	dir, fake := newRunsListFake(t)
+	turn := historyTestRun("run-turn", "", runCompleted, historyTestBase)
+	turn.Agent, turn.Wire, turn.SessionID = "assistant", "agui", "s-1"
+	fake.mu.Lock()
+	fake.items = []runRecord{turn}
+	fake.mu.Unlock()
+	stdout, stderr, code := runInProcess(t, dir, nil, "runs", "list")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) < 2 || !strings.HasPrefix(lines[0], "RUN ") {
+		t.Fatalf("runs list = exit %d %q %s", code, stdout, stderr)
+	}
+	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	if header[1] != "WORKFLOW" || len(row) < 2 || row[0] != "run-turn" || row[1] != "assistant" {
+		t.Fatalf("runs list row of an agent turn = %q; want the agent in the WORKFLOW column", lines[1])
+	}
+	stdout, stderr, code = runInProcess(t, dir, nil, "runs", "get", "run-turn")
+	if code != 0 || !strings.Contains(stdout, "\nagent     assistant (agui, session s-1)\n") {
+		t.Fatalf("runs get of an agent turn = exit %d\n%s%s", code, stdout, stderr)
 	}
 }
 

@@ -39,7 +39,7 @@ export default defineAgent({
 // on one machine, each part its own process on loopback: a control plane
 // (its first boot's one-time sign-in code), `svc login` approved in
 // Chromium after signing in on the device page with that code, a project
-// linked to an agent of the organization, `svc relay` admitting its
+// linked to an agent of the organization by `svc link --local`, `svc relay` admitting its
 // tunnel with a registration token of the control plane, `svc dev` in front of the fake model provider, then Chromium
 // (the same browser: its cookies kept between the two runs of
 // conformance/deeplink.test.mjs) opening the deeplink of the payload: the
@@ -83,7 +83,7 @@ func TestDeeplinkWalkthrough(t *testing.T) {
 	// The project, linked to an agent of the organization.
 	dir := projectDir(t)
 	writeFile(t, dir, "deep-agents/assistant/index.ts", deeplinkAgent)
-	installation := deeplinkLink(t, dir, cp.url, cred)
+	installation := deeplinkLink(t, dir, cp.url, cred, user)
 
 	// svc relay for *.tun.test (the control plane's SVC_TUNNEL_DOMAIN),
 	// trusting the control plane's tokens: svc dev registers with a
@@ -130,26 +130,20 @@ func TestDeeplinkWalkthrough(t *testing.T) {
 	}
 }
 
-// deeplinkLink links the project in dir to a new agent "demo" of the
-// signed-in user's organization with the user's local-dev installation,
-// as `svc dev` does in a terminal when the user picks an agent, and
-// returns the installation id.
-func deeplinkLink(t testing.TB, dir, cpURL, cred string) (installation string) {
+// deeplinkLink creates the agent "demo" of the signed-in user's
+// organization (as the console does) and links the project in dir to it
+// with `svc link --agent demo --local`, run as the user (env), and returns
+// the local-dev installation id of its payload.
+func deeplinkLink(t testing.TB, dir, cpURL, cred string, env []string) (installation string) {
 	t.Helper()
-	var agent cpAgent
-	if st := httpJSONAuth(t, "POST", cpURL+"/api/orgs/default/agents", cred, map[string]string{"slug": "demo", "name": "Demo"}, &agent); st != 201 {
+	if st := httpJSONAuth(t, "POST", cpURL+"/api/orgs/default/agents", cred, map[string]string{"slug": "demo", "name": "Demo"}, nil); st != 201 {
 		t.Fatalf("create the agent = %d", st)
 	}
-	var local cpInstallation
-	if st := httpJSONAuth(t, "POST", cpURL+projectAgentPath("default", "demo")+"/local-dev-installation", cred, nil, &local); st != 200 {
-		t.Fatalf("the local-dev installation = %d", st)
+	var p linkPayload
+	if out, stderr, code := cli(t, dir, env, "--json", "link", "--agent", "demo", "--local", "--no-agents"); code != 0 || !cpEnvelope(t, out, &p).OK || p.LocalDevInstallation.ID == "" {
+		t.Fatalf("svc link --local = %d %s %s", code, out, stderr)
 	}
-	pf := projectFile{SchemaVersion: schemaVersion, OrganizationID: local.OrganizationID, OrganizationSlug: local.OrganizationSlug,
-		Agent: projectAgent(agent), LocalDevInstallationID: local.ID, ControlPlaneURL: cpURL}
-	if _, err := projectWrite(dir, pf); err != nil {
-		t.Fatal(err)
-	}
-	return local.ID
+	return p.LocalDevInstallation.ID
 }
 
 // deeplinkSPKI is the base64 SHA-256 of the public key of the PEM

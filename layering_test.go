@@ -33,27 +33,7 @@ var (
 // selectors and struct literal keys are not package-level names).
 func TestLayering(t *testing.T) {
 	fset := token.NewFileSet()
-	parse := func(patterns []string) map[string]*ast.File {
-		out := map[string]*ast.File{}
-		for _, p := range patterns {
-			names, err := filepath.Glob(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range names {
-				if strings.HasSuffix(n, "_test.go") {
-					continue
-				}
-				f, err := parser.ParseFile(fset, n, nil, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out[n] = f
-			}
-		}
-		return out
-	}
-	upper, lower := parse(upperFiles), parse(lowerFiles)
+	upper, lower := parseProgramFiles(t, fset, upperFiles), parseProgramFiles(t, fset, lowerFiles)
 	if len(upper) == 0 || len(lower) == 0 {
 		t.Fatal("no files matched the layer patterns")
 	}
@@ -142,4 +122,28 @@ func topLevelNames(d ast.Decl) []string {
 		return out
 	}
 	return nil
+}
+
+// parseProgramFiles parses the program's files (not its tests) matching
+// patterns, by name.
+func parseProgramFiles(t *testing.T, fset *token.FileSet, patterns []string) map[string]*ast.File {
+	t.Helper()
+	out := map[string]*ast.File{}
+	for _, p := range patterns {
+		names, err := filepath.Glob(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if strings.HasSuffix(n, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, n, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[n] = f
+		}
+	}
+	return out
 }

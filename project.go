@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -198,7 +199,7 @@ func runInit(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	c.emit(map[string]any{"schema_version": schemaVersion, "target_dir": abs, "files_written": files}, func(w io.Writer) {
-		fmt.Fprintf(w, "Created project %q in %s\n\nNext:\n  cd %s\n  svc dev\n", name, abs, dir)
+		fmt.Fprintf(w, "Created project %q in %s\n\nNext:\n  cd %s\n  %s dev\n", name, abs, dir, c.selfCommand(abs))
 	})
 	return nil
 }
@@ -328,7 +329,7 @@ func projectForDev(ctx context.Context, c *cmd, proj *project) error {
 	}
 	if !c.interactive() {
 		return failf(codeNoProject, "svc dev links the directory only when it may ask",
-			"no .svc/project.json in %s: run `svc dev` in a terminal to pick or create an agent of your organization, or `svc link --agent <slug> --url … --secret … --tag …` here", proj.Dir)
+			"no .svc/project.json in %s: run `svc link --agent <slug> --local` here to link it to an agent of your organization, or `svc dev` in a terminal to pick or create one", proj.Dir)
 	}
 	if creds.Organization == nil {
 		return failf(codeNoProject, "ask an owner to add you to an organization, then run `svc login` again", "you belong to no organization on %s", cl.url)
@@ -337,18 +338,29 @@ func projectForDev(ctx context.Context, c *cmd, proj *project) error {
 	if err != nil {
 		return err
 	}
-	var local cpInstallation
-	if err := cl.call(ctx, http.MethodPost, projectAgentPath(creds.Organization.Slug, agent.Slug)+"/local-dev-installation", nil, &local); err != nil {
+	pf, err := projectLocalDev(ctx, cl, creds.Organization.Slug, agent)
+	if err != nil {
 		return err
 	}
-	pf := projectFile{SchemaVersion: schemaVersion, OrganizationID: local.OrganizationID, OrganizationSlug: local.OrganizationSlug,
-		Agent: projectAgent(agent), LocalDevInstallationID: local.ID, ControlPlaneURL: cl.url}
 	if _, err := projectWrite(proj.Dir, pf); err != nil {
 		return err
 	}
 	proj.Link = &pf
-	fmt.Fprintf(c.stderr, "Linked %s to agent %s of organization %s (.svc/project.json)\n", proj.Dir, agent.Slug, local.OrganizationSlug)
+	fmt.Fprintf(c.stderr, "Linked %s to agent %s of organization %s (.svc/project.json)\n", proj.Dir, agent.Slug, pf.OrganizationSlug)
 	return nil
+}
+
+// projectLocalDev asks the control plane for the signed-in user's local-dev
+// installation of the organization's agent (made on first use; the one
+// svc dev runs as and tunnels) and returns the .svc/project.json that links
+// a directory to it. `svc dev`'s pick and `svc link --local` write it.
+func projectLocalDev(ctx context.Context, cl *cpClient, orgSlug string, agent cpAgent) (projectFile, error) {
+	var local cpInstallation
+	if err := cl.call(ctx, http.MethodPost, projectAgentPath(orgSlug, agent.Slug)+"/local-dev-installation", nil, &local); err != nil {
+		return projectFile{}, err
+	}
+	return projectFile{SchemaVersion: schemaVersion, OrganizationID: local.OrganizationID, OrganizationSlug: local.OrganizationSlug,
+		Agent: projectAgent(agent), LocalDevInstallationID: local.ID, ControlPlaneURL: cl.url}, nil
 }
 
 // projectAgentPath is the control plane path of an organization's agent.
@@ -388,8 +400,9 @@ func projectCheckUpstream(ctx context.Context, c *cmd, cl *cpClient, proj *proje
 }
 
 // projectPickAgent lists the organization's agents on stderr and reads the
-// user's pick: a number, a slug, or nothing to create one named after the
-// project's folder (or agent.yaml's name).
+// user's pick: a number, a slug, or nothing for the agent named after the
+// project's folder (or agent.yaml's name): linked when the organization
+// has it (a clone of a project linked before), else created.
 func projectPickAgent(ctx context.Context, c *cmd, cl *cpClient, org *cpOrg, proj *project) (cpAgent, error) {
 	agents, err := cl.agents(ctx, org.Slug)
 	if err != nil {
@@ -399,8 +412,17 @@ func projectPickAgent(ctx context.Context, c *cmd, cl *cpClient, org *cpOrg, pro
 	if name == "" {
 		name = filepath.Base(proj.Dir)
 	}
+	slug := slugify(name)
+	named := slices.IndexFunc(agents, func(a cpAgent) bool { return a.Slug == slug })
+	enter := fmt.Sprintf("press Enter to create %q", slug)
+	if named >= 0 {
+		enter = fmt.Sprintf("press Enter to link %q", slug)
+	}
 	fmt.Fprintf(c.stderr, "No .svc/project.json in %s. Agents of organization %s:\n", proj.Dir, org.Slug)
-	answer := linkChooseAgent(c, agents, fmt.Sprintf("Pick one (number or slug), or press Enter to create %q: ", slugify(name)))
+	answer := linkChooseAgent(c, agents, "Pick one (number or slug), or "+enter+": ")
+	if answer == "" && named >= 0 {
+		return agents[named], nil
+	}
 	for _, a := range agents {
 		if answer != "" && a.Slug == answer {
 			return a, nil
@@ -410,9 +432,9 @@ func projectPickAgent(ctx context.Context, c *cmd, cl *cpClient, org *cpOrg, pro
 		return cpAgent{}, failf(codeNotFound, "run `svc dev` again and pick a listed agent", "no agent %q in organization %s", answer, org.Slug)
 	}
 	var a cpAgent
-	err = cl.call(ctx, http.MethodPost, "/api/orgs/"+url.PathEscape(org.Slug)+"/agents", map[string]string{"slug": slugify(name), "name": name}, &a)
+	err = cl.call(ctx, http.MethodPost, "/api/orgs/"+url.PathEscape(org.Slug)+"/agents", map[string]string{"slug": slug, "name": name}, &a)
 	if cpErrorCode(err) == "conflict" {
-		return cpAgent{}, failf(codeGeneric, "run `svc dev` again and pick it by its slug", "organization %s already has an agent %q", org.Slug, slugify(name))
+		return cpAgent{}, failf(codeGeneric, "run `svc dev` again and pick it by its slug", "organization %s already has an agent %q", org.Slug, slug)
 	}
 	return a, err
 }

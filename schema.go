@@ -784,15 +784,27 @@ func (s *jsonSchema) evalNumber(v *schemaValidator, num *schemaDecimal, path *sc
 	}
 }
 
+// schemaCount is n with the noun, plural unless n is 1: "1 character",
+// "2 characters", "0 properties".
+func schemaCount(n int, noun string) string {
+	switch {
+	case n == 1:
+		return "1 " + noun
+	case strings.HasSuffix(noun, "y"):
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // evalString applies the string keywords; lengths count code points.
 func (s *jsonSchema) evalString(v *schemaValidator, str string, path *schemaPath) {
 	if s.minLength >= 0 || s.maxLength >= 0 {
 		n := utf8.RuneCountInString(str)
 		if s.minLength >= 0 && n < s.minLength {
-			v.add(path, fmt.Sprintf("must be at least %d characters long", s.minLength))
+			v.add(path, "must be at least "+schemaCount(s.minLength, "character")+" long")
 		}
 		if s.maxLength >= 0 && n > s.maxLength {
-			v.add(path, fmt.Sprintf("must be at most %d characters long", s.maxLength))
+			v.add(path, "must be at most "+schemaCount(s.maxLength, "character")+" long")
 		}
 	}
 	if s.pattern != nil && !s.pattern.MatchString(str) {
@@ -806,10 +818,10 @@ func (s *jsonSchema) evalString(v *schemaValidator, str string, path *schemaPath
 // evalArray applies the array keywords.
 func (s *jsonSchema) evalArray(v *schemaValidator, arr []any, path *schemaPath) {
 	if s.minItems >= 0 && len(arr) < s.minItems {
-		v.add(path, fmt.Sprintf("must have at least %d items", s.minItems))
+		v.add(path, "must have at least "+schemaCount(s.minItems, "item"))
 	}
 	if s.maxItems >= 0 && len(arr) > s.maxItems {
-		v.add(path, fmt.Sprintf("must have at most %d items", s.maxItems))
+		v.add(path, "must have at most "+schemaCount(s.maxItems, "item"))
 	}
 	if s.uniqueItems {
 		seen := make(map[string]int, len(arr))
@@ -849,10 +861,10 @@ func (s *jsonSchema) evalObject(v *schemaValidator, obj map[string]any, path *sc
 		}
 	}
 	if s.minProperties >= 0 && len(obj) < s.minProperties {
-		v.add(path, fmt.Sprintf("must have at least %d properties", s.minProperties))
+		v.add(path, "must have at least "+schemaCount(s.minProperties, "property"))
 	}
 	if s.maxProperties >= 0 && len(obj) > s.maxProperties {
-		v.add(path, fmt.Sprintf("must have at most %d properties", s.maxProperties))
+		v.add(path, "must have at most "+schemaCount(s.maxProperties, "property"))
 	}
 	if s.properties == nil && s.patternProperties == nil && s.additionalProperties == nil {
 		return
