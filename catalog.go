@@ -177,14 +177,22 @@ var catalogEvalTimeout = 10 * time.Second
 
 // catalogEval runs the module m once for inspection, interrupted after
 // catalogEvalTimeout; stop disarms the deadline once the caller has read
-// what it needs.
+// what it needs. The VM is a workflow VM's (workflowVMOptions) with the
+// default platform: the platform's globals are there for code that looks
+// for them when it is imported, and I/O throws instead of running at
+// compile time.
 func catalogEval(m *jsModule, log *slog.Logger) (vm *goja.Runtime, exports *goja.Object, stop func(), err error) {
 	var timer *time.Timer
-	vm, exports, err = newModuleVM(m, vmOptions{Log: log, Setup: func(vm *goja.Runtime) {
+	o := workflowVMOptions(&workflowVM{}, nil)
+	setup := o.Setup
+	o.Log = log
+	o.Setup = func(vm *goja.Runtime) {
+		setup(vm)
 		timer = time.AfterFunc(catalogEvalTimeout, func() {
 			vm.Interrupt(fmt.Sprintf("evaluating the file took longer than %v; does its top-level code loop?", catalogEvalTimeout))
 		})
-	}})
+	}
+	vm, exports, err = newModuleVM(m, o)
 	return vm, exports, func() { timer.Stop() }, err
 }
 
