@@ -195,7 +195,13 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		if wr.SessionFrom != "" {
 			from = newSessionRef(ag.Name, credential, wr.SessionFrom)
 		}
-		sess, lerr := h.sessions.load(ctx, from)
+		sess, lerr := &agentSession{Ref: ref}, error(nil)
+		switch {
+		case !wr.Responses:
+			sess, lerr = h.sessions.load(ctx, from)
+		case wr.SessionFrom != "":
+			sess, lerr = h.sessions.loadResponse(ctx, from)
+		}
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -215,7 +221,13 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		// Saved with its own bound: a client that hung up must not lose
 		// the progress of a turn whose tools already ran.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		serr := h.sessions.save(sctx, sess)
+		var serr error
+		if wr.Responses { // a response keeps only what its turn added
+			serr = h.sessions.saveResponse(sctx, responseRow{ID: ref.Key, Agent: ref.Agent, CredentialHash: ref.CredentialHash,
+				Parent: wr.SessionFrom, Messages: res.Messages, Pending: res.Pending, Turns: sess.Turns})
+		} else {
+			serr = h.sessions.save(sctx, sess)
+		}
 		cancel()
 		if err == nil {
 			err = serr
