@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // npmProjectDir is the committed test project whose node_modules `npm ci`
@@ -194,8 +196,17 @@ func TestNPMOpenAIPackage(t *testing.T) {
 // ofetch (which captures globalThis.fetch, Headers and AbortController at
 // import). Each client asks the fake provider from a step; the workflow
 // itself sees the platform's globals, builds Headers and a Request, and gets
-// the step guidance when it calls a client or fetch.
+// the step guidance when it calls a client or fetch. An agent importing
+// openai 4.x compiles too, its instructions reading the real clock.
 var npmImportProbes = map[string]string{
+	"deep-agents/dated/index.ts": `
+import { defineAgent, tool } from "svc";
+import OpenAI4 from "openai4";
+export default defineAgent({
+  instructions: "The year is " + new Date().getUTCFullYear() + "; openai4 is a " + typeof OpenAI4 + ".",
+  tools: { noop: tool({ description: "Nothing", parameters: { type: "object" }, execute: () => "ok" }) },
+});
+`,
 	"workflows/probes.workflow.ts": `
 import OpenAI4 from "openai4";
 import OpenAI5 from "openai5";
@@ -287,6 +298,20 @@ func TestNPMImportTimePlatformProbes(t *testing.T) {
 		if r.Body["model"] == "from-workflow" {
 			t.Errorf("workflow code reached the provider: %s", r.Raw)
 		}
+	}
+	var chat struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	body := map[string]any{"model": "dated", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+	if st := httpJSONAuth(t, "POST", d.url("/openai/v1/chat/completions"), "sk-any", body, &chat); st != 200 || len(chat.Choices) != 1 {
+		t.Fatalf("chat with the agent importing openai 4.x = %d %+v", st, chat)
+	}
+	reqs := fake.requests()
+	sent, _ := json.Marshal(reqs[len(reqs)-1].Body["messages"])
+	if want := fmt.Sprintf("The year is %d; openai4 is a function.", time.Now().UTC().Year()); !strings.Contains(string(sent), want) {
+		t.Errorf("the agent's instructions sent %s; want %q", sent, want)
 	}
 }
 

@@ -165,10 +165,11 @@ type turnOutput struct {
 
 // runTurn runs one turn of ag for wr on wire, authenticated by credential:
 // it loads the durable session when wr names one (wr.SessionFrom, when set,
-// is the stored session it continues under the new key), runs the loop, saves the
-// session (also after a failure, so tools that already ran are not lost or
-// run twice) and records the turn as a run. emit receives the turn's events
-// as they happen.
+// is the stored session it continues under the new key; with wr.Responses
+// they are kept responses, session_responses.go), runs the loop, saves the
+// session or the new response (also after a failure, so tools that already
+// ran are not lost or run twice) and records the turn as a run. emit
+// receives the turn's events as they happen.
 func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider, wire, credential string, wr *agentRequest, emit func(agentEvent)) (*agentResult, error) {
 	started := time.Now()
 	if p == nil {
