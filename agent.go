@@ -157,6 +157,7 @@ type agentRequest struct {
 	Temperature     *float64
 	SessionKey      string                    // durable session ("" = none)
 	SessionFrom     string                    // the stored session a new one continues (Responses: the previous response)
+	Responses       bool                      // SessionKey and SessionFrom are kept responses (session_responses.go), not sessions
 	ConversationKey string                    // grouping only
 	Approvals       map[string]approvalAnswer // AG-UI resume entries, by tool call id
 	ThreadID, RunID string                    // AG-UI

@@ -134,7 +134,7 @@ func loadConfigOverrides(dir string, log *slog.Logger) (map[string]workflowOverr
 	if err != nil {
 		return nil, asCompileError(file, err)
 	}
-	vm, exports, stop, err := catalogEval(m, log)
+	vm, exports, stop, err := catalogEval(m, log, false)
 	defer stop()
 	if err != nil {
 		return nil, asCompileError(file, err)
@@ -177,14 +177,33 @@ var catalogEvalTimeout = 10 * time.Second
 
 // catalogEval runs the module m once for inspection, interrupted after
 // catalogEvalTimeout; stop disarms the deadline once the caller has read
-// what it needs.
-func catalogEval(m *jsModule, log *slog.Logger) (vm *goja.Runtime, exports *goja.Object, stop func(), err error) {
+// what it needs. It evaluates m as its VMs will, with the default
+// platform, so code that looks for the platform's globals when it is
+// imported finds them: a workflow file in a workflow VM's setting
+// (workflowVMOptions: I/O throws, the clock reads the epoch), any other
+// file (agents, svc.config.ts) with the platform of steps and tools and
+// the real clock (an agent's instructions may read it).
+func catalogEval(m *jsModule, log *slog.Logger, workflow bool) (vm *goja.Runtime, exports *goja.Object, stop func(), err error) {
+	var o vmOptions
+	if workflow {
+		o = workflowVMOptions(&workflowVM{}, nil)
+	} else {
+		var l *jsLoop
+		o = vmOptions{
+			Setup:   func(vm *goja.Runtime) { l = newJSLoop(vm) },
+			Install: func(ambient *goja.Object) { (*jsPlatform)(nil).install(l, ambient) },
+		}
+	}
 	var timer *time.Timer
-	vm, exports, err = newModuleVM(m, vmOptions{Log: log, Setup: func(vm *goja.Runtime) {
+	setup := o.Setup
+	o.Log = log
+	o.Setup = func(vm *goja.Runtime) {
+		setup(vm)
 		timer = time.AfterFunc(catalogEvalTimeout, func() {
 			vm.Interrupt(fmt.Sprintf("evaluating the file took longer than %v; does its top-level code loop?", catalogEvalTimeout))
 		})
-	}})
+	}
+	vm, exports, err = newModuleVM(m, o)
 	return vm, exports, func() { timer.Stop() }, err
 }
 
@@ -251,7 +270,7 @@ func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
 // inspectWorkflow evaluates the workflow module once to find its single
 // "use workflow" export and its sibling inputSchema, outputSchema and serial.
 func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.Logger) error {
-	vm, exports, stop, err := catalogEval(wf.Module, log)
+	vm, exports, stop, err := catalogEval(wf.Module, log, true)
 	defer stop()
 	if err != nil {
 		return err
@@ -305,7 +324,7 @@ func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.
 // inspectAgent evaluates the agent module once, checks that its default
 // export was made by defineAgent and reads its definition.
 func inspectAgent(ag *agentDef, log *slog.Logger) error {
-	vm, exports, stop, err := catalogEval(ag.Module, log)
+	vm, exports, stop, err := catalogEval(ag.Module, log, false)
 	defer stop()
 	if err != nil {
 		return err

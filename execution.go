@@ -180,46 +180,88 @@ type workflowVM struct {
 	exports *goja.Object
 	loop    *jsLoop
 	x       *execution
+	// evalRNG is Math.random and crypto.randomUUID of the module's
+	// top-level code, which runs before an execution is bound (workflowVMOptions).
+	evalRNG *mrand.Rand
+}
+
+// workflowEvalSeed seeds the randomness of a workflow module's top-level
+// code (workflowVM.evalRNG).
+const workflowEvalSeed = 0x5356435f4d4f44
+
+// workflowVMOptions are the options of a workflow VM for w with the
+// workflow platform of p (nil: the defaults): the deterministic prelude, the
+// web platform's globals with I/O replaced by step guidance, and ambient
+// functions that act for the execution bound to w. A module's top-level code
+// runs before any execution is bound (ahead of time in a pre-warmed VM, and
+// again on every replay), so it must see the same values every time: its
+// clock reads the Unix epoch, its randomness comes from a fixed seed, and
+// the durable calls (steps, sleep, hooks, children) throw saying to call
+// them from the workflow function. The catalog evaluates files with the same
+// options, so a file compiles exactly when its workflow VM can be made.
+func workflowVMOptions(w *workflowVM, p *jsPlatform) vmOptions {
+	w.evalRNG = mrand.New(mrand.NewPCG(workflowEvalSeed, workflowEvalSeed))
+	bound := func(what string) *execution {
+		if w.x == nil {
+			panic(w.vm.NewTypeError(what + " cannot be called while the file is evaluated (top-level code): call it from the workflow function"))
+		}
+		return w.x
+	}
+	child := func(kind string) func(string, goja.Value) goja.Value {
+		return func(name string, input goja.Value) goja.Value {
+			return bound("workflows."+kind).child(kind, name, input)
+		}
+	}
+	rng := func() *mrand.Rand {
+		if w.x == nil {
+			return w.evalRNG
+		}
+		return w.x.rng
+	}
+	return vmOptions{
+		Workflow: true,
+		Setup:    func(vm *goja.Runtime) { w.vm, w.loop = vm, newJSLoop(vm) },
+		Install:  func(ambient *goja.Object) { p.installWorkflow(w.vm, ambient) },
+		Ambient: map[string]any{
+			"sleep":      func(d goja.Value) goja.Value { return bound("sleep").sleep(d) },
+			"createHook": func() (goja.Value, error) { return bound("createHook").createHook() },
+			"workflows":  map[string]any{"start": child(callStart), "startAndWait": child(callStartAndWait)},
+		},
+		Globals: map[string]any{
+			"__svc_step": func(name string, impl goja.Value) goja.Value {
+				return w.vm.ToValue(func(call goja.FunctionCall) goja.Value { return bound("step "+name).callStep(name, call.Arguments) })
+			},
+			"__svc_now": func() int64 {
+				if w.x == nil {
+					return 0
+				}
+				return w.x.now.UnixMilli()
+			},
+			"__svc_random": func() float64 { return rng().Float64() },
+			"__svc_uuid":   func() string { return seededUUID(rng()) },
+		},
+	}
 }
 
 // newWorkflowVM evaluates def's module in a deterministic workflow VM.
 func (e *engine) newWorkflowVM(def *workflowDef) (*workflowVM, error) {
 	w := &workflowVM{}
-	child := func(kind string) func(string, goja.Value) goja.Value {
-		return func(name string, input goja.Value) goja.Value { return w.x.child(kind, name, input) }
-	}
 	log := e.log.With("workflow", def.Name)
-	_, exports, err := newModuleVM(def.Module, vmOptions{
-		Workflow: true,
-		Setup:    func(vm *goja.Runtime) { w.vm, w.loop = vm, newJSLoop(vm) },
-		Install:  func(ambient *goja.Object) { e.opts.Platform.installWorkflow(w.vm, ambient) },
-		Console: func(level slog.Level, msg string) {
-			// Workflow code is replayed: a line is logged and kept only
-			// the first time the code prints it.
-			if w.x == nil {
-				return
-			}
-			if w.x.logsSeen++; w.x.logsSeen > w.x.logsJournaled {
-				log.Log(context.Background(), level, msg)
-				w.x.keepLog(level, msg, 0, "", 0)
-			}
-		},
-		Env: e.opts.Env(),
-		Log: slog.New(slog.DiscardHandler), // the Console hook logs what is new
-		Ambient: map[string]any{
-			"sleep":      func(d goja.Value) goja.Value { return w.x.sleep(d) },
-			"createHook": func() (goja.Value, error) { return w.x.createHook() },
-			"workflows":  map[string]any{"start": child(callStart), "startAndWait": child(callStartAndWait)},
-		},
-		Globals: map[string]any{
-			"__svc_step": func(name string, impl goja.Value) goja.Value {
-				return w.vm.ToValue(func(call goja.FunctionCall) goja.Value { return w.x.callStep(name, call.Arguments) })
-			},
-			"__svc_now":    func() int64 { return w.x.now.UnixMilli() },
-			"__svc_random": func() float64 { return w.x.rng.Float64() },
-			"__svc_uuid":   func() string { return w.x.randomUUID() },
-		},
-	})
+	o := workflowVMOptions(w, e.opts.Platform)
+	o.Console = func(level slog.Level, msg string) {
+		// Workflow code is replayed: a line is logged and kept only
+		// the first time the code prints it.
+		if w.x == nil {
+			return
+		}
+		if w.x.logsSeen++; w.x.logsSeen > w.x.logsJournaled {
+			log.Log(context.Background(), level, msg)
+			w.x.keepLog(level, msg, 0, "", 0)
+		}
+	}
+	o.Env = e.opts.Env()
+	o.Log = slog.New(slog.DiscardHandler) // the Console hook logs what is new
+	_, exports, err := newModuleVM(def.Module, o)
 	if err != nil {
 		return nil, err
 	}
@@ -626,12 +668,12 @@ func (x *execution) keepLog(level slog.Level, msg string, seq int, name string, 
 	x.commit(&journalEvent{Type: evLog, Seq: seq, Name: name, Attempt: attempt, Level: strings.ToLower(level.String()), Message: msg})
 }
 
-// randomUUID is the deterministic crypto.randomUUID() of workflow code: a
-// version-4 UUID drawn from the run's seeded generator.
-func (x *execution) randomUUID() string {
+// seededUUID is the deterministic crypto.randomUUID() of workflow code: a
+// version-4 UUID drawn from rng (the run's seeded generator).
+func seededUUID(rng *mrand.Rand) string {
 	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], x.rng.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], x.rng.Uint64())
+	binary.LittleEndian.PutUint64(b[:8], rng.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rng.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])

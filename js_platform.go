@@ -46,6 +46,7 @@ func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 // installWorkflow gives a workflow VM the deterministic part of the
 // platform, and in place of I/O members of the ambient module, functions
 // that throw saying to use a step (workflow code is replayed: DESIGN §3).
+// p may be nil (the catalog's VMs): nothing of it is used.
 func (p *jsPlatform) installWorkflow(vm *goja.Runtime, ambient *goja.Object) {
 	installWebWorkflow(vm)
 	ambient.Set("sql", sqlUnavailable(vm, sqlInWorkflow))

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,6 +32,17 @@ export default async function webdet() {
     perf: fails(() => performance.now()).includes("workflow code"),
     timeout: fails(() => AbortSignal.timeout(5)).includes("step"),
   };
+}`
+	// Top-level code that draws time and randomness, as packages do when
+	// they are imported, and calls a step before any run is bound.
+	engineWorkflows["workflows/toplevel.workflow.ts"] = `
+async function record(s: string) { "use step"; return s; }
+let early = "";
+try { record("x"); } catch (e) { early = (e as Error).message; }
+const drawn = JSON.stringify([Date.now(), new Date().getTime(), Math.random(), crypto.randomUUID()]);
+export default async function toplevel() {
+  "use workflow";
+  return { drawn, early, journaled: (await record(drawn)) === drawn };
 }`
 	// A step with the API surface the openai package uses for a streamed
 	// chat completion: URL, Headers iteration, AbortController, fetch with
@@ -101,6 +114,33 @@ func TestWebWorkflowDeterministic(t *testing.T) {
 	r := te.startWait(t, "webdet", `{}`)
 	if r.Status != runCompleted || string(r.Output) != `{"same":true,"fetch":true,"setInterval":true,"perf":true,"timeout":true}` {
 		t.Fatalf("webdet = %s %s %+v", r.Status, r.Output, r.Error)
+	}
+}
+
+// TestWorkflowTopLevelDeterministic: a workflow file whose top-level code
+// reads the clock and randomness (it used to crash the process: nothing was
+// bound to the VM yet) sees the same values in every evaluation, and a
+// step called at top level throws saying where to call it.
+func TestWorkflowTopLevelDeterministic(t *testing.T) {
+	te := newTestEngine(t)
+	var first string
+	for i := range 2 {
+		r := te.startWait(t, "toplevel", `{}`)
+		var out struct {
+			Drawn, Early string
+			Journaled    bool
+		}
+		if r.Status != runCompleted || json.Unmarshal(r.Output, &out) != nil {
+			t.Fatalf("toplevel = %s %s %+v", r.Status, r.Output, r.Error)
+		}
+		if !out.Journaled || !strings.HasPrefix(out.Drawn, "[0,0,") || !strings.Contains(out.Early, "call it from the workflow function") {
+			t.Errorf("toplevel = %s; want the epoch, the step guidance and the values journaled", r.Output)
+		}
+		if i == 0 {
+			first = out.Drawn
+		} else if out.Drawn != first {
+			t.Errorf("top-level values differ between evaluations: %s then %s", first, out.Drawn)
+		}
 	}
 }
 

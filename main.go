@@ -46,6 +46,7 @@
 //	SVC_S3_ENDPOINT      external object storage (svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
 //	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes a linked session at public_url, with that port unless 443 (registration tokens from its control plane)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
+//	SVC_RESPONSE_RETENTION how long kept Responses-wire responses stay (default 30d; 0 keeps them)
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
 //	                     model provider resolution (see the README's boot gate section)
 //
@@ -88,7 +89,8 @@
 //	             and workflows), typegen.go and typegen_drizzle.go (.svc/*.d.ts), schema.go,
 //	             schema_format.go and schema_ts.go (JSON Schema), automigrate.go and migrate.go
 //	             (src/schema.ts to migrations)
-//	agents       agent.go (the agent loop and tools), session.go (durable sessions), agent_history.go
+//	agents       agent.go (the agent loop and tools), session.go (durable sessions), session_responses.go
+//	             (kept Responses-wire responses), agent_history.go
 //	             (a session's transcript), model.go, providers.go (model provider clients)
 //	services     s3.go, s3_multipart.go and s3_sigv4.go (the built-in object storage), storage_client.go (an S3
 //	             client sharing the server's signing code), secrets.go (encrypted secrets), files.go

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // npmProjectDir is the committed test project whose node_modules `npm ci`
@@ -184,6 +187,131 @@ func TestNPMOpenAIPackage(t *testing.T) {
 	if asked != 4 {
 		b, _ := json.Marshal(fake.requests())
 		t.Errorf("the openai package made %d requests; want 4 (step and tool, whole and streamed):\n%s", asked, b)
+	}
+}
+
+// npmImportProbes is a workflow file importing packages that look for the
+// web platform when they are imported: openai 4.x (which throws at import
+// when fetch, Request, Response or Headers is missing), 5.x and 6.x, and
+// ofetch (which captures globalThis.fetch, Headers and AbortController at
+// import). Each client asks the fake provider from a step; the workflow
+// itself sees the platform's globals, builds Headers and a Request, and gets
+// the step guidance when it calls a client or fetch. An agent importing
+// openai 4.x compiles too, its instructions reading the real clock.
+var npmImportProbes = map[string]string{
+	"deep-agents/dated/index.ts": `
+import { defineAgent, tool } from "svc";
+import OpenAI4 from "openai4";
+export default defineAgent({
+  instructions: "The year is " + new Date().getUTCFullYear() + "; openai4 is a " + typeof OpenAI4 + ".",
+  tools: { noop: tool({ description: "Nothing", parameters: { type: "object" }, execute: () => "ok" }) },
+});
+`,
+	"workflows/probes.workflow.ts": `
+import OpenAI4 from "openai4";
+import OpenAI5 from "openai5";
+import OpenAI6 from "openai";
+import { ofetch } from "ofetch";
+const clients = { 4: OpenAI4, 5: OpenAI5, 6: OpenAI6 } as const;
+function client(v: 4 | 5 | 6) {
+  return new clients[v]({ apiKey: process.env.OPENAI_API_KEY, baseURL: process.env.OPENAI_BASE_URL, maxRetries: 0, timeout: 20_000 });
+}
+async function ask(v: 4 | 5 | 6, prompt: string) {
+  "use step";
+  const r = await client(v).chat.completions.create({ model: "test-model", messages: [{ role: "user", content: prompt }] });
+  return r.choices[0].message.content;
+}
+async function askOfetch(prompt: string) {
+  "use step";
+  const r = await ofetch(process.env.OPENAI_BASE_URL + "/chat/completions", {
+    method: "POST", headers: { Authorization: "Bearer " + process.env.OPENAI_API_KEY },
+    body: { model: "test-model", messages: [{ role: "user", content: prompt }] },
+  });
+  return r.choices[0].message.content;
+}
+async function refused(f: () => Promise<unknown>) {
+  try { await f(); return "no error"; } catch (e: any) { return String(e?.message) + " / " + String(e?.cause?.message); }
+}
+export default async function probes(input: { prompt: string }) {
+  "use workflow";
+  const globals = ["fetch", "Request", "Response", "Headers", "FormData", "Blob", "File", "ReadableStream", "AbortController", "TextEncoder", "URL"]
+    .map((g) => g + ":" + typeof (globalThis as any)[g]).join(" ");
+  const req = new Request("https://example.invalid/x", { method: "POST", headers: new Headers({ "X-A": "1" }), body: "hi" });
+  const answers = [];
+  for (const v of [4, 5, 6] as const) answers.push(await ask(v, input.prompt + " " + v));
+  answers.push(await askOfetch(input.prompt + " ofetch"));
+  return {
+    globals, request: req.method + " " + req.headers.get("x-a"), answers,
+    inWorkflow: {
+      openai4: await refused(() => client(4).chat.completions.create({ model: "from-workflow", messages: [] })),
+      openai6: await refused(() => client(6).chat.completions.create({ model: "from-workflow", messages: [] })),
+      ofetch: await refused(() => ofetch("https://example.invalid/")),
+      fetch: await refused(async () => fetch("https://example.invalid/")),
+    },
+  };
+}
+`,
+}
+
+// TestNPMImportTimePlatformProbes: a workflow file importing openai 4.x, 5.x
+// and 6.x and ofetch compiles (openai 4.x used to fail it: "this environment
+// is missing the following Web Fetch API type: fetch is not defined"), its
+// steps call the provider through each, and from workflow code the clients
+// and fetch fail with the step guidance while the pure globals work.
+func TestNPMImportTimePlatformProbes(t *testing.T) {
+	fake := newFakeProvider(t)
+	dir := npmTestProject(t, npmImportProbes)
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk-fake", "OPENAI_BASE_URL="+fake.URL+"/v1"))
+	run := npmTestStart(t, d, "probes", map[string]any{"prompt": "hi"})
+	if run.Status != "completed" {
+		t.Fatalf("probes = %s %+v; want completed\nstderr:\n%s", run.Status, run.Error, d.stderr.String())
+	}
+	var out struct {
+		Globals    string
+		Request    string
+		Answers    []string
+		InWorkflow map[string]string
+	}
+	if err := json.Unmarshal(run.Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	wantGlobals := "fetch:function Request:function Response:function Headers:function FormData:function Blob:function File:function ReadableStream:function AbortController:function TextEncoder:function URL:function"
+	if out.Globals != wantGlobals || out.Request != "POST 1" {
+		t.Errorf("in workflow code: globals %q, request %q; want %q and %q", out.Globals, out.Request, wantGlobals, "POST 1")
+	}
+	if want := []string{"echo: hi 4", "echo: hi 5", "echo: hi 6", "echo: hi ofetch"}; !slices.Equal(out.Answers, want) {
+		t.Errorf("answers from steps = %q; want %q", out.Answers, want)
+	}
+	// openai 5.x and 6.x start a setTimeout before they fetch, and report
+	// the guidance's throw as their own "Request timed out.": that they
+	// reject is what can be asserted of them.
+	for name, msg := range out.InWorkflow {
+		guided := strings.Contains(msg, "cannot be used in workflow code") && strings.Contains(msg, "step")
+		if msg == "no error" || name != "openai6" && !guided {
+			t.Errorf("%s called from workflow code: %q; want the step guidance", name, msg)
+		}
+	}
+	if len(out.InWorkflow) != 4 {
+		t.Errorf("calls from workflow code = %v; want 4", out.InWorkflow)
+	}
+	for _, r := range fake.requests() {
+		if r.Body["model"] == "from-workflow" {
+			t.Errorf("workflow code reached the provider: %s", r.Raw)
+		}
+	}
+	var chat struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	body := map[string]any{"model": "dated", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+	if st := httpJSONAuth(t, "POST", d.url("/openai/v1/chat/completions"), "sk-any", body, &chat); st != 200 || len(chat.Choices) != 1 {
+		t.Fatalf("chat with the agent importing openai 4.x = %d %+v", st, chat)
+	}
+	reqs := fake.requests()
+	sent, _ := json.Marshal(reqs[len(reqs)-1].Body["messages"])
+	if want := fmt.Sprintf("The year is %d; openai4 is a function.", time.Now().UTC().Year()); !strings.Contains(string(sent), want) {
+		t.Errorf("the agent's instructions sent %s; want %q", sent, want)
 	}
 }
 

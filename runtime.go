@@ -133,6 +133,10 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	if err != nil {
 		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_RUN_RETENTION to a duration such as 720h or 30d, or 0 to keep ended runs forever"}
 	}
+	responseRetention, err := parseRetentionOf("SVC_RESPONSE_RETENTION", o.Getenv("SVC_RESPONSE_RETENTION"), responseRetentionDefault)
+	if err != nil {
+		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_RESPONSE_RETENTION to a duration such as 720h or 30d, or 0 to keep responses forever"}
+	}
 	journal := filepath.Join(o.StateDir, "journal")
 	rt.engine, err = openEngine(engineOptions{
 		Dir: journal, Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
@@ -177,6 +181,8 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 		rt.log.Warn("storage of user code is off: fix the S3_* variables of .env", "err", err)
 	}
 	rt.agents = newAgentHost(rt)
+	stopTrim := rt.agents.sessions.startResponseTrim(responseRetention, rt.log)
+	rt.closers = append(rt.closers, func(context.Context) error { stopTrim(); return nil })
 	// The gate decides whether agents and workflows start.
 	return rt.resolveGate(ctx)
 }

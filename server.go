@@ -63,6 +63,8 @@ func routeTable(s *server) []route {
 		{"POST", "/api/hooks/{token}", "resume a workflow waiting on createHook() with the JSON body", s.handleResumeHook},
 		{"POST", "/openai/v1/chat/completions", "chat-completions wire (OpenAI shape); model = agent name; stream: true = SSE chunks ending data: [DONE]", s.handleOpenAIChat},
 		{"POST", "/openai/v1/responses", "OpenAI Responses API; model = agent name; stream: true = Responses SSE events; previous_response_id continues a kept response", s.handleOpenAIResponses},
+		{"GET", "/openai/v1/responses/{id}", "a kept response as it was answered, for the credential that made it; 404 unknown, deleted or past SVC_RESPONSE_RETENTION", s.handleOpenAIResponse},
+		{"DELETE", "/openai/v1/responses/{id}", "deletes a kept response of the credential (responses continuing it keep their conversation); 404 unknown", s.handleOpenAIResponse},
 		{"GET", "/openai/v1/models", "the agents as models (OpenAI list shape)", s.handleOpenAIModels},
 		{"GET", "/openai/v1/models/{model}", "one agent as a model (OpenAI shape)", s.handleOpenAIModel},
 		{"POST", "/anthropic/v1/messages", "messages wire (Anthropic shape); model = agent name; stream: true = Anthropic SSE events", s.handleAnthropicMessages},

@@ -165,10 +165,11 @@ type turnOutput struct {
 
 // runTurn runs one turn of ag for wr on wire, authenticated by credential:
 // it loads the durable session when wr names one (wr.SessionFrom, when set,
-// is the stored session it continues under the new key), runs the loop, saves the
-// session (also after a failure, so tools that already ran are not lost or
-// run twice) and records the turn as a run. emit receives the turn's events
-// as they happen.
+// is the stored session it continues under the new key; with wr.Responses
+// they are kept responses, session_responses.go), runs the loop, saves the
+// session or the new response (also after a failure, so tools that already
+// ran are not lost or run twice) and records the turn as a run. emit
+// receives the turn's events as they happen.
 func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider, wire, credential string, wr *agentRequest, emit func(agentEvent)) (*agentResult, error) {
 	started := time.Now()
 	if p == nil {
@@ -195,7 +196,13 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		if wr.SessionFrom != "" {
 			from = newSessionRef(ag.Name, credential, wr.SessionFrom)
 		}
-		sess, lerr := h.sessions.load(ctx, from)
+		sess, lerr := &agentSession{Ref: ref}, error(nil)
+		switch {
+		case !wr.Responses:
+			sess, lerr = h.sessions.load(ctx, from)
+		case wr.SessionFrom != "":
+			sess, lerr = h.sessions.loadResponse(ctx, from)
+		}
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -215,7 +222,13 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		// Saved with its own bound: a client that hung up must not lose
 		// the progress of a turn whose tools already ran.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		serr := h.sessions.save(sctx, sess)
+		var serr error
+		if wr.Responses { // a response keeps only what its turn added
+			serr = h.sessions.saveResponse(sctx, responseRow{ID: ref.Key, Agent: ref.Agent, CredentialHash: ref.CredentialHash,
+				Parent: wr.SessionFrom, Messages: res.Messages, Pending: res.Pending, Turns: sess.Turns})
+		} else {
+			serr = h.sessions.save(sctx, sess)
+		}
 		cancel()
 		if err == nil {
 			err = serr

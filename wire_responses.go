@@ -15,20 +15,25 @@ package main
 // "mcp_approval_response" ({"approve": true|false}).
 //
 // Storage (store, true by default, and previous_response_id): every kept
-// response is a durable session of its own, keyed by its id, holding the
-// whole conversation up to it. A request naming a previous response (or
-// referring to its output items: item_reference, as SDKs send with store)
-// continues a copy of that session under the new response's id, so a
-// retry or a branch from an older response continues from exactly there.
+// response is a row of its own (session_responses.go) holding the
+// messages its turn added and pointing at the response it continues. A
+// request naming a previous response (or referring to its output items:
+// item_reference, as SDKs send with store) continues that response's
+// conversation under the new response's id, so a retry or a branch from
+// an older response continues from exactly there. GET and DELETE
+// /openai/v1/responses/{id} read back and delete kept responses.
 // Ids carry the chain of responses they belong to (resp_<chain>_<self>;
 // items <kind>_<chain>_<self>_<n>), and the chain groups its turns in the
 // runs API (conversationId responses_<chain>). x-svc-session works as on
 // the other wires: one session, whatever ids the responses have.
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -140,10 +145,13 @@ type responsesItem struct {
 // responsesWire is the Responses wire, one per request: decode keeps what
 // the answer echoes and names.
 type responsesWire struct {
-	canStore    bool // the runtime has a database, so responses are kept by default
+	sessions    *sessionStore // nil: no database, responses are not kept
+	log         *slog.Logger
+	credential  string // the caller's, which its kept responses belong to
 	req         responsesRequest
 	id          responsesID
 	stored      bool              // this response is kept: previous_response_id may name it
+	kept        bool              // it is kept as a response of its own (not in an x-svc-session session): GET serves it
 	approvalIDs map[string]string // call id → the mcp_approval_request id the input answered
 }
 
@@ -163,6 +171,7 @@ func (c *responsesWire) decode(r *http.Request, body []byte) (*agentRequest, *wi
 	if e := wireDecodeJSON(body, &c.req); e != nil {
 		return nil, e
 	}
+	c.credential = httpGuardPrincipal(r)
 	req := &c.req
 	switch {
 	case req.Model == "":
@@ -213,12 +222,12 @@ func (c *responsesWire) decode(r *http.Request, body []byte) (*agentRequest, *wi
 		return wr, nil
 	case base != nil:
 		wr.SessionKey, wr.SessionFrom = c.id.String(), base.String()
-	case (req.Store == nil || *req.Store) && c.canStore:
+	case (req.Store == nil || *req.Store) && c.sessions != nil:
 		wr.SessionKey = c.id.String()
 	default:
 		return wr, nil // stateless
 	}
-	c.stored = true
+	c.stored, c.kept, wr.Responses = true, true, true
 	if wr.ConversationKey == "" {
 		wr.ConversationKey = c.id.conversation()
 	}
@@ -458,11 +467,29 @@ func (a *responsesAnswer) finish(res *agentResult) {
 	if status == "incomplete" {
 		resp["incomplete_details"] = map[string]string{"reason": "max_output_tokens"}
 	}
+	a.c.keep(resp)
 	if !a.stream {
 		writeJSON(a.w, http.StatusOK, resp)
 		return
 	}
 	a.send(event, map[string]any{"response": resp})
+}
+
+// keep stores resp as the kept response's body, which GET serves; a
+// failure is logged (the turn itself is kept and can be continued).
+func (c *responsesWire) keep(resp map[string]any) {
+	if !c.kept {
+		return
+	}
+	body, err := json.Marshal(resp)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = c.sessions.setResponseBody(ctx, c.id.String(), newSessionRef("", c.credential, "").CredentialHash, body)
+		cancel()
+	}
+	if err != nil {
+		c.log.Warn("keep the response body", "response", c.id.String(), "err", err)
+	}
 }
 
 // fail answers the error with its status before anything streamed, else
@@ -476,10 +503,55 @@ func (a *responsesAnswer) fail(e *wireError) {
 	a.send("error", map[string]any{"code": body.Error.Code, "message": e.Message, "param": body.Error.Param})
 	resp := a.response("failed", nil)
 	resp["error"] = map[string]any{"code": body.Error.Code, "message": e.Message}
+	a.c.keep(resp)
 	a.send("response.failed", map[string]any{"response": resp})
 }
 
 // handleOpenAIResponses serves POST /openai/v1/responses.
 func (s *server) handleOpenAIResponses(w http.ResponseWriter, r *http.Request) {
-	s.serveChat(w, r, &responsesWire{canStore: s.rt.agents != nil && s.rt.agents.sessions != nil})
+	s.serveChat(w, r, &responsesWire{sessions: s.responseStore(), log: s.log})
+}
+
+// responseStore is where responses are kept; nil without a database.
+func (s *server) responseStore() *sessionStore {
+	if s.rt.agents == nil {
+		return nil
+	}
+	return s.rt.agents.sessions
+}
+
+// handleOpenAIResponse serves GET and DELETE /openai/v1/responses/{id}
+// (the openai SDK's responses.retrieve and responses.delete): the kept
+// response as it was answered, or its deletion. Responses belong to the
+// credential that made them; another credential, like an unknown or
+// deleted id, gets 404.
+func (s *server) handleOpenAIResponse(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	store := s.responseStore()
+	if store == nil {
+		openAIWire{}.writeError(w, &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrInternal, Message: errSessionUnavailable.Error()})
+		return
+	}
+	hash := newSessionRef("", httpGuardPrincipal(r), "").CredentialHash
+	var body []byte
+	var err error
+	if r.Method == http.MethodDelete {
+		if err = store.deleteResponse(r.Context(), id, hash); err == nil {
+			body, err = json.Marshal(map[string]any{"id": id, "object": "response", "deleted": true})
+		}
+	} else {
+		body, err = store.responseBody(r.Context(), id, hash)
+	}
+	switch {
+	case errors.Is(err, errResponseNotFound):
+		openAIWire{}.writeError(w, &wireError{Status: http.StatusNotFound, Kind: wireErrResponse, Param: "response_id",
+			Message: fmt.Sprintf("response %q not found: responses are kept for the credential that made them, with store (the default), until deleted or past the retention", id)})
+	case err != nil:
+		s.log.Error("kept response", "response", id, "method", r.Method, "err", err)
+		openAIWire{}.writeError(w, &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrInternal, Message: "could not read the kept responses; retry shortly"})
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(body)
+	}
 }

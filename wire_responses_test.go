@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // responsesBody is a Responses request body for the agent "helper": input
@@ -420,5 +424,174 @@ func TestResponsesSessions(t *testing.T) {
 	}
 	if grouped != 4 || !named { // the first response, the second, the branch, the referencing turn
 		t.Errorf("runs of the first chain = %d (a run with session %s: %v); want its 4 turns grouped under %s", grouped, id1, named, conv)
+	}
+}
+
+// responsesAt sends method (GET or DELETE) to /openai/v1/responses/{id}
+// with credential cred and returns the status and the decoded body.
+func responsesAt(t *testing.T, env *wiresEnv, method, id, cred string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, env.url+"/openai/v1/responses/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+cred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, id, err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+// responsesChain makes a chain of n responses of credential tok-a, each
+// continuing the one before, with inputs of the same size, and returns
+// their ids.
+func responsesChain(t *testing.T, env *wiresEnv, tag string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		extra := map[string]any{}
+		if i > 0 {
+			extra["previous_response_id"] = ids[i-1]
+		}
+		r := responsesCreate(t, env, wiresBearer, responsesBody(fmt.Sprintf("%s %03d %s", tag, i, strings.Repeat("x", 200)), extra))
+		ids = append(ids, r["id"].(string))
+	}
+	return ids
+}
+
+// responsesStoredBytes is the size of every conversation message stored,
+// in sessions and in kept responses.
+func responsesStoredBytes(t *testing.T, env *wiresEnv) int64 {
+	t.Helper()
+	var n int64
+	if err := env.rt.agents.sessions.db.QueryRow(context.Background(), `SELECT
+  (SELECT coalesce(sum(octet_length(messages::text)), 0) FROM svc.agent_sessions) +
+  (SELECT coalesce(sum(octet_length(messages::text)), 0) FROM svc.agent_responses)`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestResponsesStoredOnce: a chain of responses keeps its history once.
+// A chain twice as long stores about twice the bytes (each response used
+// to keep a full copy of its conversation: four times the bytes), and its
+// last response still sends the model the whole conversation.
+func TestResponsesStoredOnce(t *testing.T) {
+	env := newWiresEnv(t, wiresMigratedDB(t))
+	const n = 8
+	responsesChain(t, env, "short", n)
+	short := responsesStoredBytes(t, env)
+	responsesChain(t, env, "long", 2*n)
+	long := responsesStoredBytes(t, env) - short
+	if ratio := float64(long) / float64(short); ratio > 2.5 {
+		t.Errorf("a chain of %d responses stores %d bytes, one of %d stores %d (×%.1f); want linear growth (×2)", n, short, 2*n, long, ratio)
+	}
+	reqs := env.script.requests()
+	last := reqs[len(reqs)-1].Messages
+	if len(last) != 4*n-1 || !strings.HasPrefix(last[0].Content, "long 000") || !strings.HasPrefix(last[len(last)-1].Content, fmt.Sprintf("long %03d", 2*n-1)) {
+		t.Errorf("the last response of the chain sent %d messages (first %.8q); want its whole conversation of %d", len(last), last[0].Content, 4*n-1)
+	}
+}
+
+// TestResponsesRetrieveDeleteTrim: GET and DELETE of kept responses are
+// scoped to their credential; deleting or trimming (past the retention) a
+// response its chain continues keeps the later responses' conversations
+// whole.
+func TestResponsesRetrieveDeleteTrim(t *testing.T) {
+	env := newWiresEnv(t, wiresMigratedDB(t))
+	ids := responsesChain(t, env, "m", 5)
+	if st, body := responsesAt(t, env, "GET", ids[1], "tok-a"); st != 200 || body["id"] != ids[1] || body["previous_response_id"] != ids[0] ||
+		!strings.HasPrefix(wiresJSONAt(body, "output.0.content.0.text").(string), "echo: m 001") {
+		t.Errorf("GET %s = %d %v; want the response as answered", ids[1], st, body)
+	}
+	for _, method := range []string{"GET", "DELETE"} {
+		if st, body := responsesAt(t, env, method, ids[1], "tok-b"); st != 404 || wiresJSONAt(body, "error.code") != wireErrResponse {
+			t.Errorf("%s by another credential = %d %v; want 404 %s", method, st, body, wireErrResponse)
+		}
+	}
+	// ids[0] and ids[1] are past the retention; ids[2] is deleted.
+	db := env.rt.agents.sessions.db
+	if _, err := db.Exec(context.Background(), `UPDATE svc.agent_responses SET created_at = now() - interval '40 days' WHERE response_id = ANY($1)`, ids[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := env.rt.agents.sessions.trimResponses(context.Background(), time.Now().Add(-responseRetentionDefault)); err != nil || n != 2 {
+		t.Errorf("trim = %d, %v; want the 2 responses past the retention", n, err)
+	}
+	if st, body := responsesAt(t, env, "DELETE", ids[2], "tok-a"); st != 200 || body["deleted"] != true || body["id"] != ids[2] {
+		t.Errorf("DELETE %s = %d %v; want deleted", ids[2], st, body)
+	}
+	for i, id := range ids[:3] {
+		if st, _ := responsesAt(t, env, "GET", id, "tok-a"); st != 404 {
+			t.Errorf("GET of trimmed or deleted response %d = %d; want 404", i, st)
+		}
+		if r := env.post(t, "/openai/v1/responses", wiresBearer, responsesBody("x", map[string]any{"previous_response_id": id})); r.Status != 404 {
+			t.Errorf("continuing trimmed or deleted response %d = %d; want 404", i, r.Status)
+		}
+	}
+	if st, _ := responsesAt(t, env, "DELETE", ids[2], "tok-a"); st != 404 {
+		t.Errorf("DELETE twice = %d; want 404", st)
+	}
+	responsesCreate(t, env, wiresBearer, responsesBody("after", map[string]any{"previous_response_id": ids[4]}))
+	reqs := env.script.requests()
+	sent := reqs[len(reqs)-1].Messages
+	if len(sent) != 11 || !strings.HasPrefix(sent[0].Content, "m 000") || sent[10].Content != "after" {
+		t.Errorf("continuing the last response sent %d messages; want its whole conversation of 10 and the new input", len(sent))
+	}
+	var rows int
+	db.QueryRow(context.Background(), `SELECT count(*) FROM svc.agent_responses`).Scan(&rows)
+	if rows != 3 {
+		t.Errorf("%d responses stored; want 3 (two of the chain and the last turn)", rows)
+	}
+}
+
+// TestResponsesMigrationMovesKeptSessions: responses kept before migration
+// 0005 (each a session of its own in svc.agent_sessions) move to
+// svc.agent_responses and can still be continued; other sessions stay.
+func TestResponsesMigrationMovesKeptSessions(t *testing.T) {
+	url := testPostgresURL(t)
+	ctx := context.Background()
+	files, err := migrateLoad("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, migrateBootstrapSQL); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.name >= "platform/0005" {
+			break
+		}
+		if err := migrateApply(ctx, conn, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := newResponsesID("")
+	ref := newSessionRef("helper", "tok-a", old.String())
+	msgs := `[{"role":"user","content":"kept before"},{"role":"assistant","content":"echo: kept before"}]`
+	for _, key := range []string{old.String(), "my-session"} {
+		if _, err := conn.Exec(ctx, `INSERT INTO svc.agent_sessions (agent, credential_hash, session_key, messages, pending, turns) VALUES ($1, $2, $3, $4, '[]', 1)`,
+			ref.Agent, ref.CredentialHash, key, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := applyMigrations(ctx, url, t.TempDir(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var sessions []string
+	rows, _ := conn.Query(ctx, `SELECT session_key FROM svc.agent_sessions`)
+	if sessions, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || len(sessions) != 1 || sessions[0] != "my-session" {
+		t.Errorf("sessions after the migration = %v, %v; want only my-session", sessions, err)
+	}
+	env := newWiresEnv(t, url)
+	responsesCreate(t, env, wiresBearer, responsesBody("next", map[string]any{"previous_response_id": old.String()}))
+	reqs := env.script.requests()
+	if sent := reqs[len(reqs)-1].Messages; len(sent) != 3 || sent[0].Content != "kept before" {
+		t.Errorf("continuing a response kept before the migration sent %+v; want its conversation then the input", sent)
 	}
 }

@@ -46,6 +46,7 @@ const (
 	wireErrGate     = "gate_closed"
 	wireErrNoModel  = "no_model_provider"
 	wireErrPrevious = "previous_response_not_found"
+	wireErrResponse = "response_not_found" // GET or DELETE of a response that is not kept for the caller
 	wireErrNoRoute  = "unknown_url"
 	wireErrMethod   = "method_not_allowed"
 	wireErrCompile  = "agent_compile_failed"

@@ -402,13 +402,18 @@ func (h *pgRunHistory) prune(ctx context.Context, endedBefore time.Time) (int64,
 }
 
 // parseRetention reads SVC_RUN_RETENTION: how long ended runs are kept in
-// the history. It accepts a Go duration ("720h", "90m") or whole days
-// ("30d"); "0" keeps runs forever and returns 0; "" returns
-// runRetentionDefault (30 days). Negative values are errors.
+// the history (parseRetentionOf, default runRetentionDefault, 30 days).
 func parseRetention(s string) (time.Duration, error) {
+	return parseRetentionOf("SVC_RUN_RETENTION", s, runRetentionDefault)
+}
+
+// parseRetentionOf reads the retention s of the variable name. It accepts
+// a Go duration ("720h", "90m") or whole days ("30d"); "0" keeps things
+// forever and returns 0; "" returns def. Negative values are errors.
+func parseRetentionOf(name, s string, def time.Duration) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return runRetentionDefault, nil
+		return def, nil
 	}
 	var d time.Duration
 	var err error
@@ -423,7 +428,7 @@ func parseRetention(s string) (time.Duration, error) {
 		d, err = time.ParseDuration(s)
 	}
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("parse SVC_RUN_RETENTION %q: want whole days such as 30d, a duration such as 720h, or 0 to keep runs forever", s)
+		return 0, fmt.Errorf("parse %s %q: want whole days such as 30d, a duration such as 720h, or 0 to keep them forever", name, s)
 	}
 	return d, nil
 }

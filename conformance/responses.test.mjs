@@ -130,6 +130,42 @@ phaseTest("all", "continues a conversation by previous_response_id", async () =>
   });
 });
 
+phaseTest("all", "retrieves and deletes kept responses, per credential", async () => {
+  const first = await client.responses.create({ model: "helper", input: "one" });
+  const second = await client.responses.create({ model: "helper", input: "two", previous_response_id: first.id });
+  const got = await client.responses.retrieve(second.id);
+  assert.equal(got.id, second.id);
+  assert.equal(got.status, "completed");
+  assert.equal(got.output_text, "echo: two");
+  assert.equal(got.previous_response_id, first.id);
+  assert.deepEqual(got.output, second.output);
+  const streamed = await client.responses.stream({ model: "helper", input: "streamed" }).finalResponse();
+  assert.equal((await client.responses.retrieve(streamed.id)).output_text, "echo: streamed");
+  // Another credential neither reads nor deletes them.
+  const other = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: "tok-other", maxRetries: 0 });
+  const notFound = (err) => {
+    assert.equal(err.status, 404);
+    assert.equal(err.code, "response_not_found");
+    return true;
+  };
+  await assert.rejects(other.responses.retrieve(second.id), notFound);
+  await assert.rejects(other.responses.delete(second.id), notFound);
+  // Deleting the first response of a chain: it is gone, and the response
+  // that continued it still carries the whole conversation.
+  await client.responses.delete(first.id);
+  await assert.rejects(client.responses.retrieve(first.id), notFound);
+  await assert.rejects(client.responses.delete(first.id), notFound);
+  await assert.rejects(client.responses.create({ model: "helper", input: "x", previous_response_id: first.id }), (err) => err.status === 404);
+  const third = await client.responses.create({ model: "helper", input: "three", previous_response_id: second.id });
+  const alone = await client.responses.create({ model: "helper", input: "three" });
+  const twoTurns = await client.responses.create({ model: "helper", input: "three", previous_response_id: (await client.responses.create({ model: "helper", input: "two" })).id });
+  assert.equal(third.output_text, "echo: three");
+  assert.ok(third.usage.input_tokens > twoTurns.usage.input_tokens && twoTurns.usage.input_tokens > alone.usage.input_tokens, "the continued turn still carries the deleted response's turn");
+  await client.responses.delete(second.id);
+  await assert.rejects(client.responses.retrieve(second.id), notFound);
+  assert.equal((await client.responses.retrieve(third.id)).output_text, "echo: three");
+});
+
 phaseTest("all", "keeps an x-svc-session", async () => {
   const headers = { headers: { "x-svc-session": randomUUID() } };
   await client.responses.create({ model: "helper", input: "one" }, headers);
