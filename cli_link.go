@@ -135,7 +135,7 @@ func runLink(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	box, _ := newLinkBoxClient(o.url)
+	box, _ := newLinkBoxClient(o.url, nil)
 	if _, err := box.handshake(ctx); err != nil {
 		return linkFailure(err)
 	}
@@ -266,6 +266,8 @@ func linkHint(code string) string {
 		return "read the box's log for why it refused, then run link again"
 	case linkCodeNotABox:
 		return "point --url at the box's base URL (svc serve)"
+	case linkCodeBusy:
+		return "run link again in a few minutes; the box's log says which limit it reached"
 	}
 	return ""
 }

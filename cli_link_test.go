@@ -37,7 +37,8 @@ type standInBox struct {
 // newStandInBox starts a fake box holding secret.
 func newStandInBox(t testing.TB, secret string) *standInBox {
 	b := &standInBox{secret: []byte(secret), protocol: linkMinProtocol, identity: linkArmed}
-	v, err := newSignVerifier(b.secret, nil)
+	_, db := signTestDB(t)
+	v, err := newSignVerifier(b.secret, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +59,7 @@ func newStandInBox(t testing.TB, secret string) *standInBox {
 	signed := func(h func(w http.ResponseWriter, body []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if err := v.verifyRequest(r, 1<<20); err != nil {
+				w.Header().Set(signRefusedHeader, signCheckName(err))
 				cpError(w, 401, "signature", err.Error())
 				return
 			}

@@ -47,8 +47,9 @@ func (in cpLinkRequest) validate() error {
 
 // handleLink links a box to the agent: handshake (protocol ≥ 15), secret
 // proof, teaching, then the record (re-linking updates the agent's one
-// deployment). A box's failure is answered 502 box_unreachable or 422 with
-// its code (box_too_old, box_invalid, secret_mismatch, teach_refused).
+// deployment). A box's failure is answered 502 box_unreachable, 503
+// box_busy (its replay window is full) or 422 with its code (box_too_old,
+// box_invalid, secret_mismatch, teach_refused).
 func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 	o, a, ok := s.orgAgent(w, r)
 	if !ok {
@@ -63,7 +64,7 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.URL = strings.TrimSuffix(in.URL, "/")
-	box, _ := newLinkBoxClient(in.URL)
+	box, _ := newLinkBoxClient(in.URL, s.signer)
 	ctx, secret := r.Context(), []byte(in.Secret)
 	boxFailed := func(err error) {
 		var be *linkBoxError
@@ -72,8 +73,12 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		status := http.StatusUnprocessableEntity
-		if be.Code == linkCodeUnreachable {
+		switch be.Code {
+		case linkCodeUnreachable:
 			status = http.StatusBadGateway
+		case linkCodeBusy:
+			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "60")
 		}
 		s.log.Info("link refused", "org", o.Slug, "agent", a.Slug, "url", in.URL, "code", be.Code, "reason", be.Message)
 		cpError(w, status, be.Code, be.Message)

@@ -385,7 +385,7 @@ func BenchmarkProxy(b *testing.B) {
 		}
 		req, _ := http.NewRequest(method, url, bytes.NewReader(body))
 		if sign {
-			signRequest(req, body, f.secret, time.Now())
+			testSender.sign(req, body, f.secret, time.Now())
 		} else {
 			req.Header.Set("x-api-key", f.key)
 		}

@@ -68,6 +68,8 @@ type cpServer struct {
 	public map[string]bool // patterns of the public routes
 	guard  *httpGuard
 	proxy  *http.Transport // the proxy's connections to the boxes (cp_proxy.go)
+	signer *signSender     // this process signing to the boxes (sign.go)
+	limit  *rateLimiter    // proxied requests per credential (cp_proxy.go)
 	// tunnelDomain is the relay's --domain (SVC_TUNNEL_DOMAIN): the console
 	// at a deeplink talks only to https://<sub>.tun.<tunnelDomain>; "" turns
 	// that console off (cp_console.go).
@@ -80,7 +82,8 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 	if store == nil || issuer == nil || baseURL == "" || log == nil {
 		return nil, errors.New("new control plane server: want a store, an issuer, a URL and a logger")
 	}
-	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport()}
+	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport(),
+		signer: newSignSender(), limit: newRateLimiter(cpProxyRate, cpProxyBurst, cpProxyMaxKeys)}
 	for _, r := range s.routes() {
 		pattern := strings.TrimSpace(r.method + " " + r.path)
 		s.mux.HandleFunc(pattern, r.handler)
