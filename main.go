@@ -95,8 +95,10 @@
 //	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_link.go, cp_proxy.go (the signed
 //	             proxy to deployments), cp_console.go (the console at deeplinks and for boxes), cp_client.go
 //	             (the control plane's client), link.go (the box contract's client side: handshake,
-//	             secret proof, teaching), sign.go (request signing), ident.go and ident_verify.go (identity
-//	             and tunnel registration tokens, JWKS)
+//	             secret proof, teaching), sign.go (request signing), sign_window.go (its per-sender replay
+//	             windows in the box's PostgreSQL), ratelimit.go (token buckets per key: the proxy's
+//	             per-credential limit), ident.go and ident_verify.go (identity and tunnel registration
+//	             tokens, JWKS)
 //	tunnel       relay.go (svc relay: registration, routing, identity at the door), cli_relay.go,
 //	             tunnel.go (svc dev's tunnel client), cp_tunnel.go (registration tokens)
 package main
