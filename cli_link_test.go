@@ -189,7 +189,7 @@ func boxFillSenders(t testing.TB, dbURL, sql string) {
 // now: as if that many control plane processes had signed to it in the
 // signing window. A new sender is then refused for capacity.
 var boxSendersFull = fmt.Sprintf(`INSERT INTO svc.sign_senders (sender, hwm, seen, newest)
-	SELECT 'filler-sender-' || g || '-0123456789', 1, '', now() FROM generate_series(1, %d) g`, signMaxSenders)
+	SELECT 'filler-sender-' || g || '-0123456789', 1, B'1'::bit(4096), now() FROM generate_series(1, %d) g`, signMaxSenders)
 
 // boxMintedSecret waits (bounded) for the signing secret a box's first
 // boot logs at WARN and returns it.

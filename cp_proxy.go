@@ -72,6 +72,10 @@ const (
 	cpProxyRate    = 50
 	cpProxyBurst   = 100
 	cpProxyMaxKeys = 10_000
+	// cpSignLanes is how many sender ids a control plane process signs
+	// with, in turn (sign.go): a box decides one sender's requests one at
+	// a time, each a durable commit, so this many can be decided at once.
+	cpSignLanes = 16
 	// Deployment statuses the proxy sets (registered is link's).
 	cpStatusActive      = "active"
 	cpStatusUnreachable = "unreachable"

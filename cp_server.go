@@ -83,7 +83,7 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 		return nil, errors.New("new control plane server: want a store, an issuer, a URL and a logger")
 	}
 	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport(),
-		signer: newSignSender(), limit: newRateLimiter(cpProxyRate, cpProxyBurst, cpProxyMaxKeys)}
+		signer: newSignSender(cpSignLanes), limit: newRateLimiter(cpProxyRate, cpProxyBurst, cpProxyMaxKeys)}
 	for _, r := range s.routes() {
 		pattern := strings.TrimSpace(r.method + " " + r.path)
 		s.mux.HandleFunc(pattern, r.handler)

@@ -8,7 +8,7 @@ package main
 // Version 2, what the control plane sends:
 //
 //	x-svc-timestamp:      unix seconds when it was signed
-//	x-svc-sender:         the signing process's id, 16–128 characters of [A-Za-z0-9_-]
+//	x-svc-sender:         a sender id of the signing process, 16–128 characters of [A-Za-z0-9_-]
 //	x-svc-counter:        that sender's request number, 1, 2, 3, … (decimal)
 //	x-svc-signed-headers: the headers the box acts on that the MAC covers (x-svc-principal)
 //	x-svc-signature:      v2=<hex HMAC-SHA256>
@@ -198,23 +198,36 @@ func signMACv2(secret []byte, sender, counter, timestamp string, r *http.Request
 	return m.Sum(nil)
 }
 
-// signSender is one signing process: a random id chosen when it starts and
-// a counter that numbers its requests. A restarted or second control plane
-// process is another sender, so no counter has to survive a restart or be
-// shared between processes. Safe for concurrent use.
+// signSender is one signing process: lanes, each a sender id chosen at
+// random when the process starts and a counter that numbers its requests.
+// A restarted or second control plane process is other senders, so no
+// counter has to survive a restart or be shared between processes. Each
+// request takes the next lane in turn: a box decides the counters of one
+// sender one at a time (sign_window.go), so lanes let it decide a busy
+// process's requests in parallel. Safe for concurrent use.
 type signSender struct {
+	lanes []signLane
+	next  atomic.Uint64
+}
+
+// signLane is one sender id of a signSender and its last counter.
+type signLane struct {
 	id      string
 	counter atomic.Uint64
 }
 
-// newSignSender returns a sender with a fresh random id (26 base32
-// characters, 130 bits).
-func newSignSender() *signSender {
-	return &signSender{id: rand.Text()}
+// newSignSender returns a sender of n lanes (at least 1), each with a
+// fresh random id (26 base32 characters, 130 bits).
+func newSignSender(n int) *signSender {
+	s := &signSender{lanes: make([]signLane, max(n, 1))}
+	for i := range s.lanes {
+		s.lanes[i].id = rand.Text()
+	}
+	return s
 }
 
 // sign signs req, whose body is body (the caller sets req.Body), with
-// secret at now (v2): the timestamp, this sender, its next counter, the
+// secret at now (v2): the timestamp, the next lane's id and counter, the
 // acted-on headers req carries, and the signature.
 func (s *signSender) sign(req *http.Request, body, secret []byte, now time.Time) {
 	var signed []string
@@ -223,13 +236,14 @@ func (s *signSender) sign(req *http.Request, body, secret []byte, now time.Time)
 			signed = append(signed, h)
 		}
 	}
-	ts, counter := strconv.FormatInt(now.Unix(), 10), strconv.FormatUint(s.counter.Add(1), 10)
+	lane := &s.lanes[s.next.Add(1)%uint64(len(s.lanes))]
+	ts, counter := strconv.FormatInt(now.Unix(), 10), strconv.FormatUint(lane.counter.Add(1), 10)
 	req.Header.Del(signNonceHeader)
 	req.Header.Set(signTimestampHeader, ts)
-	req.Header.Set(signSenderHeader, s.id)
+	req.Header.Set(signSenderHeader, lane.id)
 	req.Header.Set(signCounterHeader, counter)
 	req.Header.Set(signSignedHeadersHeader, strings.Join(signed, ","))
-	req.Header.Set(signSignatureHeader, signV2Prefix+hex.EncodeToString(signMACv2(secret, s.id, counter, ts, req, body, signed)))
+	req.Header.Set(signSignatureHeader, signV2Prefix+hex.EncodeToString(signMACv2(secret, lane.id, counter, ts, req, body, signed)))
 }
 
 // signVerifier checks signed requests against one secret: v2 against the
