@@ -110,10 +110,10 @@ func boxBusy(w http.ResponseWriter, r *http.Request, msg string) {
 	w.Header().Set("Retry-After", "60")
 	w.Header().Set(signRefusedHeader, signCheckNames[errSignCapacity])
 	if wire := httpGuardWire(r.URL.Path); wire != nil {
-		wire.writeError(w, &wireError{Status: http.StatusServiceUnavailable, Kind: cpCodeReplayWindow, Message: msg})
+		wire.writeError(w, &wireError{Status: http.StatusServiceUnavailable, Kind: signCodeReplayWindow, Message: msg})
 		return
 	}
-	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: cpCodeReplayWindow, Message: msg})
+	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: signCodeReplayWindow, Message: msg})
 }
 
 // boxRefuse answers 401 with code and msg, in the wire's shape on a chat

@@ -62,9 +62,6 @@ const (
 	// cpCodeBoxRejected is the error code of a box refusing the control
 	// plane's signature.
 	cpCodeBoxRejected = "box_rejected"
-	// cpCodeReplayWindow is the error code of a box refusing a signed
-	// request for capacity: retryable, the secret is fine.
-	cpCodeReplayWindow = "replay_window_full"
 	// cpCodeRateLimited is the error code of a credential over its rate.
 	cpCodeRateLimited = "rate_limited"
 	// cpProxyRate and cpProxyBurst are each credential's proxied requests
@@ -179,7 +176,7 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	switch resp.Header.Get(signRefusedHeader) {
 	case signCheckNames[errSignCapacity], signCheckNames[errSignStale]:
 		w.Header().Set("Retry-After", "1")
-		cpError(w, http.StatusServiceUnavailable, cpCodeReplayWindow, "the deployment refused the signed request for capacity (its replay window), not for its secret: retry")
+		cpError(w, http.StatusServiceUnavailable, signCodeReplayWindow, "the deployment refused the signed request for capacity (its replay window), not for its secret: retry")
 		return
 	}
 	if resp.StatusCode == http.StatusUnauthorized {

@@ -402,8 +402,8 @@ func TestCPProxyFlood(t *testing.T) {
 	boxFillSenders(t, f.boxDB, `DELETE FROM svc.sign_senders`)
 	boxFillSenders(t, f.boxDB, boxSendersFull)
 	resp, body = cpProxyDo(t, client, "GET", f.proxy+"/api/workflows", "Authorization", "Bearer "+f.admin, nil)
-	if json.Unmarshal(body, &e); resp.StatusCode != 503 || e.Error.Code != cpCodeReplayWindow || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("a box at its senders' cap = %d %s; want 503 %s with Retry-After", resp.StatusCode, body, cpCodeReplayWindow)
+	if json.Unmarshal(body, &e); resp.StatusCode != 503 || e.Error.Code != signCodeReplayWindow || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a box at its senders' cap = %d %s; want 503 %s with Retry-After", resp.StatusCode, body, signCodeReplayWindow)
 	}
 	if d := f.deployment(t); d.Status != cpStatusActive {
 		t.Errorf("after a refusal for capacity: %+v; want active, not rejected", d)

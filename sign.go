@@ -69,6 +69,10 @@ const (
 	// check that failed (signCheckName), so that the control plane tells a
 	// secret mismatch from a full replay window without reading the body.
 	signRefusedHeader = "x-svc-signature-refused"
+	// signCodeReplayWindow is the error code of a signed request refused
+	// for capacity (the box's, and the control plane's proxy passing it
+	// on): retryable, the secret is fine.
+	signCodeReplayWindow = "replay_window_full"
 	// signV1Prefix and signV2Prefix start the signature header's value.
 	signV1Prefix = "v1="
 	signV2Prefix = "v2="

@@ -70,6 +70,29 @@ func TestSignVerify(t *testing.T) {
 	sign := func(method, target string, body []byte, at time.Time) *http.Request {
 		return signTestRequest(testSender, method, target, "cp-user:alice", body, signTestSecret, at)
 	}
+	// withHeader and getWithHeader sign a request, then set a header;
+	// without signs one, then deletes a header.
+	withHeader := func(name, value string) func() *http.Request {
+		return func() *http.Request {
+			r := sign("POST", "/api/x", body, now)
+			r.Header.Set(name, value)
+			return r
+		}
+	}
+	getWithHeader := func(name, value string) func() *http.Request {
+		return func() *http.Request {
+			r := sign("GET", "/a", nil, now)
+			r.Header.Set(name, value)
+			return r
+		}
+	}
+	without := func(name string) func() *http.Request {
+		return func() *http.Request {
+			r := sign("GET", "/a", nil, now)
+			r.Header.Del(name)
+			return r
+		}
+	}
 	v1 := func(principal string) *http.Request {
 		r := httptest.NewRequest("GET", "/a", nil)
 		if principal != "" {
@@ -109,31 +132,11 @@ func TestSignVerify(t *testing.T) {
 			r.Method = "PUT"
 			return r
 		}, body, errSignMismatch, signSignatureHeader},
-		{"tampered timestamp", func() *http.Request {
-			r := sign("POST", "/api/x", body, now)
-			r.Header.Set(signTimestampHeader, "1800000001")
-			return r
-		}, body, errSignMismatch, signSignatureHeader},
-		{"tampered counter", func() *http.Request {
-			r := sign("POST", "/api/x", body, now)
-			r.Header.Set(signCounterHeader, "999999999")
-			return r
-		}, body, errSignMismatch, signSignatureHeader},
-		{"tampered sender", func() *http.Request {
-			r := sign("POST", "/api/x", body, now)
-			r.Header.Set(signSenderHeader, "another-sender-id-0123")
-			return r
-		}, body, errSignMismatch, signSignatureHeader},
-		{"re-pointed principal", func() *http.Request {
-			r := sign("POST", "/api/x", body, now)
-			r.Header.Set(signPrincipalHeader, "cp-user:bob")
-			return r
-		}, body, errSignMismatch, signSignatureHeader},
-		{"principal dropped from the signed headers", func() *http.Request {
-			r := sign("POST", "/api/x", body, now)
-			r.Header.Set(signSignedHeadersHeader, "")
-			return r
-		}, body, errSignUnsignedHeader, signPrincipalHeader},
+		{"tampered timestamp", withHeader(signTimestampHeader, "1800000001"), body, errSignMismatch, signSignatureHeader},
+		{"tampered counter", withHeader(signCounterHeader, "999999999"), body, errSignMismatch, signSignatureHeader},
+		{"tampered sender", withHeader(signSenderHeader, "another-sender-id-0123"), body, errSignMismatch, signSignatureHeader},
+		{"re-pointed principal", withHeader(signPrincipalHeader, "cp-user:bob"), body, errSignMismatch, signSignatureHeader},
+		{"principal dropped from the signed headers", withHeader(signSignedHeadersHeader, ""), body, errSignUnsignedHeader, signPrincipalHeader},
 		{"principal added to a request signed without one", func() *http.Request {
 			r := signTestRequest(testSender, "POST", "/api/x", "", body, signTestSecret, now)
 			r.Header.Set(signPrincipalHeader, "cp-user:bob")
@@ -144,31 +147,15 @@ func TestSignVerify(t *testing.T) {
 			r.Header.Add(signPrincipalHeader, "cp-user:bob")
 			return r
 		}, body, errSignMalformed, signPrincipalHeader},
-		{"unknown signed header", func() *http.Request {
-			r := sign("POST", "/api/x", body, now)
-			r.Header.Set(signSignedHeadersHeader, signPrincipalHeader+",x-other")
-			return r
-		}, body, errSignMalformed, signSignedHeadersHeader},
+		{"unknown signed header", withHeader(signSignedHeadersHeader, signPrincipalHeader+",x-other"), body, errSignMalformed, signSignedHeadersHeader},
 		{"wrong secret", func() *http.Request {
 			return signTestRequest(testSender, "POST", "/api/x", "", body, []byte("another-secret-of-32-bytes-long!"), now)
 		}, body, errSignMismatch, signSignatureHeader},
 		{"signer clock behind", func() *http.Request { return sign("GET", "/a", nil, now.Add(-signWindow-time.Second)) }, nil, errSignClockSkew, signTimestampHeader},
 		{"signer clock ahead", func() *http.Request { return sign("GET", "/a", nil, now.Add(signWindow+time.Second)) }, nil, errSignClockSkew, signTimestampHeader},
-		{"missing timestamp", func() *http.Request {
-			r := sign("GET", "/a", nil, now)
-			r.Header.Del(signTimestampHeader)
-			return r
-		}, nil, errSignMissingHeader, signTimestampHeader},
-		{"missing counter", func() *http.Request {
-			r := sign("GET", "/a", nil, now)
-			r.Header.Del(signCounterHeader)
-			return r
-		}, nil, errSignMissingHeader, signCounterHeader},
-		{"missing sender", func() *http.Request {
-			r := sign("GET", "/a", nil, now)
-			r.Header.Del(signSenderHeader)
-			return r
-		}, nil, errSignMissingHeader, signSenderHeader},
+		{"missing timestamp", without(signTimestampHeader), nil, errSignMissingHeader, signTimestampHeader},
+		{"missing counter", without(signCounterHeader), nil, errSignMissingHeader, signCounterHeader},
+		{"missing sender", without(signSenderHeader), nil, errSignMissingHeader, signSenderHeader},
 		{"missing nonce (v1)", func() *http.Request {
 			r := v1("")
 			r.Header.Del(signNonceHeader)
@@ -180,21 +167,13 @@ func TestSignVerify(t *testing.T) {
 			r.Header.Set(signSignatureHeader, "v3="+strings.TrimPrefix(r.Header.Get(signSignatureHeader), "v2="))
 			return r
 		}, nil, errSignMalformed, signSignatureHeader},
-		{"counter zero", func() *http.Request {
-			r := sign("GET", "/a", nil, now)
-			r.Header.Set(signCounterHeader, "0")
-			return r
-		}, nil, errSignMalformed, signCounterHeader},
+		{"counter zero", getWithHeader(signCounterHeader, "0"), nil, errSignMalformed, signCounterHeader},
 		{"nonce with a dot (v1)", func() *http.Request {
 			r := v1("")
 			r.Header.Set(signNonceHeader, "abcdefghijklmnop.GET")
 			return r
 		}, nil, errSignMalformed, signNonceHeader},
-		{"signed timestamp", func() *http.Request {
-			r := sign("GET", "/a", nil, now)
-			r.Header.Set(signTimestampHeader, "+1800000000")
-			return r
-		}, nil, errSignMalformed, signTimestampHeader},
+		{"signed timestamp", getWithHeader(signTimestampHeader, "+1800000000"), nil, errSignMalformed, signTimestampHeader},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
