@@ -9,7 +9,10 @@ package main
 //     console at the control plane, box.go) are public;
 //   - the rest of /.well-known/svc/ must be signed by the control plane;
 //   - any request carrying a signature is verified (control plane traffic,
-//     proxied or not) and, when valid, admitted to every route;
+//     proxied or not) and, when valid, admitted to every route; a refusal
+//     names its check in x-svc-signature-refused, and one for capacity
+//     (the replay window full, or its database unreachable) is 503 with
+//     Retry-After: it says nothing about the secret;
 //   - the chat wires, and the transcripts of durable sessions (scoped to
 //     the credential that made them), take a key of SVC_API_KEYS or an
 //     identity token;
@@ -37,16 +40,19 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if strings.HasPrefix(path, boxWellKnown+"/") || boxSigned(r) {
 		if err := b.signer.verifyRequest(r, maxRequestBody); err != nil {
-			var se *signError
-			if !errors.As(err, &se) {
-				b.log.Warn("signed request", "path", path, "err", err)
+			check := signCheckName(err)
+			if check == "" || check == signCheckNames[errSignCapacity] {
+				b.log.Warn("signed request refused for capacity", "path", path, "err", err)
+				boxBusy(w, r, err.Error()+": retry in a moment")
+				return false
 			}
+			w.Header().Set(signRefusedHeader, check)
 			boxRefuse(w, r, "signature", err.Error()+": the control plane signs this route with the box's signing secret")
 			return false
 		}
 		// The control plane names the caller it proxies for; durable
 		// sessions are scoped to that caller (only a signed request may
-		// say so).
+		// say so, and its signature covers the name: sign.go).
 		if p := r.Header.Get(signPrincipalHeader); p != "" {
 			*r = *r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, "signed:"+p))
 		}
@@ -89,7 +95,25 @@ func (b *boxRuntime) console() string {
 
 // boxSigned reports whether r carries any of the signature headers.
 func boxSigned(r *http.Request) bool {
-	return r.Header.Get(signSignatureHeader) != "" || r.Header.Get(signTimestampHeader) != "" || r.Header.Get(signNonceHeader) != ""
+	for _, h := range signHeaders {
+		if r.Header.Get(h) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// boxBusy answers 503 replay_window_full with Retry-After and
+// x-svc-signature-refused: capacity, in the wire's shape on a chat wire: a
+// signed request the box cannot take now, whatever its secret.
+func boxBusy(w http.ResponseWriter, r *http.Request, msg string) {
+	w.Header().Set("Retry-After", "60")
+	w.Header().Set(signRefusedHeader, signCheckNames[errSignCapacity])
+	if wire := httpGuardWire(r.URL.Path); wire != nil {
+		wire.writeError(w, &wireError{Status: http.StatusServiceUnavailable, Kind: signCodeReplayWindow, Message: msg})
+		return
+	}
+	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: signCodeReplayWindow, Message: msg})
 }
 
 // boxRefuse answers 401 with code and msg, in the wire's shape on a chat

@@ -129,7 +129,7 @@ func boxDo(t testing.TB, method, url string, body []byte, secret []byte, signedA
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if secret != nil {
-		signRequest(req, body, secret, signedAt)
+		testSender.sign(req, body, secret, signedAt)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -228,7 +228,17 @@ func TestBoxServe(t *testing.T) {
 			r.Body = io.NopCloser(strings.NewReader(`{"challenge":"c-9876543210"}`))
 		}, errSignMismatch.Error()},
 		{"skewed clock", challenge, secret, time.Now().Add(-10 * time.Minute), nil, errSignClockSkew.Error()},
-		{"replayed nonce", challenge, nil, time.Time{}, func(r *http.Request) { r.Header = replayed.Header.Clone() }, errSignReusedNonce.Error()},
+		{"replayed counter", challenge, nil, time.Time{}, func(r *http.Request) { r.Header = replayed.Header.Clone() }, errSignReplayed.Error()},
+		{"re-pointed principal", challenge, nil, time.Time{}, func(r *http.Request) {
+			// Someone on the path re-points a captured request at another caller.
+			r.Header.Set(signPrincipalHeader, "cp-user:alice")
+			testSender.sign(r, challenge, secret, time.Now())
+			r.Header.Set(signPrincipalHeader, "cp-user:bob")
+		}, errSignMismatch.Error()},
+		{"v1 with a principal it does not cover", challenge, nil, time.Time{}, func(r *http.Request) {
+			r.Header.Set(signPrincipalHeader, "cp-user:bob")
+			signTestV1(r, challenge, secret, time.Now())
+		}, errSignUnsignedHeader.Error()},
 		{"wrong secret", challenge, []byte("another-secret-of-32-bytes-000000"), time.Now(), nil, errSignMismatch.Error()},
 		{"unsigned", challenge, nil, time.Time{}, nil, errSignMissingHeader.Error()},
 	}
@@ -353,9 +363,40 @@ func TestBoxServe(t *testing.T) {
 		t.Errorf("a chat wire with a wrong key = %d %s; want 401 in the wire's shape", rep.status, rep.body)
 	}
 
+	// A signed start, captured on the way, is replayed after a restart.
+	var captured *http.Request
+	start := []byte(`{}`)
+	if rep := boxDo(t, "POST", box.url+"/api/workflows/ping/start", start, secret, time.Now(), "", func(r *http.Request) { captured = r.Clone(r.Context()) }); rep.status != 202 {
+		t.Fatalf("signed start = %d %s", rep.status, rep.body)
+	}
+	pingRuns := func() int {
+		var page struct {
+			Items []struct{ WorkflowName string }
+		}
+		rep := boxDo(t, "GET", box.url+"/api/runs?limit=100", nil, nil, time.Time{}, target.IdentityToken, nil)
+		if err := json.Unmarshal(rep.body, &page); rep.status != 200 || err != nil {
+			t.Fatalf("runs = %d %s", rep.status, rep.body)
+		}
+		n := 0
+		for _, r := range page.Items {
+			if r.WorkflowName == "ping" {
+				n++
+			}
+		}
+		return n
+	}
+	runsBefore := pingRuns()
+
 	// A restart reuses the stored secret without logging it, and stays taught.
 	box.stop()
 	box = startBox(t, dir, data, boxEnv)
+	replay := boxDo(t, "POST", box.url+"/api/workflows/ping/start", start, nil, time.Time{}, "", func(r *http.Request) { r.Header = captured.Header.Clone() })
+	if replay.status != 401 || !strings.Contains(string(replay.body), errSignReplayed.Error()) {
+		t.Errorf("a signed start replayed after a restart = %d %s; want 401 %q", replay.status, replay.body, errSignReplayed)
+	}
+	if n := pingRuns(); n != runsBefore {
+		t.Errorf("ping runs after the replay = %d; want %d (the replay must not start one)", n, runsBefore)
+	}
 	// The box serves at once and arms in the background.
 	eventually(t, 10*time.Second, "the restarted box to arm", func() bool { return boxHandshakeOf(t, box.url).Identity == boxArmed })
 	if h := boxHandshakeOf(t, box.url); !h.Taught || h.Identity != boxArmed || h.InstallationID != deployed.ID {

@@ -158,7 +158,7 @@ func runLink(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		}
 		payload = linkPayload{Agent: agent, OrganizationID: pf.OrganizationID}
 	} else {
-		box, _ := newLinkBoxClient(o.url, nil)
+		box, _ := newLinkBoxClient(o.url, nil, nil)
 		if _, err := box.handshake(ctx); err != nil {
 			return linkFailure(err)
 		}
@@ -304,6 +304,8 @@ func linkHint(code string) string {
 		return "point --url at the box's base URL (svc serve)"
 	case cpCodeOutsideNetworks:
 		return "deploy the box inside the control plane's " + cpNetworksEnv + ", or ask its operator to add the box's network"
+	case linkCodeBusy:
+		return "run link again in a few minutes; the box's log says which limit it reached"
 	}
 	return ""
 }

@@ -38,7 +38,8 @@ type standInBox struct {
 // newStandInBox starts a fake box holding secret.
 func newStandInBox(t testing.TB, secret string) *standInBox {
 	b := &standInBox{secret: []byte(secret), protocol: linkMinProtocol, identity: linkArmed}
-	v, err := newSignVerifier(b.secret, nil)
+	_, db := signTestDB(t)
+	v, err := newSignVerifier(b.secret, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +60,7 @@ func newStandInBox(t testing.TB, secret string) *standInBox {
 	signed := func(h func(w http.ResponseWriter, body []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if err := v.verifyRequest(r, 1<<20); err != nil {
+				w.Header().Set(signRefusedHeader, signCheckName(err))
 				cpError(w, 401, "signature", err.Error())
 				return
 			}
@@ -158,16 +160,37 @@ func (w *linkWorld) deployments() int {
 type linkBox struct {
 	*boxProcess
 	secret string
+	dbURL  string // the box's DATABASE_URL
 }
 
 // startLinkBox starts a real box for w.
 func (w *linkWorld) startLinkBox() *linkBox {
 	w.t.Helper()
-	model := newFakeProvider(w.t)
-	b := startBox(w.t, projectDir(w.t), w.t.TempDir(), baseEnv("DATABASE_URL="+testPostgresURL(w.t), "SVC_CONTROL_PLANE_URL="+w.cp.url,
+	model, dbURL := newFakeProvider(w.t), testPostgresURL(w.t)
+	b := startBox(w.t, projectDir(w.t), w.t.TempDir(), baseEnv("DATABASE_URL="+dbURL, "SVC_CONTROL_PLANE_URL="+w.cp.url,
 		"SVC_IMAGE_TAG=1.2.3", "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL+"/v1"))
-	return &linkBox{boxProcess: b, secret: boxMintedSecret(w.t, b)}
+	return &linkBox{boxProcess: b, secret: boxMintedSecret(w.t, b), dbURL: dbURL}
 }
+
+// boxFillSenders runs sql on the box's database: the tests fill or empty
+// its replay windows' senders (sign_window.go) with it.
+func boxFillSenders(t testing.TB, dbURL, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), sql); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// boxSendersFull fills a box's senders to signMaxSenders, each signed just
+// now: as if that many control plane processes had signed to it in the
+// signing window. A new sender is then refused for capacity.
+var boxSendersFull = fmt.Sprintf(`INSERT INTO svc.sign_senders (sender, hwm, seen, newest)
+	SELECT 'filler-sender-' || g || '-0123456789', 1, B'1'::bit(4096), now() FROM generate_series(1, %d) g`, signMaxSenders)
 
 // boxMintedSecret waits (bounded) for the signing secret a box's first
 // boot logs at WARN and returns it.
@@ -257,7 +280,12 @@ func TestLinkRules(t *testing.T) {
 	wantFail("a box speaking protocol 14", fakeFlags, 1, linkCodeTooOld)
 	fake.set(func(b *standInBox) { b.protocol = linkMinProtocol })
 	wantFail("an unreachable box", []string{"--agent", "demo", "--url", "http://127.0.0.1:1", "--secret", secret, "--tag", "1"}, 1, linkCodeUnreachable)
+	// A box whose replay window is full refuses the proof for capacity:
+	// link says so, not that the secret is wrong; a wrong secret still is.
+	boxFillSenders(t, box.dbURL, boxSendersFull)
+	wantFail("a box at its senders' cap", flags, 1, linkCodeBusy)
 	wantFail("a wrong secret", append(flags[:4:4], "--secret", "not-the-box-secret-0123", "--tag", "1.2.3"), 1, linkCodeMismatch)
+	boxFillSenders(t, box.dbURL, `DELETE FROM svc.sign_senders`)
 	wantFail("not a box", []string{"--agent", "demo", "--url", w.cp.url, "--secret", secret, "--tag", "1"}, 1, linkCodeNotABox)
 	fake.set(func(b *standInBox) { b.wrongMAC = true })
 	wantFail("a MAC of another secret", fakeFlags, 1, linkCodeMismatch)

@@ -179,7 +179,7 @@ func bootBox(ctx context.Context, c *cmd, opts boxOptions, proj *project) (_ *bo
 	if b.secret, err = b.boxSigningSecret(ctx); err != nil {
 		return nil, err
 	}
-	if b.signer, err = newSignVerifier(b.secret, nil); err != nil {
+	if b.signer, err = newSignVerifier(b.secret, b.db, nil); err != nil {
 		return nil, err
 	}
 	if b.keys, err = newHTTPGuardKeys(opts.apiKeys); err != nil {

@@ -51,8 +51,10 @@ func (in cpLinkRequest) validate() error {
 // only ever reaches a URL that proved it holds the secret. A URL that is
 // unreachable or does not answer as a box is answered 502 box_unreachable
 // with one message whatever happened; a box outside the deployment
-// networks 422 box_outside_networks; a box's other failures 422 with their
-// code (box_too_old, secret_mismatch, teach_refused).
+// networks 422 box_outside_networks; a box that refused the signed request
+// for capacity 503 box_busy (retry later, never a secret mismatch); a box's
+// other failures 422 with their code (box_too_old, secret_mismatch,
+// teach_refused).
 func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 	o, a, ok := s.orgAgent(w, r)
 	if !ok {
@@ -67,7 +69,7 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.URL = strings.TrimSuffix(in.URL, "/")
-	box, _ := newLinkBoxClient(in.URL, s.proxy)
+	box, _ := newLinkBoxClient(in.URL, s.signer, s.proxy)
 	ctx, secret := r.Context(), []byte(in.Secret)
 	boxFailed := func(err error) {
 		var be *linkBoxError
@@ -80,6 +82,9 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.As(err, &outside):
 			cpError(w, http.StatusUnprocessableEntity, cpCodeOutsideNetworks, fmt.Sprintf("the box at %s is outside the networks this control plane reaches deployments in (%s): deploy it inside them, or ask the control plane's operator to add its network", in.URL, cpNetworksEnv))
+		case be.Code == linkCodeBusy:
+			w.Header().Set("Retry-After", "60")
+			cpError(w, http.StatusServiceUnavailable, be.Code, be.Message)
 		case be.Code == linkCodeUnreachable || be.Code == linkCodeNotABox:
 			// One answer whatever the URL did (port refused, connection
 			// closed, TLS failed, an HTTP answer that is not a box's): link

@@ -15,10 +15,15 @@ package main
 // Authorization, cookies, x-api-key, incoming signature headers and
 // hop-by-hop headers are not forwarded, nor are the box's Set-Cookie and
 // hop-by-hop answer headers. A request body is bounded by cpProxyMaxBody
-// (the box's own bound on a signed body). The proxy moves the deployment's
+// (the box's own bound on a signed body). Each credential may send
+// cpProxyRate requests a second, in bursts of cpProxyBurst (ratelimit.go);
+// past that it gets 429 with Retry-After. The proxy moves the deployment's
 // status from what it sees (cp_migrations/0001_control_plane.sql): the box
 // answered → active (and last_active_at), no connection → unreachable, the
-// box refused the signature → rejected.
+// box refused the signature → rejected. A box refusing for capacity (its
+// replay window full, sign_window.go) or an overtaken counter is answered
+// 503 replay_window_full with Retry-After and leaves the status alone: it
+// says nothing about the secret.
 
 import (
 	"bytes"
@@ -55,6 +60,15 @@ const (
 	// cpCodeBoxRejected is the error code of a box refusing the control
 	// plane's signature.
 	cpCodeBoxRejected = "box_rejected"
+	// cpProxyRate and cpProxyBurst are each credential's proxied requests
+	// a second and burst; cpProxyMaxKeys bounds the credentials tracked.
+	cpProxyRate    = 50
+	cpProxyBurst   = 100
+	cpProxyMaxKeys = 10_000
+	// cpSignLanes is how many sender ids a control plane process signs
+	// with, in turn (sign.go): a box decides one sender's requests one at
+	// a time, each a durable commit, so this many can be decided at once.
+	cpSignLanes = 16
 	// Deployment statuses the proxy sets (registered is link's).
 	cpStatusActive      = "active"
 	cpStatusUnreachable = "unreachable"
@@ -67,7 +81,7 @@ var cpProxyHopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive",
 
 // cpProxyCredentialHeaders carry the caller's credential to the control
 // plane; the box gets a signature instead.
-var cpProxyCredentialHeaders = []string{"Authorization", "Cookie", "X-Api-Key", signTimestampHeader, signNonceHeader, signSignatureHeader}
+var cpProxyCredentialHeaders = append([]string{"Authorization", "Cookie", "X-Api-Key"}, signHeaders...)
 
 // newCPProxyTransport returns the connection pool of the proxy and of link
 // to the boxes, dialling only addresses inside nets (cp_network.go). It
@@ -105,6 +119,10 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
+	if ok, wait := s.limit.allow(c.principal()); !ok {
+		rateLimitRefuse(w, wait, fmt.Sprintf("this credential sent more than %d proxied requests a second (bursts of %d)", cpProxyRate, cpProxyBurst))
+		return
+	}
 	rest, ok := cpProxyRest(r.URL.EscapedPath())
 	if !ok {
 		cpError(w, http.StatusBadRequest, "invalid", "the path after /{org}/{agent}/ is not a valid path")
@@ -139,7 +157,7 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	out.Header = cpProxyHeaders(r.Header, cpProxyCredentialHeaders)
 	out.Header.Set(signPrincipalHeader, c.principal())
-	signRequest(out, body, d.secret, s.now())
+	s.signer.sign(out, body, d.secret, s.now())
 	resp, err := s.proxy.RoundTrip(out)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -151,6 +169,12 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	var answer io.Reader = resp.Body
+	switch resp.Header.Get(signRefusedHeader) {
+	case signCheckNames[errSignCapacity], signCheckNames[errSignStale]:
+		w.Header().Set("Retry-After", "1")
+		cpError(w, http.StatusServiceUnavailable, signCodeReplayWindow, "the deployment refused the signed request for capacity (its replay window), not for its secret: retry")
+		return
+	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		head, _ := io.ReadAll(io.LimitReader(resp.Body, cpProxyRefusalProbe))
 		if bytes.Contains(head, []byte("verify signed request")) {

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -82,6 +84,7 @@ type cpProxyFixture struct {
 	admin  string // the admin's credential
 	key    string // an API key of the organization
 	secret []byte // the box's signing secret
+	boxDB  string // the box's DATABASE_URL
 	proxy  string // cp URL + "/default/demo"
 	org    string // cp URL + "/api/orgs/default"
 }
@@ -90,12 +93,12 @@ type cpProxyFixture struct {
 // control plane's link route.
 func startCPProxyFixture(t testing.TB) *cpProxyFixture {
 	t.Helper()
-	f := &cpProxyFixture{model: newCPHoldProvider(t)}
+	f := &cpProxyFixture{model: newCPHoldProvider(t), boxDB: testPostgresURL(t)}
 	var code string
 	f.dbURL = testPostgresURL(t)
 	f.cp, code = startTestControlPlane(t, f.dbURL)
 	f.admin, f.org, f.proxy = cpSignInAdmin(t, f.cp, code), f.cp.url+"/api/orgs/default", f.cp.url+"/default/demo"
-	f.box = startBox(t, projectDir(t), t.TempDir(), baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_CONTROL_PLANE_URL="+f.cp.url,
+	f.box = startBox(t, projectDir(t), t.TempDir(), baseEnv("DATABASE_URL="+f.boxDB, "SVC_CONTROL_PLANE_URL="+f.cp.url,
 		"SVC_IMAGE_TAG=1.0.0", "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+f.model.URL+"/v1"))
 	var m []string
 	eventually(t, 10*time.Second, "the box's minted secret", func() bool {
@@ -328,6 +331,92 @@ func TestControlPlaneProxy(t *testing.T) {
 	}
 }
 
+// TestCPProxyFlood is the attack of issue 18 item 1 through the real
+// processes: one API key floods the proxy with invalid chat requests. It
+// is held to its rate (429 with Retry-After) while the box never refuses
+// the control plane's signature; another caller's request then succeeds
+// and the deployment stays active. A box refusing for capacity (its
+// senders full) is a retryable 503 that leaves the status alone.
+func TestCPProxyFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a control plane and a box")
+	}
+	f := startCPProxyFixture(t)
+	client := &http.Client{Timeout: 60 * time.Second}
+	var (
+		sent, limited atomic.Int64
+		mu            sync.Mutex
+		refusal       *http.Response
+		other         []string // answers neither the box's 400 nor a 429
+	)
+	invalid := []byte(`{"model":"assistant","messages":"not a list"}`)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for limited.Load() == 0 && sent.Add(1) <= 5000 {
+				req, _ := http.NewRequest("POST", f.proxy+"/openai/v1/chat/completions", bytes.NewReader(invalid))
+				req.Header.Set("x-api-key", f.key)
+				resp, err := client.Do(req)
+				if err != nil {
+					mu.Lock()
+					other = append(other, err.Error())
+					mu.Unlock()
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				switch resp.StatusCode {
+				case http.StatusTooManyRequests:
+					if limited.Add(1) == 1 {
+						refusal = resp
+						refusal.Body = io.NopCloser(bytes.NewReader(body))
+					}
+				case http.StatusBadRequest:
+				default:
+					other = append(other, fmt.Sprintf("%d %.200s", resp.StatusCode, body))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if refusal == nil {
+		t.Fatalf("%d proxied requests of one API key were never rate limited", sent.Load())
+	}
+	var e struct{ Error apiError }
+	body, _ := io.ReadAll(refusal.Body)
+	if secs, err := strconv.Atoi(refusal.Header.Get("Retry-After")); json.Unmarshal(body, &e) != nil || e.Error.Code != "rate_limited" || err != nil || secs < 1 {
+		t.Errorf("the refusal = Retry-After %q %s; want a Retry-After in seconds and %s", refusal.Header.Get("Retry-After"), body, "rate_limited")
+	}
+	if len(other) > 0 {
+		t.Errorf("during the flood the proxy answered %d times neither the box's 400 nor 429: %q", len(other), other[0])
+	}
+	resp, body := cpProxyDo(t, client, "POST", f.proxy+"/openai/v1/chat/completions", "Authorization", "Bearer "+f.admin, cpProxyChat("after the flood", false))
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "echo: after the flood") {
+		t.Fatalf("another caller after the flood = %d %s", resp.StatusCode, body)
+	}
+	if d := f.deployment(t); d.Status != cpStatusActive {
+		t.Errorf("after the flood: %+v; want active", d)
+	}
+
+	// The box at its senders' cap, the control plane's sender forgotten
+	// (as after a restart of the control plane): refused for capacity.
+	boxFillSenders(t, f.boxDB, `DELETE FROM svc.sign_senders`)
+	boxFillSenders(t, f.boxDB, boxSendersFull)
+	resp, body = cpProxyDo(t, client, "GET", f.proxy+"/api/workflows", "Authorization", "Bearer "+f.admin, nil)
+	if json.Unmarshal(body, &e); resp.StatusCode != 503 || e.Error.Code != signCodeReplayWindow || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a box at its senders' cap = %d %s; want 503 %s with Retry-After", resp.StatusCode, body, signCodeReplayWindow)
+	}
+	if d := f.deployment(t); d.Status != cpStatusActive {
+		t.Errorf("after a refusal for capacity: %+v; want active, not rejected", d)
+	}
+	boxFillSenders(t, f.boxDB, `DELETE FROM svc.sign_senders WHERE sender LIKE 'filler-sender-%'`)
+	if resp, body := cpProxyDo(t, client, "GET", f.proxy+"/api/workflows", "Authorization", "Bearer "+f.admin, nil); resp.StatusCode != 200 {
+		t.Errorf("once the box has room = %d %s; want 200", resp.StatusCode, body)
+	}
+}
+
 // TestCPProxyRequestParts checks what the proxy forwards: the path after
 // /{org}/{agent}/ as escaped, and headers without credentials, signatures
 // and hop-by-hop ones (including those Connection names).
@@ -388,7 +477,7 @@ func BenchmarkProxy(b *testing.B) {
 		}
 		req, _ := http.NewRequest(method, url, bytes.NewReader(body))
 		if sign {
-			signRequest(req, body, f.secret, time.Now())
+			testSender.sign(req, body, f.secret, time.Now())
 		} else {
 			req.Header.Set("x-api-key", f.key)
 		}

@@ -68,6 +68,8 @@ type cpServer struct {
 	public map[string]bool // patterns of the public routes
 	guard  *httpGuard
 	proxy  *http.Transport // the proxy's and link's connections to the boxes, inside SVC_DEPLOYMENT_NETWORKS (cp_network.go)
+	signer *signSender     // this process signing to the boxes (sign.go)
+	limit  *rateLimiter    // proxied requests per credential (cp_proxy.go)
 	// signInLimit bounds the unauthenticated sign-in requests of each
 	// source (limitSignIn, cp_device.go).
 	signInLimit *rateLimiter
@@ -84,6 +86,7 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 		return nil, errors.New("new control plane server: want a store, an issuer, a URL and a logger")
 	}
 	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport(nil),
+		signer: newSignSender(cpSignLanes), limit: newRateLimiter(cpProxyRate, cpProxyBurst, cpProxyMaxKeys),
 		signInLimit: newRateLimiter(cpSignInRate, cpSignInBurst, cpSignInKeys)}
 	for _, r := range s.routes() {
 		pattern := strings.TrimSpace(r.method + " " + r.path)

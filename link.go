@@ -45,6 +45,9 @@ const (
 	linkCodeNotABox     = "box_invalid"
 	linkCodeMismatch    = "secret_mismatch"
 	linkCodeTeach       = "teach_refused"
+	// linkCodeBusy is a box whose replay window is full (sign_window.go):
+	// its secret may well match; it refuses signed requests for now.
+	linkCodeBusy = "box_busy"
 )
 
 // Identity verification states (SPEC §2, §3).
@@ -83,23 +86,25 @@ type linkBoxError struct {
 func (e *linkBoxError) Error() string { return e.Message }
 func (e *linkBoxError) Unwrap() error { return e.Err }
 
-// linkBoxClient calls one box at a base URL. It never follows redirects:
-// a signed request is valid for one target only, and a control plane must
-// not be steered elsewhere by a box's answer.
+// linkBoxClient calls one box at a base URL, signing as signer. It never
+// follows redirects: a signed request is valid for one target only, and a
+// control plane must not be steered elsewhere by a box's answer.
 type linkBoxClient struct {
-	url  string // no trailing slash
-	http *http.Client
+	url    string // no trailing slash
+	signer *signSender
+	http   *http.Client
 }
 
 // newLinkBoxClient returns a client of the box at boxURL, which must be an
-// absolute http or https URL, calling it through rt (nil: the default
+// absolute http or https URL. signer signs its requests (nil when it sends
+// none signed, as the CLI's handshake); rt carries them (nil: the default
 // transport; the control plane passes its own, which dials only inside
 // its deployment networks).
-func newLinkBoxClient(boxURL string, rt http.RoundTripper) (*linkBoxClient, error) {
+func newLinkBoxClient(boxURL string, signer *signSender, rt http.RoundTripper) (*linkBoxClient, error) {
 	if err := linkCheckURL(boxURL); err != nil {
 		return nil, err
 	}
-	return &linkBoxClient{url: strings.TrimSuffix(boxURL, "/"), http: &http.Client{
+	return &linkBoxClient{url: strings.TrimSuffix(boxURL, "/"), signer: signer, http: &http.Client{
 		Transport:     rt,
 		Timeout:       linkBoxTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -118,7 +123,9 @@ func linkCheckURL(u string) error {
 
 // do sends method path with body (signed with secret when secret is not
 // nil) and returns the status and at most linkMaxAnswer bytes of answer.
-// A transport failure is box_unreachable.
+// A transport failure is box_unreachable; a box refusing a signed request
+// for capacity (503, signRefusedHeader capacity) is box_busy, whatever the
+// step.
 func (b *linkBoxClient) do(ctx context.Context, method, path string, body, secret []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, b.url+path, bytes.NewReader(body))
 	if err != nil {
@@ -126,7 +133,7 @@ func (b *linkBoxClient) do(ctx context.Context, method, path string, body, secre
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if secret != nil {
-		signRequest(req, body, secret, time.Now())
+		b.signer.sign(req, body, secret, time.Now())
 	}
 	resp, err := b.http.Do(req)
 	if err != nil {
@@ -136,6 +143,9 @@ func (b *linkBoxClient) do(ctx context.Context, method, path string, body, secre
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, linkMaxAnswer))
 	if err != nil {
 		return 0, nil, &linkBoxError{Code: linkCodeUnreachable, Message: fmt.Sprintf("the box at %s broke off its answer: %v", b.url, err), Err: err}
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(signRefusedHeader) == signCheckNames[errSignCapacity] {
+		return 0, nil, &linkBoxError{Code: linkCodeBusy, Message: fmt.Sprintf("the box at %s refused the signed request for capacity, not for its secret (%s): try again in a few minutes", b.url, linkBoxReason(raw))}
 	}
 	return resp.StatusCode, raw, nil
 }

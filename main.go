@@ -99,8 +99,9 @@
 //	             proxy to deployments), cp_network.go (SVC_DEPLOYMENT_NETWORKS, checked at dial time),
 //	             cp_console.go (the console at deeplinks and for boxes), cp_client.go
 //	             (the control plane's client), link.go (the box contract's client side: handshake,
-//	             secret proof, teaching), sign.go (request signing), ident.go and ident_verify.go (identity
-//	             and tunnel registration tokens, JWKS)
+//	             secret proof, teaching), sign.go (request signing), sign_window.go (its per-sender replay
+//	             windows in the box's PostgreSQL), ident.go and ident_verify.go (identity and tunnel
+//	             registration tokens, JWKS)
 //	tunnel       relay.go (svc relay: registration, spent tokens under --state, routing, identity at the door), cli_relay.go,
 //	             tunnel.go (svc dev's tunnel client), cp_tunnel.go (registration tokens)
 package main
