@@ -69,7 +69,9 @@ func TestConsoleHandler(t *testing.T) {
 // a second svc dev whose boot gate is closed (the chat says so and links to
 // Settings; no page shows a stray null), the local services
 // with their keys revealed by one request on a click, and the settings
-// form. Screenshots go to conformance/artifacts/.
+// form; then the chat under hostile model output
+// (conformance/console_hostile.test.mjs). Screenshots go to
+// conformance/artifacts/.
 func TestConsoleInChromium(t *testing.T) {
 	if _, err := os.Stat(consoleChromium); err != nil {
 		t.Fatalf("console tests need Debian's chromium at %s (apt-get install -y chromium; .ci/run installs it): %v", consoleChromium, err)
@@ -118,4 +120,5 @@ export default async function shapes(input: unknown) { "use workflow"; return in
 	gated := startDev(t, gatedDir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t)))
 	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_CONSOLE_LINK=" + link,
 		"SVC_GATED_URL=" + gated.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
+	runConformance(t, "conformance/console_hostile.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 }

@@ -14,6 +14,8 @@ package main
 //     call_2, … counted across the fake's life, or the id a line names
 //     after the object ("call add {} as dup1", as a hostile model may),
 //     stop reason tool_calls / tool_use;
+//   - a user message "hang": no answer until the caller hangs up (at
+//     most a minute), as a provider that never answers;
 //   - anything else: "echo: <text of the last user message>".
 //
 // A text longer than the request's max tokens (max_completion_tokens,
@@ -43,6 +45,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeProvCreated is the fixed "created" time of the fake's OpenAI answers.
@@ -222,6 +225,19 @@ func (f *fakeProvider) script(turns []fakeProvTurn, system string, maxTokens int
 	a.inputTokens = max(1, words)
 	a.outputTokens = max(1, len(fakeProvPieces(a.text))+10*len(a.calls))
 	return a
+}
+
+// fakeProvHang holds a request whose last message is the user's "hang"
+// until its caller hangs up (bounded), and reports whether it did.
+func fakeProvHang(r *http.Request, turns []fakeProvTurn) bool {
+	if last := turns[len(turns)-1]; last.role != "user" || strings.TrimSpace(last.text) != "hang" {
+		return false
+	}
+	select {
+	case <-r.Context().Done():
+	case <-time.After(time.Minute):
+	}
+	return true
 }
 
 // fakeProvParseCalls finds the lines "call <tool> <json-object>" in text.
@@ -439,6 +455,9 @@ func (f *fakeProvider) handleOpenAI(w http.ResponseWriter, r *http.Request) {
 		fakeProvOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if fakeProvHang(r, turns) {
+		return
+	}
 	a := f.script(turns, system, cmp.Or(req.MaxCompletionTokens, req.MaxTokens))
 	id := fmt.Sprintf("chatcmpl-fake-%d", f.next(&f.answerIDs))
 	finish := "stop"
@@ -604,6 +623,9 @@ func (f *fakeProvider) handleAnthropic(w http.ResponseWriter, r *http.Request) {
 	turns, err := req.turns()
 	if err != nil {
 		fakeProvAnthropicError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if fakeProvHang(r, turns) {
 		return
 	}
 	a := f.script(turns, fakeProvText(req.System), req.MaxTokens)

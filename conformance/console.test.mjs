@@ -229,7 +229,7 @@ test("chat: a streamed answer, a tool call with its result, an approval from the
   await say('call add {"a":2,"b":3}');
   const add = page.locator("#chat-log .tool-call", { hasText: "add" }).last();
   await add.locator(".result").waitFor();
-  assert.match(await add.locator(".args").textContent(), /"a":2/);
+  assert.match(await add.locator(".args").textContent(), /"a": 2/);
   assert.match(await add.locator(".result").textContent(), /"sum":5/);
   await lastAnswer('tool add said: {"sum":5');
   await say('call refund {"orderId":"c-1"}');
@@ -254,7 +254,7 @@ test("chat: after a reload the thread is read back from the session, and a pendi
   const log = page.locator("#chat-log");
   assert.deepEqual(await log.locator(".msg.user").allTextContents(), ["hello there", 'call add {"a":2,"b":3}', 'call refund {"orderId":"c-1"}', "still here?"]);
   const add = log.locator(".tool-call", { hasText: "add" });
-  assert.match(await add.locator(".args").textContent(), /"a":2/);
+  assert.match(await add.locator(".args").textContent(), /"a": 2/);
   assert.match(await add.locator(".result").textContent(), /"sum":5/);
   assert.match(await log.locator(".tool-call", { hasText: "refund" }).locator(".result").textContent(), /"refunded":"c-1"/);
   await lastAnswer('tool refund said: {"refunded":"c-1"}');

@@ -5,7 +5,14 @@
 // session), remembered by the browser: after a reload the transcript is
 // read back from the session (GET /api/agents/{agent}/sessions/{id}) and a
 // call still awaiting approval can be approved. "New conversation" starts
-// another thread.
+// another thread; Stop ends a turn (the server stops it as when a client
+// hangs up).
+//
+// Model output is an attacker's text as soon as the model reads one: tool
+// arguments show as the whole object, pretty-printed, with bidi controls,
+// invisible characters and long runs of spaces made visible (shown), so an
+// approval cannot be made to look like another; every call has an id of
+// the server's own, so each approval names exactly one card.
 
 import { APIError, api, apiBase, authHeaders, el, errorBox } from "./dom.js";
 
@@ -140,21 +147,80 @@ function drawItems(chat, items) {
     if (it.type === "user") return el("div", { class: "msg user" }, it.text);
     if (it.type === "assistant") return el("div", { class: "msg assistant" }, el("span", {}, it.text));
     const card = toolCard(chat, it.id, it.name, JSON.stringify(it.arguments ?? {}));
-    if (it.result) card.append(resultLine(it.result.content));
+    if (it.result) addResult(chat, it.id, it.result.content);
     return card;
   });
 }
 
-/** toolCard is the card of a tool call (its arguments so far), registered in chat.calls. */
+/**
+ * toolCard is the card of a tool call, registered in chat.calls with the
+ * arguments' text so far (raw: streamed pieces are appended to it).
+ */
 function toolCard(chat, id, name, args) {
-  const code = el("code", { class: "args" }, args);
-  const card = el("div", { class: "tool-call", "data-call": id }, el("b", {}, name), " ", code);
-  chat.calls.set(id, { card, args: code });
+  const pre = el("pre", { class: "args" });
+  const card = el("div", { class: "tool-call", "data-call": id }, el("b", {}, shown(name)), pre);
+  const call = { card, pre, raw: args };
+  chat.calls.set(id, call);
+  endArgs(call);
   return card;
 }
 
-/** resultLine shows a tool call's result. */
-const resultLine = (content) => el("div", { class: "result" }, "→ ", el("code", {}, content));
+/**
+ * addArgs appends a streamed piece of a call's arguments, shown as it
+ * comes (linear in the arguments' size, however many pieces).
+ */
+function addArgs(call, text) {
+  call.raw += text;
+  call.pre.append(...shown(text));
+}
+
+/** endArgs redraws a call's whole arguments, pretty-printed and shown. */
+function endArgs(call) {
+  let pretty = call.raw;
+  try {
+    pretty = JSON.stringify(JSON.parse(call.raw), null, 2);
+  } catch {
+    // not JSON: shown as it came
+  }
+  call.pre.replaceChildren(...shown(pretty));
+}
+
+/**
+ * addResult shows a tool call's result on its card (the log when there is
+ * none); a call answered no longer waits for approval, so its Approve and
+ * Refuse go.
+ */
+function addResult(chat, id, content) {
+  const call = chat.calls.get(id);
+  call?.card.querySelector(".approval")?.remove();
+  (call?.card ?? chat.log).append(el("div", { class: "result" }, "→ ", el("code", {}, shown(content))));
+}
+
+/**
+ * hidden matches what a text can hide behind: C0 and C1 controls (but tab
+ * and newline), bidi controls, zero-width and other invisible characters,
+ * lone surrogates, tag characters, and runs of eight or more spaces.
+ */
+const hidden = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2060-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\uD800-\uDFFF]|[\u{E0000}-\u{E007F}]| {8,}/gu;
+
+/**
+ * shown returns text as nodes in which whatever hidden matches is a marked
+ * ⟨U+202E⟩ (or ⟨3000 spaces⟩), so it can be seen and cannot reorder or hide
+ * the text around it.
+ */
+function shown(value) {
+  const text = String(value), out = [];
+  let last = 0;
+  for (const m of text.matchAll(hidden)) {
+    if (m.index > last) out.push(text.slice(last, m.index));
+    const c = m[0];
+    const label = c[0] === " " ? `${c.length} spaces` : `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+    out.push(el("mark", { class: "hidden-char", title: "a character that does not show by itself" }, `⟨${label}⟩`));
+    last = m.index + c.length;
+  }
+  if (last < text.length) out.push(text.slice(last));
+  return out;
+}
 
 /**
  * turn posts one RunAgentInput (input: its messages or resume entries) on
@@ -162,11 +228,14 @@ const resultLine = (content) => el("div", { class: "result" }, "→ ", el("code"
  */
 async function turn(agent, chat, input, button) {
   button.disabled = true;
-  const status = el("p", { class: "note chat-status" }, "…");
+  const stop = new AbortController();
+  const status = el("p", { class: "note chat-status" }, "… ",
+    el("button", { type: "button", class: "small", onclick: () => stop.abort() }, "Stop"));
   chat.log.append(status);
   try {
     const r = await fetch(apiBase + "/chat", {
       method: "POST",
+      signal: stop.signal,
       headers: { ...(await authHeaders(chatAuth)), "content-type": "application/json", accept: "text/event-stream" },
       body: JSON.stringify({ threadId: chat.threadId, runId: "", messages: [], tools: [], context: [], forwardedProps: { agent }, ...input }),
     });
@@ -177,7 +246,8 @@ async function turn(agent, chat, input, button) {
     const draw = drawer(agent, chat, button);
     for await (const ev of sseEvents(r.body)) draw(ev);
   } catch (err) {
-    chat.log.append(errorBox(err));
+    // Stop hangs up: the server stops the turn and records it as stopped.
+    chat.log.append(stop.signal.aborted ? el("p", { class: "note stopped" }, "Stopped.") : errorBox(err));
   } finally {
     status.remove();
     button.disabled = false;
@@ -219,11 +289,18 @@ function drawer(agent, chat, button) {
       case "TOOL_CALL_START":
         chat.log.append(toolCard(chat, ev.toolCallId, ev.toolCallName, ""));
         break;
-      case "TOOL_CALL_ARGS":
-        chat.calls.get(ev.toolCallId)?.args.append(ev.delta);
+      case "TOOL_CALL_ARGS": {
+        const call = chat.calls.get(ev.toolCallId);
+        if (call) addArgs(call, ev.delta);
         break;
+      }
+      case "TOOL_CALL_END": {
+        const call = chat.calls.get(ev.toolCallId);
+        if (call) endArgs(call);
+        break;
+      }
       case "TOOL_CALL_RESULT":
-        (chat.calls.get(ev.toolCallId)?.card ?? chat.log).append(resultLine(ev.content));
+        addResult(chat, ev.toolCallId, ev.content);
         break;
       case "RUN_FINISHED":
         for (const i of ev.outcome?.type === "interrupt" ? ev.outcome.interrupts : []) askApproval(agent, chat, i, button);
@@ -242,7 +319,7 @@ function askApproval(agent, chat, i, button) {
     const entry = approved ? { interruptId: i.id, status: "resolved", payload: { approved: true } } : { interruptId: i.id, status: "cancelled" };
     turn(agent, chat, { resume: [entry] }, button);
   };
-  const box = el("div", { class: "approval" }, el("span", {}, "Needs your approval. "),
+  const box = el("div", { class: "approval" }, el("span", {}, "Needs your approval of exactly the call above. "),
     el("button", { type: "button", onclick: answer(true) }, "Approve"), " ",
     el("button", { type: "button", class: "danger", onclick: answer(false) }, "Refuse"));
   (chat.calls.get(i.toolCallId)?.card ?? chat.log).append(box);
