@@ -89,9 +89,10 @@
 //	             (src/schema.ts to migrations)
 //	agents       agent.go (the agent loop and tools), session.go (durable sessions), agent_history.go
 //	             (a session's transcript), model.go, providers.go (model provider clients)
-//	services     s3.go, s3_multipart.go and s3_sigv4.go (the built-in object storage), storage_client.go (an S3
-//	             client sharing the server's signing code), secrets.go (encrypted secrets), files.go
-//	             (atomic writes and private modes), fdatasync_*.go (durable writes per OS)
+//	services     s3.go, s3_multipart.go, s3_sigv4.go and s3_sigv2.go (the built-in object storage),
+//	             storage_client.go (an S3 client sharing the server's signing code), secrets.go
+//	             (encrypted secrets), files.go (atomic writes and private modes), fdatasync_*.go
+//	             (durable writes per OS)
 //	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_link.go, cp_proxy.go (the signed
 //	             proxy to deployments), cp_console.go (the console at deeplinks and for boxes), cp_client.go
 //	             (the control plane's client), link.go (the box contract's client side: handshake,
