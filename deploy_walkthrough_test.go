@@ -65,7 +65,7 @@ func TestDeploymentWalkthrough(t *testing.T) {
 		t.Fatalf("svc init = %d %s", code, out)
 	}
 	dir := filepath.Join(parent, "demo")
-	t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(dir))) })
+	t.Cleanup(func() { pgTestRemoveRootCluster(dir) })
 	model := newFakeProvider(t)
 	modelEnv := []string{"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL=" + model.URL + "/v1"}
 	dev := startDev(t, dir, append(append([]string{}, user...), append(modelEnv, "SVC_DATABASE_URL="+testPostgresURL(t))...))
