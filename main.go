@@ -37,7 +37,9 @@
 //	SVC_DEV_PORT_OFFSET  added to every dev port (API 4242, PostgreSQL 4243, object storage 4244)
 //	SVC_DATABASE_URL     use this PostgreSQL instead of starting one
 //	SVC_CONTROL_PLANE_URL the control plane of svc login, whoami and the verbs that need one (credentials: $XDG_CONFIG_HOME/svc/credentials.json)
-//	DATABASE_URL         svc serve's and svc control-plane's PostgreSQL; SVC_MASTER_KEY its 32-byte secrets key (hex or base64; else a 0600 key file)
+//	DATABASE_URL         svc serve's and svc control-plane's PostgreSQL
+//	SVC_MASTER_KEY       svc serve's and svc control-plane's 32-byte secrets key (hex or base64); else a 0600 key file
+//	                     (svc serve: --data/master.key, whose secrets move to SVC_MASTER_KEY once it is set)
 //	SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; the console at svc dev's deeplink calls only https://<sub>.tun.<domain>
 //	HMAC_SECRET          svc serve's signing secret, instead of the one minted on its first boot
 //	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
