@@ -219,8 +219,10 @@ func TestPostgresPortBusy(t *testing.T) {
 			if tt.name == "local" {
 				pgTestNeedLocal(t)
 			}
+			project := t.TempDir()
+			t.Cleanup(func() { pgTestRemoveRootCluster(project) }) // the record made before the port check
 			_, err := startPostgres(context.Background(), pgOptions{
-				ProjectDir: t.TempDir(),
+				ProjectDir: project,
 				Port:       port,
 				Getenv:     func(string) string { return "" },
 				LookPath:   tt.lookPath,
