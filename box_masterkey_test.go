@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,10 +74,15 @@ func TestBoxMasterKeyFromEnv(t *testing.T) {
 		{"another key", hex.EncodeToString(raw), "SVC_MASTER_KEY"},
 		{"a malformed key", "0123", "32 bytes"},
 	} {
-		stdout, stderr, code := cli(t, dir, append(append([]string{}, env...), "SVC_MASTER_KEY="+tt.key),
-			"--json", "serve", "--addr", "127.0.0.1:0", "--data", data, dir)
-		if code == 0 || !strings.Contains(stdout, tt.want) {
-			t.Errorf("svc serve with %s = exit %d; want a failure naming %q\nstdout: %s\nstderr: %s", tt.name, code, tt.want, stdout, stderr)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a box that boots runs until killed
+		cmd := exec.CommandContext(ctx, svcBinary(t), "--json", "serve", "--addr", "127.0.0.1:0", "--data", data, dir)
+		cmd.Env = append(append([]string{}, env...), "SVC_MASTER_KEY="+tt.key)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err == nil || ctx.Err() != nil || !strings.Contains(stdout.String(), tt.want) {
+			t.Errorf("svc serve with %s = %v; want it to fail naming %q\nstdout: %s\nstderr: %s", tt.name, err, tt.want, stdout.String(), stderr.String())
 		}
 	}
 }
