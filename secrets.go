@@ -195,7 +195,7 @@ func (s *secretStore) get(ctx context.Context, name string) (value []byte, ok bo
 	}
 	value, err = secretOpen(s.aead, sealed, []byte(name))
 	if err != nil {
-		return nil, false, fmt.Errorf("read secret %q: cannot decrypt (was the master key, master.key or SVC_MASTER_KEY, replaced?)", name)
+		return nil, false, fmt.Errorf("read secret %q: cannot decrypt: the master key (master.key, or svc serve's SVC_MASTER_KEY) is not the one it was sealed with; restore that key", name)
 	}
 	return value, true, nil
 }
