@@ -110,6 +110,9 @@ type boxOptions struct {
 	controlPlane string
 	// apiKeys are SVC_API_KEYS: keys the chat wires accept.
 	apiKeys []string
+	// masterKey is SVC_MASTER_KEY, the secret store's key; nil keeps the
+	// key in dataDir/master.key.
+	masterKey []byte
 }
 
 // boxRuntime is a running box: the shared runtime, the signature verifier

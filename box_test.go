@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -457,7 +456,7 @@ func TestBoxLocalPostgres(t *testing.T) {
 		t.Skip("starts a PostgreSQL cluster")
 	}
 	dir, data := projectDir(t), t.TempDir()
-	t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(filepath.Join(data, "postgres")))) })
+	t.Cleanup(func() { pgTestRemoveRootCluster(filepath.Join(data, "postgres")) })
 	env := baseEnv("SVC_CONTROL_PLANE_URL=http://127.0.0.1:1")
 	box := startBox(t, dir, data, env)
 	if h := boxHandshakeOf(t, box.url); h.AgentProtocolVersion != 15 || h.Identity != boxUnarmed || h.ImageTag != "dev" {

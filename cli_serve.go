@@ -69,6 +69,12 @@ func parseServeOptions(c *cmd, fs *flag.FlagSet) (boxOptions, string, error) {
 			return o, "", failf(codeGeneric, "set SVC_CONTROL_PLANE_URL to your control plane, e.g. https://cp.example.com", "invalid SVC_CONTROL_PLANE_URL: %v", err)
 		}
 	}
+	if env := c.getenv("SVC_MASTER_KEY"); env != "" {
+		if o.masterKey, err = parseMasterKey(env); err != nil {
+			return o, "", failf(codeGeneric, "set SVC_MASTER_KEY to 32 bytes (64 hex digits or base64), e.g. the output of `openssl rand -hex 32`, or unset it to keep the key in --data/master.key",
+				"svc serve: %v", err)
+		}
+	}
 	if o.imageTag == "" {
 		o.imageTag = "dev"
 	}
@@ -156,7 +162,7 @@ func bootBox(ctx context.Context, c *cmd, opts boxOptions, proj *project) (_ *bo
 	if err != nil {
 		return nil, err
 	}
-	ro := runtimeOptions{Command: "svc serve", PostgresURL: pgURL, StateDir: opts.dataDir, Getenv: c.getenv, Verbose: verbose}
+	ro := runtimeOptions{Command: "svc serve", PostgresURL: pgURL, StateDir: opts.dataDir, MasterKey: opts.masterKey, Getenv: c.getenv, Verbose: verbose}
 	if ext := c.getenv("SVC_S3_ENDPOINT"); ext != "" {
 		ro.S3Endpoint = ext
 		ro.S3Keys = [2]string{c.getenv("SVC_S3_ACCESS_KEY_ID"), c.getenv("SVC_S3_SECRET_ACCESS_KEY")}

@@ -12,8 +12,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -584,12 +582,7 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 // group or others may read it.
 func cpMasterKey(env, keyFile, configDir string) ([]byte, error) {
 	if env != "" {
-		for _, dec := range []func(string) ([]byte, error){hex.DecodeString, base64.StdEncoding.DecodeString, base64.RawURLEncoding.DecodeString} {
-			if k, err := dec(strings.TrimSpace(env)); err == nil && len(k) == 32 {
-				return k, nil
-			}
-		}
-		return nil, errors.New("SVC_MASTER_KEY is not 32 bytes of hex or base64")
+		return parseMasterKey(env)
 	}
 	if keyFile == "" {
 		keyFile = filepath.Join(configDir, "control-plane.key")

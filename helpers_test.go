@@ -78,7 +78,7 @@ func projectDir(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(parent) })
 	dir := filepath.Join(parent, "demo")
 	// As root, svc dev keeps the project's cluster outside it (postgres.go).
-	t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(dir))) })
+	t.Cleanup(func() { pgTestRemoveRootCluster(dir) })
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"init", dir}, cliIO{stdout: &out, stderr: &out, getenv: func(string) string { return "" }, dir: parent}); code != 0 {
 		t.Fatalf("svc init: exit %d: %s", code, out.String())

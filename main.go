@@ -37,7 +37,9 @@
 //	SVC_DEV_PORT_OFFSET  added to every dev port (API 4242, PostgreSQL 4243, object storage 4244)
 //	SVC_DATABASE_URL     use this PostgreSQL instead of starting one
 //	SVC_CONTROL_PLANE_URL the control plane of svc login, whoami and the verbs that need one (credentials: $XDG_CONFIG_HOME/svc/credentials.json)
-//	DATABASE_URL         svc serve's and svc control-plane's PostgreSQL; SVC_MASTER_KEY its 32-byte secrets key (hex or base64; else a 0600 key file)
+//	DATABASE_URL         svc serve's and svc control-plane's PostgreSQL
+//	SVC_MASTER_KEY       svc serve's and svc control-plane's 32-byte secrets key (hex or base64); else a 0600 key file
+//	                     (svc serve: --data/master.key, whose secrets move to SVC_MASTER_KEY once it is set)
 //	SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; the console at svc dev's deeplink calls only https://<sub>.tun.<domain>
 //	SVC_DEPLOYMENT_NETWORKS svc control-plane: CIDR list (10.0.0.0/8,fd00::/8) the boxes it links and proxies to must be in; empty: any
 //	HMAC_SECRET          svc serve's signing secret, instead of the one minted on its first boot
@@ -68,7 +70,7 @@
 //	             storage, agents, gate, compile)
 //	dev boot     devenv.go (svc dev: services, typegen, auto-migrate, dev routes), dev_services.go (the
 //	             console's local services and keys), project.go, postgres.go (the local cluster),
-//	             childenv.go, watch.go, gate.go
+//	             postgres_root.go (the clusters of root sessions), childenv.go, watch.go, gate.go
 //	box          box.go (handshake, signing secret, challenge, teaching, identity), box_auth.go (the
 //	             box's credential check)
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
@@ -92,9 +94,10 @@
 //	agents       agent.go (the agent loop and tools), session.go (durable sessions), session_responses.go
 //	             (kept Responses-wire responses), agent_history.go
 //	             (a session's transcript), model.go, providers.go (model provider clients)
-//	services     s3.go, s3_multipart.go and s3_sigv4.go (the built-in object storage), storage_client.go (an S3
-//	             client sharing the server's signing code), secrets.go (encrypted secrets), files.go
-//	             (atomic writes and private modes), fdatasync_*.go (durable writes per OS)
+//	services     s3.go, s3_multipart.go, s3_sigv4.go and s3_sigv2.go (the built-in object storage),
+//	             storage_client.go (an S3 client sharing the server's signing code), secrets.go
+//	             (encrypted secrets), files.go (atomic writes and private modes), fdatasync_*.go
+//	             (durable writes per OS)
 //	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_link.go, cp_proxy.go (the signed
 //	             proxy to deployments), cp_network.go (SVC_DEPLOYMENT_NETWORKS, checked at dial time),
 //	             cp_console.go (the console at deeplinks and for boxes), cp_client.go

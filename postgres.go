@@ -30,11 +30,16 @@ package main
 //
 //     PostgreSQL refuses to run as root. When svc runs as root (containers, CI),
 //     initdb and pg_ctl run as the "postgres" OS user, which then owns the data
-//     directory. That user cannot enter the private .svc, so the cluster of a
-//     root session lives in /var/lib/svc/postgres/<hash of the project path>
-//     (/var/lib/svc/postgres is 0700, owned by postgres); a cluster an earlier
-//     version kept in .svc/postgres is moved there. The password file and the
-//     server log stay in .svc.
+//     directory. That user cannot enter the private .svc (nor, often, the
+//     project's parents, such as /root), so the cluster of a root session
+//     lives in /var/lib/svc/postgres/<cluster id> (0700, owned by postgres),
+//     the id being minted once per project and kept in .svc: a project made
+//     again at the same path gets a cluster of its own, and orphan clusters
+//     are removed (postgres_root.go). The password file and the server log
+//     stay in .svc.
+//
+//     When the cluster refuses the password (the password file was replaced
+//     or removed), the error says so and names the command that starts over.
 //  3. A container runtime, docker or else podman: a container
 //     svc-pg-<hash of the project path> from docker.io/library/postgres:16, port
 //     5432 published on 127.0.0.1 only at the PostgreSQL dev port, data in
@@ -72,7 +77,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -81,6 +85,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 const (
@@ -116,6 +121,8 @@ const (
 	// pgOutputTailLines is how many lines of a failing command's output an
 	// error quotes.
 	pgOutputTailLines = 20
+	// pgInvalidPassword is the SQLSTATE of a refused password.
+	pgInvalidPassword = "28P01"
 )
 
 // errNoPostgres reports that no way to run PostgreSQL was found.
@@ -409,15 +416,17 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	if err != nil {
 		return nil, err
 	}
-	dataDir := pgLocalDataDir(o.ProjectDir, runAs)
+	dataDir, err := pgLocalDataDir(o.ProjectDir, runAs)
+	if err != nil {
+		return nil, err
+	}
 	env := childEnv(o.Getenv, []string{"HOME"}) // the server runs as this user
 	if runAs != nil {
 		env = childEnv(o.Getenv, nil, "HOME="+home)
-		if err := pgPrepareRootDir(o.ProjectDir, dataDir, runAs); err != nil {
-			return nil, err
-		}
+		pgRemoveOrphanClusters(ctx, o, dataDir, bins, runAs, env, time.Now())
 	}
-	password, err := pgPassword(filepath.Join(stateDir, pgPasswordFile))
+	passwordFile := filepath.Join(stateDir, pgPasswordFile)
+	password, err := pgReadOrMint(passwordFile, "the PostgreSQL password")
 	if err != nil {
 		return nil, err
 	}
@@ -450,6 +459,11 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	if err == nil {
 		err = pgEnsureDatabase(ctx, pgURL(password, o.Port, "postgres"), pgDatabase)
 	}
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgInvalidPassword {
+		err = fmt.Errorf("the PostgreSQL cluster %s refused the password in %s: the cluster was made with another password, "+
+			"and that file was replaced or removed since. To start over with an empty database, run `rm -rf %s` "+
+			"(it deletes that cluster and its data) and start svc again (%w)", dataDir, passwordFile, dataDir, err)
+	}
 	if err != nil {
 		return nil, errors.Join(err, l.stop(context.WithoutCancel(ctx)))
 	}
@@ -480,83 +494,6 @@ func pgClusterBinaries(bins pgServerBinaries, glob, dataDir string) pgServerBina
 		return own
 	}
 	return bins
-}
-
-// pgServerUser returns the credential and home directory of the postgres OS
-// user when svc runs as root, because PostgreSQL refuses to run as root, and
-// a nil credential otherwise.
-func pgServerUser() (cred *syscall.Credential, home string, err error) {
-	if os.Geteuid() != 0 {
-		return nil, "", nil
-	}
-	u, err := user.Lookup(pgSuperuser)
-	if err != nil {
-		return nil, "", fmt.Errorf("running as root, PostgreSQL must run as the %q user: %w (create it, e.g. `useradd --system postgres`, or set SVC_DATABASE_URL)",
-			pgSuperuser, err)
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, "", fmt.Errorf("user %q: uid %q: %w", pgSuperuser, u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, "", fmt.Errorf("user %q: gid %q: %w", pgSuperuser, u.Gid, err)
-	}
-	cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	groups, err := u.GroupIds()
-	if err != nil {
-		return nil, "", fmt.Errorf("user %q: groups: %w", pgSuperuser, err)
-	}
-	for _, g := range groups {
-		id, err := strconv.ParseUint(g, 10, 32)
-		if err != nil {
-			return nil, "", fmt.Errorf("user %q: group %q: %w", pgSuperuser, g, err)
-		}
-		cred.Groups = append(cred.Groups, uint32(id))
-	}
-	return cred, u.HomeDir, nil
-}
-
-// pgLocalDataDir is ProjectDir/.svc/postgres when the server runs as the
-// current user. When it runs as another (runAs, svc being root), that user
-// cannot enter the private .svc: the cluster is then a directory under
-// pgFallbackRoot named by the project's hash.
-func pgLocalDataDir(projectDir string, runAs *syscall.Credential) string {
-	if runAs != nil {
-		return filepath.Join(pgFallbackRoot, pgProjectHash(projectDir))
-	}
-	return filepath.Join(projectDir, ".svc", "postgres")
-}
-
-// pgPrepareRootDir makes pgFallbackRoot private to the postgres user runAs
-// (0700, owned by it, below a world-searchable parent) and moves there, as
-// dataDir, a cluster that an earlier version of svc kept in the project's
-// .svc/postgres, so that a root session keeps its data.
-func pgPrepareRootDir(projectDir, dataDir string, runAs *syscall.Credential) error {
-	if err := os.MkdirAll(filepath.Dir(pgFallbackRoot), sharedDirMode); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(pgFallbackRoot, privateDirMode); err != nil {
-		return err
-	}
-	if err := os.Chown(pgFallbackRoot, int(runAs.Uid), int(runAs.Gid)); err != nil {
-		return err
-	}
-	if err := os.Chmod(pgFallbackRoot, privateDirMode); err != nil {
-		return err
-	}
-	legacy := filepath.Join(projectDir, ".svc", "postgres")
-	if _, err := os.Stat(filepath.Join(legacy, "PG_VERSION")); err != nil {
-		return nil // no cluster there
-	}
-	if _, err := os.Lstat(dataDir); err == nil {
-		return nil // this project already has a cluster where it belongs
-	}
-	if err := os.Rename(legacy, dataDir); err != nil {
-		return fmt.Errorf("move the cluster %s to %s, where the postgres user can reach it: %w (move it there yourself, keeping its owner)",
-			legacy, dataDir, err)
-	}
-	return nil
 }
 
 // command builds a server command run as l.runAs from /, which that user
@@ -602,18 +539,28 @@ func (l *pgLocal) initialized() bool {
 // holds the project lock, so that server was left by a session that was
 // killed; this session starts it again with its own settings.
 func (l *pgLocal) stopLeftover(ctx context.Context) error {
+	running, err := l.running(ctx)
+	if err != nil || !running {
+		return err
+	}
+	return l.stop(ctx)
+}
+
+// running reports whether a server runs on the cluster, as pg_ctl status
+// tells.
+func (l *pgLocal) running(ctx context.Context) (bool, error) {
 	if !l.initialized() {
-		return nil
+		return false, nil
 	}
 	err := l.command(ctx, l.bins.pgCtl, "status", "-D", l.dataDir).Run()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
-		return l.stop(ctx)
+		return true, nil
 	case errors.As(err, &exit) && exit.ExitCode() == 3: // no server running
-		return nil
+		return false, nil
 	default:
-		return fmt.Errorf("pg_ctl status -D %q: %w", l.dataDir, err)
+		return false, fmt.Errorf("pg_ctl status -D %q: %w", l.dataDir, err)
 	}
 }
 
@@ -892,7 +839,7 @@ func pgStartContainer(ctx context.Context, o pgOptions, stateDir, runtime, path 
 	if err := os.MkdirAll(volume, privateDirMode); err != nil { // podman refuses a missing bind source
 		return nil, err
 	}
-	password, err := pgPassword(filepath.Join(stateDir, pgContainerPasswordFile))
+	password, err := pgReadOrMint(filepath.Join(stateDir, pgContainerPasswordFile), "the PostgreSQL password")
 	if err != nil {
 		return nil, err
 	}
@@ -952,24 +899,34 @@ func (c *pgContainer) up(ctx context.Context, port int, volume, password string)
 	return err
 }
 
-// pgPassword reads a superuser password from path, minting one
-// (crypto/rand) and saving it with privateFileMode on first use, or when the
-// file is empty. A cluster keeps the password it was created with (the
-// container image sets it only when it initialises the volume), so the file
-// must stay the same across sessions.
-func pgPassword(path string) (string, error) {
+// pgReadOrMint reads the token (a password, a cluster id) kept in path,
+// minting one (crypto/rand) and saving it with privateFileMode on first use,
+// or when the file is empty; what names it in errors. A cluster keeps the
+// password it was created with (the container image sets it only when it
+// initialises the volume), so the file must stay the same across sessions.
+func pgReadOrMint(path, what string) (string, error) {
+	token, err := pgReadToken(path, what)
+	if err != nil || token != "" {
+		return token, err
+	}
+	token = rand.Text()
+	if err := writeFileAtomic(path, []byte(token+"\n"), privateFileMode); err != nil {
+		return "", fmt.Errorf("save %s: %w", what, err)
+	}
+	return token, nil
+}
+
+// pgReadToken reads the token kept in path, "" when the file (or its
+// directory) does not exist or is empty; what names it in errors.
+func pgReadToken(path, what string) (string, error) {
 	b, err := os.ReadFile(path)
-	if password := strings.TrimSpace(string(b)); err == nil && password != "" {
-		return password, nil
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
 	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("read the PostgreSQL password: %w", err)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", what, err)
 	}
-	password := rand.Text()
-	if err := writeFileAtomic(path, []byte(password+"\n"), privateFileMode); err != nil {
-		return "", fmt.Errorf("save the PostgreSQL password: %w", err)
-	}
-	return password, nil
+	return strings.TrimSpace(string(b)), nil
 }
 
 // pgWaitReady connects to url until it succeeds, for at most timeout.

@@ -125,22 +125,12 @@ func TestPgClusterBinaries(t *testing.T) {
 	}
 }
 
+// TestPgLocalDataDir: a session that is not root keeps the cluster in the
+// project's .svc (root sessions: postgres_root_test.go).
 func TestPgLocalDataDir(t *testing.T) {
 	project := t.TempDir()
-	tests := []struct {
-		name  string
-		runAs *syscall.Credential
-		want  string
-	}{
-		{"not root", nil, filepath.Join(project, ".svc", "postgres")},
-		{"root: the postgres user cannot enter .svc", &syscall.Credential{Uid: 4242, Gid: 4242}, filepath.Join(pgFallbackRoot, pgProjectHash(project))},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := pgLocalDataDir(project, tt.runAs); got != tt.want {
-				t.Errorf("pgLocalDataDir(%q) = %q; want %q", project, got, tt.want)
-			}
-		})
+	if got, err := pgLocalDataDir(project, nil); err != nil || got != filepath.Join(project, ".svc", "postgres") {
+		t.Errorf("pgLocalDataDir(%q, nil) = %q, %v; want .svc/postgres", project, got, err)
 	}
 }
 
@@ -229,8 +219,10 @@ func TestPostgresPortBusy(t *testing.T) {
 			if tt.name == "local" {
 				pgTestNeedLocal(t)
 			}
+			project := t.TempDir()
+			t.Cleanup(func() { pgTestRemoveRootCluster(project) }) // the record made before the port check
 			_, err := startPostgres(context.Background(), pgOptions{
-				ProjectDir: t.TempDir(),
+				ProjectDir: project,
 				Port:       port,
 				Getenv:     func(string) string { return "" },
 				LookPath:   tt.lookPath,
@@ -317,12 +309,14 @@ func pgTestLocalCluster(t testing.TB, project string, getenv func(string) string
 		t.Fatal(err)
 	}
 	bins, _ := pgFindServerBinaries(exec.LookPath, pgServerBinGlob)
-	l := &pgLocal{bins: bins, dataDir: pgLocalDataDir(project, runAs), runAs: runAs}
+	dataDir, err := pgLocalDataDir(project, runAs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &pgLocal{bins: bins, dataDir: dataDir, runAs: runAs}
 	t.Cleanup(func() {
 		l.run(context.Background(), io.Discard, bins.pgCtl, "stop", "-m", "immediate", "-D", l.dataDir)
-		if strings.HasPrefix(l.dataDir, pgFallbackRoot) {
-			os.RemoveAll(l.dataDir)
-		}
+		pgTestRemoveRootCluster(project)
 	})
 	return l, pgOptions{ProjectDir: project, Port: port, Getenv: getenv, LookPath: pgTestLocalLookPath, NoSync: true}
 }

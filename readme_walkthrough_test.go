@@ -194,8 +194,8 @@ func newReadmeSession(t *testing.T) *readmeSession {
 	}
 	// As root, svc dev and the box keep their clusters outside the project
 	// (postgres.go): remove the walkthroughs' when the test ends.
-	for _, d := range []string{filepath.Join(dir, "demo"), filepath.Join(dir, "hello-data", "postgres")} {
-		t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(d))) })
+	for _, d := range []string{filepath.Join(dir, "demo"), filepath.Join(dir, "hello"), filepath.Join(dir, "hello-data", "postgres")} {
+		t.Cleanup(func() { pgTestRemoveRootCluster(d) })
 	}
 	t.Cleanup(s.killAll)
 	return s

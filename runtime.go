@@ -73,9 +73,13 @@ type runtimeOptions struct {
 	Command string
 	// PostgresURL is the project's database, already up.
 	PostgresURL string
-	// StateDir holds the journal, the master key and the built-in object
+	// StateDir holds the journal, the master key (unless MasterKey) and the built-in object
 	// storage: .svc for dev, --data for the box.
 	StateDir string
+	// MasterKey is the secret store's 32-byte key (svc serve's
+	// SVC_MASTER_KEY); nil keeps it in StateDir/master.key (see
+	// openSecretStore).
+	MasterKey []byte
 	// Getenv reads the environment (the command's one place).
 	Getenv func(string) string
 	// Verbose receives migration and tool output; nil discards it.
@@ -153,7 +157,7 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	rt.closers = append(rt.closers, func(context.Context) error { return rt.engine.close() })
 
 	// System secrets (object-storage keys minted once, stored encrypted) and .env.
-	if rt.secrets, err = openSecretStore(rt.db, filepath.Join(o.StateDir, "master.key")); err != nil {
+	if rt.secrets, err = openSecretStore(ctx, rt.db, filepath.Join(o.StateDir, "master.key"), o.MasterKey); err != nil {
 		return err
 	}
 	userEnv, err := readDotEnv(rt.proj)

@@ -122,11 +122,12 @@ func (e *s3Error) Error() string { return "s3 " + e.code + ": " + e.message }
 // Errors answered in more than one place.
 var (
 	// s3ErrSignatureV2 answers a request signed with Signature Version 2 (an Authorization
-	// header "AWS key:signature" or the query parameters AWSAccessKeyId, Signature and Expires).
-	// S3 answers the same code where only SigV4 is accepted; the message says how to switch.
-	s3ErrSignatureV2 = s3BadRequest("InvalidRequest", "svc accepts only AWS Signature Version 4 (AWS4-HMAC-SHA256) and this request is signed with Signature Version 2. "+
-		"Switch the client to SigV4: for the AWS CLI (aws s3 presign included) run `aws configure set default.s3.signature_version s3v4`; "+
-		"for s3cmd set `signature_v2 = False` in ~/.s3cfg (s3cmd signurl signs only with V2: presign with the AWS CLI or an SDK instead).")
+	// header "AWS key:signature", or the query parameters AWSAccessKeyId, Signature and Expires
+	// on a method other than GET and HEAD). S3 answers the same code where only SigV4 is
+	// accepted; the message says how to switch.
+	s3ErrSignatureV2 = s3BadRequest("InvalidRequest", "svc accepts AWS Signature Version 2 only in presigned GET and HEAD URLs, and this request is signed with it otherwise. "+
+		"Switch the client to Signature Version 4 (AWS4-HMAC-SHA256): for the AWS CLI run `aws configure set default.s3.signature_version s3v4`; "+
+		"for s3cmd set `signature_v2 = False` in ~/.s3cfg.")
 
 	s3ErrAccessDenied     = &s3Error{http.StatusForbidden, "AccessDenied", "Access Denied."}
 	s3ErrSignature        = &s3Error{http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method."}

@@ -50,8 +50,9 @@ func (sig *s3Signature) malformed(message string) *s3Error {
 }
 
 // authenticate verifies the request's SigV4 signature and wraps its body so that reading it
-// verifies the payload the signature covers. Unsigned requests are denied; requests signed
-// with SigV2 are told how to switch.
+// verifies the payload the signature covers. Unsigned requests are denied; SigV2 presigned
+// GET and HEAD URLs are verified by authenticatePresignedV2 (s3_sigv2.go); other requests
+// signed with SigV2 are told how to switch.
 func (s *s3Server) authenticate(r *http.Request) error {
 	q := r.URL.Query()
 	var sig *s3Signature
@@ -62,7 +63,7 @@ func (s *s3Server) authenticate(r *http.Request) error {
 	case r.Header.Get("Authorization") != "":
 		sig, err = s3ParseAuthorization(r.Header)
 	case q.Has("AWSAccessKeyId") || q.Has("Signature"):
-		return s3ErrSignatureV2
+		return s.authenticatePresignedV2(r, q)
 	default:
 		return s3ErrAccessDenied
 	}
@@ -221,17 +222,24 @@ func s3SHA256Hex(s string) string {
 func s3SignatureMatches(r *http.Request, sig *s3Signature, key []byte) bool {
 	query := s3CanonicalQuery(r.URL.RawQuery, sig.presigned)
 	headers := s3CanonicalHeaders(r, sig.signedHeaders)
-	paths := []string{s3URIEncode(r.URL.Path, true)}
-	if raw := r.URL.EscapedPath(); raw != paths[0] {
-		paths = append(paths, raw)
-	}
-	for _, path := range paths {
+	for _, path := range s3RequestPaths(r) {
 		cr := s3CanonicalRequest{method: r.Method, path: path, query: query, headers: headers, signedHeaders: sig.signedHeaders, payloadHash: sig.payloadHash}
 		if hmac.Equal([]byte(cr.signature(key, sig.amzDate, sig.scope())), []byte(sig.signature)) {
 			return true
 		}
 	}
 	return false
+}
+
+// s3RequestPaths are the encodings of r's path a signature may cover: each
+// byte encoded once from the decoded path (as S3 does), and, should the
+// client have encoded it differently, the path as sent.
+func s3RequestPaths(r *http.Request) []string {
+	paths := []string{s3URIEncode(r.URL.Path, true)}
+	if raw := r.URL.EscapedPath(); raw != paths[0] {
+		paths = append(paths, raw)
+	}
+	return paths
 }
 
 // s3CanonicalRequest is the SigV4 canonical request of one request, its parts already

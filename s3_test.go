@@ -1618,23 +1618,24 @@ func TestS3UnsetBucketConfigs(t *testing.T) {
 	e.do(t, s3TestRequest{method: "GET", path: "/bucket/obj", query: "tagging"}).wantError(t, "object tagging", http.StatusNotImplemented, "NotImplemented")
 }
 
-// TestS3SignatureV2 checks that both forms of a Signature Version 2 request are told to switch
-// to SigV4, and how.
+// TestS3SignatureV2 checks that a Signature Version 2 request other than a presigned GET or
+// HEAD (TestS3PresignedV2Clients) is told to switch to SigV4, and how.
 func TestS3SignatureV2(t *testing.T) {
 	e := newS3TestEnv(t)
 	e.put(t, "report.txt", []byte("v4 only"))
 	expires := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
 	tests := []struct {
 		name   string
+		method string
 		query  string
 		header string // Authorization
 	}{
-		{"header", "", "AWS " + s3TestAccessKey + ":c2lnbmF0dXJl"},
-		{"presigned", "AWSAccessKeyId=" + s3TestAccessKey + "&Expires=" + expires + "&Signature=c2lnbmF0dXJl", ""},
+		{"header", "GET", "", "AWS " + s3TestAccessKey + ":c2lnbmF0dXJl"},
+		{"presigned PUT", "PUT", "AWSAccessKeyId=" + s3TestAccessKey + "&Expires=" + expires + "&Signature=c2lnbmF0dXJl", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := http.NewRequest("GET", e.http.URL+"/bucket/report.txt?"+tt.query, nil)
+			req, err := http.NewRequest(tt.method, e.http.URL+"/bucket/report.txt?"+tt.query, strings.NewReader("overwritten"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1643,13 +1644,16 @@ func TestS3SignatureV2(t *testing.T) {
 				req.Header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 			}
 			resp := e.send(t, req)
-			resp.wantError(t, tt.name, http.StatusBadRequest, "InvalidRequest")
-			for _, want := range []string{"Signature Version 4", "signature_version s3v4", "signature_v2 = False"} {
+			resp.wantSigV4Hint(t, tt.name)
+			for _, want := range []string{"Signature Version 4", "signature_v2 = False"} {
 				if !strings.Contains(string(resp.body), want) {
 					t.Errorf("%s: error lacks %q: %s", tt.name, want, resp.body)
 				}
 			}
 		})
+	}
+	if resp := e.do(t, s3TestRequest{method: "GET", path: "/bucket/report.txt"}); string(resp.body) != "v4 only" {
+		t.Errorf("after the refused SigV2 requests report.txt = %q", resp.body)
 	}
 }
 
@@ -1765,13 +1769,12 @@ func (r s3TestResponse) wantSigV4Hint(t *testing.T, what string) {
 	}
 }
 
-// TestS3AWSCLIUploadsAndSigV2 drives the AWS CLI through list-multipart-uploads,
-// get-bucket-versioning and presign, whose default (SigV2) URL gets the SigV4 hint.
-func TestS3AWSCLIUploadsAndSigV2(t *testing.T) {
+// s3TestAWSCLI returns a runner of the AWS CLI against e with the given
+// configuration: "default" (path-style addressing; AWS CLI v1 then presigns
+// with SigV2) or "s3v4" (the same, signing with SigV4).
+func s3TestAWSCLI(t *testing.T, e *s3TestEnv) func(config string, args ...string) string {
+	t.Helper()
 	s3TestNeedTool(t, "aws", "pip install awscli")
-	e := newS3TestEnv(t)
-	e.put(t, "shared.txt", []byte("presigned content"))
-	id := e.multipartUpload(t, "pending/big.bin", nil)
 	dir := t.TempDir()
 	configs := map[string]string{
 		"default": "[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n",
@@ -1786,9 +1789,18 @@ func TestS3AWSCLIUploadsAndSigV2(t *testing.T) {
 		env[name] = []string{"AWS_ACCESS_KEY_ID=" + s3TestAccessKey, "AWS_SECRET_ACCESS_KEY=" + s3TestSecretKey, "AWS_CONFIG_FILE=" + path,
 			"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "none"), "AWS_EC2_METADATA_DISABLED=true", "AWS_PAGER="}
 	}
-	aws := func(config string, args ...string) string {
+	return func(config string, args ...string) string {
 		return s3TestTool(t, env[config], "aws", append(args, "--endpoint-url", e.http.URL)...)
 	}
+}
+
+// TestS3AWSCLIUploads drives the AWS CLI through list-multipart-uploads,
+// get-bucket-versioning and presign with SigV4 (its SigV2 URLs: TestS3PresignedV2Clients).
+func TestS3AWSCLIUploads(t *testing.T) {
+	e := newS3TestEnv(t)
+	aws := s3TestAWSCLI(t, e)
+	e.put(t, "shared.txt", []byte("presigned content"))
+	id := e.multipartUpload(t, "pending/big.bin", nil)
 	if out := aws("default", "s3api", "list-multipart-uploads", "--bucket", "bucket"); !strings.Contains(out, id) || !strings.Contains(out, "pending/big.bin") {
 		t.Errorf("list-multipart-uploads lacks the upload %s:\n%s", id, out)
 	}
@@ -1803,26 +1815,17 @@ func TestS3AWSCLIUploadsAndSigV2(t *testing.T) {
 		t.Errorf("uploads after abort-multipart-upload: %q", got.items())
 	}
 
-	// AWS CLI v1 presigns with SigV2 by default, v2 with SigV4 (the V2
-	// forms are covered by TestS3SignatureV2 either way).
-	if v2 := aws("default", "s3", "presign", "s3://bucket/shared.txt"); strings.Contains(v2, "AWSAccessKeyId=") {
-		e.getURL(t, v2).wantSigV4Hint(t, "SigV2 URL of aws s3 presign")
-	} else {
-		t.Logf("this aws CLI presigns with SigV4 by default: %s", v2)
-	}
 	v4 := aws("s3v4", "s3", "presign", "s3://bucket/shared.txt")
 	if resp := e.getURL(t, v4); resp.status != http.StatusOK || string(resp.body) != "presigned content" {
 		t.Errorf("SigV4 URL of aws s3 presign: %d %s", resp.status, resp.body)
 	}
 }
 
-// TestS3S3cmd drives s3cmd through multipart listing and abort, info (which reads the bucket's
-// location, payer, lifecycle, policy, CORS and ACL) and signurl, whose SigV2 URL gets the hint.
-func TestS3S3cmd(t *testing.T) {
+// s3TestS3cmd returns a runner of s3cmd against e, signing with SigV4
+// (signurl signs with SigV2 whatever the configuration).
+func s3TestS3cmd(t *testing.T, e *s3TestEnv) func(args ...string) string {
+	t.Helper()
 	s3TestNeedTool(t, "s3cmd", "apt-get install s3cmd")
-	e := newS3TestEnv(t)
-	e.put(t, "shared.txt", []byte("presigned content"))
-	id := e.multipartUpload(t, "pending/big.bin", nil)
 	host := strings.TrimPrefix(e.http.URL, "http://")
 	config := filepath.Join(t.TempDir(), "s3cfg")
 	content := fmt.Sprintf("[default]\naccess_key = %s\nsecret_key = %s\nhost_base = %s\nhost_bucket = %s\nuse_https = False\nsignature_v2 = False\nbucket_location = us-east-1\n",
@@ -1830,9 +1833,17 @@ func TestS3S3cmd(t *testing.T) {
 	if err := os.WriteFile(config, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s3cmd := func(args ...string) string {
+	return func(args ...string) string {
 		return s3TestTool(t, nil, "s3cmd", append([]string{"-c", config}, args...)...)
 	}
+}
+
+// TestS3S3cmd drives s3cmd through multipart listing and abort and info (which reads the
+// bucket's location, payer, lifecycle, policy, CORS and ACL); its signurl: TestS3PresignedV2Clients.
+func TestS3S3cmd(t *testing.T) {
+	e := newS3TestEnv(t)
+	s3cmd := s3TestS3cmd(t, e)
+	id := e.multipartUpload(t, "pending/big.bin", nil)
 	if out := s3cmd("multipart", "s3://bucket"); !strings.Contains(out, id) || !strings.Contains(out, "pending/big.bin") {
 		t.Errorf("s3cmd multipart lacks the upload %s:\n%s", id, out)
 	}
@@ -1846,7 +1857,6 @@ func TestS3S3cmd(t *testing.T) {
 	if got := e.listUploads(t, ""); len(got.Upload) != 0 {
 		t.Errorf("uploads after s3cmd abortmp: %q", got.items())
 	}
-	e.getURL(t, s3cmd("signurl", "s3://bucket/shared.txt", "+300")).wantSigV4Hint(t, "s3cmd signurl")
 }
 
 // TestS3Rclone drives rclone's multipart listing and cleanup (which abort uploads older than

@@ -7,6 +7,8 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,23 +21,102 @@ import (
 )
 
 // secretStore keeps named secrets in PostgreSQL (svc.secrets), encrypted at
-// rest with AES-256-GCM under the project's key file (.svc/master.key, 0600).
+// rest with AES-256-GCM under the master key: the key file (.svc/master.key,
+// 0600), or for svc serve SVC_MASTER_KEY, which keeps the key out of the
+// volume it protects.
 type secretStore struct {
 	db   *pgxpool.Pool
 	aead cipher.AEAD
 }
 
-// openSecretStore loads (or mints) the key at keyPath and returns the store.
-func openSecretStore(db *pgxpool.Pool, keyPath string) (*secretStore, error) {
-	key, err := secretLoadKey(keyPath)
-	if err != nil {
-		return nil, err
+// openSecretStore returns the store under key, or, when key is nil, under
+// the key file at keyPath (minted when absent). With key given, a key file
+// left at keyPath is retired: the secrets it sealed are sealed again under
+// key, in one transaction, and the file is removed, so that no key stays on
+// disk and no secret is lost.
+func openSecretStore(ctx context.Context, db *pgxpool.Pool, keyPath string, key []byte) (*secretStore, error) {
+	given := key != nil
+	if !given {
+		var err error
+		if key, err = secretLoadKey(keyPath); err != nil {
+			return nil, err
+		}
 	}
 	aead, err := secretNewAEAD(key)
 	if err != nil {
 		return nil, err
 	}
-	return &secretStore{db: db, aead: aead}, nil
+	s := &secretStore{db: db, aead: aead}
+	if _, err := os.Stat(keyPath); !given || errors.Is(err, fs.ErrNotExist) {
+		return s, nil // no key file to retire
+	}
+	if err := s.retireKeyFile(ctx, keyPath); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// retireKeyFile seals again under s's key every secret the key file at path
+// sealed, then removes the file. A secret that already opens under s's key
+// (a retirement interrupted after its commit) is left as is.
+func (s *secretStore) retireKeyFile(ctx context.Context, path string) error {
+	old, err := secretLoadKey(path)
+	if err != nil {
+		return err
+	}
+	oldAEAD, err := secretNewAEAD(old)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `select name, value from svc.secrets for update`)
+		if err != nil {
+			return err
+		}
+		sealed := map[string][]byte{}
+		for rows.Next() {
+			var name string
+			var value []byte
+			if err := rows.Scan(&name, &value); err != nil {
+				return err
+			}
+			sealed[name] = value
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for name, value := range sealed {
+			if _, err := secretOpen(s.aead, value, []byte(name)); err == nil {
+				continue
+			}
+			plain, err := secretOpen(oldAEAD, value, []byte(name))
+			if err != nil {
+				return fmt.Errorf("secret %q opens with neither %s nor SVC_MASTER_KEY", name, path)
+			}
+			if _, err := tx.Exec(ctx, `update svc.secrets set value = $2 where name = $1`, name, secretSeal(s.aead, plain, []byte(name))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("move the secrets from %s to SVC_MASTER_KEY (nothing was changed): %w", path, err)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove %s, whose secrets are now sealed under SVC_MASTER_KEY: %w", path, err)
+	}
+	return nil
+}
+
+// parseMasterKey decodes a master key given in the environment
+// (SVC_MASTER_KEY): 32 bytes as 64 hex digits or base64.
+func parseMasterKey(env string) ([]byte, error) {
+	for _, dec := range []func(string) ([]byte, error){hex.DecodeString, base64.StdEncoding.DecodeString, base64.RawURLEncoding.DecodeString} {
+		if k, err := dec(strings.TrimSpace(env)); err == nil && len(k) == 32 {
+			return k, nil
+		}
+	}
+	return nil, errors.New("SVC_MASTER_KEY is not 32 bytes of hex or base64")
 }
 
 // secretLoadKey reads the 32-byte key file at path, minting it (random,
@@ -114,7 +195,7 @@ func (s *secretStore) get(ctx context.Context, name string) (value []byte, ok bo
 	}
 	value, err = secretOpen(s.aead, sealed, []byte(name))
 	if err != nil {
-		return nil, false, fmt.Errorf("read secret %q: cannot decrypt (was .svc/master.key replaced?)", name)
+		return nil, false, fmt.Errorf("read secret %q: cannot decrypt: the master key (master.key, or svc serve's SVC_MASTER_KEY) is not the one it was sealed with; restore that key", name)
 	}
 	return value, true, nil
 }

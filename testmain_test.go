@@ -146,7 +146,8 @@ func (s *pgTestServer) start() {
 }
 
 // close stops the cluster the tests started and removes its data directory
-// (outside the project when the tests run as root) and its project.
+// (outside the project, with its record, when the tests run as root) and
+// its project.
 func (s *pgTestServer) close() error {
 	var err error
 	if s.local != nil {
@@ -155,6 +156,7 @@ func (s *pgTestServer) close() error {
 		err = errors.Join(s.local.Stop(ctx), os.RemoveAll(s.local.DataDir))
 	}
 	if s.projectDir != "" {
+		pgTestRemoveRootCluster(s.projectDir) // its record, as root
 		err = errors.Join(err, os.RemoveAll(s.projectDir))
 	}
 	return err
