@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,96 +27,26 @@ import (
 // with --agent. The scaffold's greet workflow writes a row with sql and a
 // file with storage, so the box runs it on its own PostgreSQL and object
 // storage. No process's output holds the signing secret or the credential.
+// TestDeploymentWalkthroughImage walks the same steps with the box in the
+// container image.
 func TestDeploymentWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a control plane, svc dev and a box")
 	}
-	user := baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CI=1")
-	var outputs []string
-	svc := func(dir string, args ...string) (string, int) {
-		t.Helper()
-		stdout, stderr, code := cli(t, dir, user, args...)
-		outputs = append(outputs, stdout, stderr)
-		return stdout, code
-	}
-
-	// svc control-plane: its first boot prints a one-time sign-in code.
-	cp, signInCode := startTestControlPlane(t, testPostgresURL(t))
-	m := []string{"", signInCode}
-
-	// svc login: the device code, approved in a browser signed in with the
-	// one-time code.
-	browser := walkBrowser(t, cp.url)
-	cred := walkLogin(t, user, cp.url, func(userCode string) {
-		browser.form("/device/sign-in", url.Values{"user_code": {userCode}, "sign_in_code": {m[1]}})
-		browser.form("/device/approve", url.Values{"user_code": {userCode}})
-	}, &outputs)
-	if out, code := svc(t.TempDir(), "whoami"); code != 0 || !strings.Contains(out, "organization default") {
-		t.Fatalf("svc whoami = %d %s", code, out)
-	}
-	// The agent, as the console creates it.
-	if status := browser.json("POST", "/api/orgs/default/agents", map[string]string{"slug": "demo", "name": "Demo"}); status != 201 {
-		t.Fatalf("create the agent = %d", status)
-	}
-
-	// svc init, then one svc dev: auto-migrate writes the greetings table's
-	// migration, which the box applies (it runs no auto-migrate).
-	parent := t.TempDir()
-	if out, code := svc(parent, "init", "demo"); code != 0 {
-		t.Fatalf("svc init = %d %s", code, out)
-	}
-	dir := filepath.Join(parent, "demo")
-	t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(dir))) })
-	model := newFakeProvider(t)
-	modelEnv := []string{"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL=" + model.URL + "/v1"}
-	dev := startDev(t, dir, append(append([]string{}, user...), append(modelEnv, "SVC_DATABASE_URL="+testPostgresURL(t))...))
-	if code := dev.interrupt(); code != 0 {
-		t.Fatalf("svc dev exit = %d\n%s", code, dev.stderr.String())
-	}
-	outputs = append(outputs, dev.stderr.String())
-	if migrations, _ := filepath.Glob(filepath.Join(dir, ".svc", "migrations", "*.sql")); len(migrations) != 1 {
-		t.Fatalf("svc dev wrote migrations %v; want the greetings table's", migrations)
-	}
+	w := newDeployWalk(t)
 
 	// svc serve: the box, on its own database; its first boot logs the
 	// signing secret once.
 	boxDB := testPostgresURL(t)
-	box := startBox(t, dir, t.TempDir(), baseEnv(append(modelEnv, "DATABASE_URL="+boxDB, "SVC_IMAGE_TAG=1.0.0", "SVC_CONTROL_PLANE_URL="+cp.url)...))
+	box := startBox(t, w.dir, t.TempDir(), w.boxEnv("DATABASE_URL="+boxDB))
 	secret := boxMintedSecret(t, box)
 	if strings.Contains(box.stderr.String(), "the database lacks") {
 		t.Errorf("the box warns of schema drift although the migration was committed:\n%s", box.stderr.String())
 	}
-
-	// svc link: the deployment registered, the box taught and armed.
-	out, code := svc(dir, "--json", "link", "--agent", "demo", "--url", box.url, "--secret", secret, "--tag", "1.0.0", "--no-agents", "--force")
-	var p linkPayload
-	if e := cpEnvelope(t, strings.TrimSpace(out), &p); code != 0 || !e.OK || p.Deployment.URL != box.url || p.Deployment.ImageTag != "1.0.0" ||
-		p.IdentityVerification.State != linkArmed || p.LocalDevInstallation.ID == "" {
-		t.Fatalf("svc link = %d %s", code, out)
-	}
-	inst := p.LocalDevInstallation.ID
-
-	// The box, through --agent: list, start, wait for the run.
-	var list struct{ Items []workflowItem }
-	out, code = svc(t.TempDir(), "--json", "workflows", "list", "--agent", inst)
-	if e := cpEnvelope(t, strings.TrimSpace(out), &list); code != 0 || !e.OK || len(list.Items) != 2 || list.Items[0].Name != "greet" {
-		t.Fatalf("svc workflows list --agent = %d %s", code, out)
-	}
-	var receipt startReceipt
-	out, code = svc(t.TempDir(), "--json", "workflows", "start", "greet", "--input", `{"name":"Ada"}`, "--agent", inst)
-	if e := cpEnvelope(t, strings.TrimSpace(out), &receipt); code != 0 || !e.OK || receipt.Status != "started" || receipt.RunID == "" {
-		t.Fatalf("svc workflows start greet --agent = %d %s", code, out)
-	}
-	var got struct{ Run runRecord }
-	out, code = svc(t.TempDir(), "--json", "runs", "get", receipt.RunID, "--wait", "30s", "--agent", inst)
-	var result struct {
-		Greeting string `json:"greeting"`
-		ID       int    `json:"id"`
-		File     string `json:"file"`
-	}
-	if e := cpEnvelope(t, strings.TrimSpace(out), &got); code != 0 || !e.OK || got.Run.Status != "completed" || json.Unmarshal(got.Run.Output, &result) != nil ||
-		result.Greeting != "Hello, Ada!" || result.ID != 1 || result.File != "greetings/1.txt" {
-		t.Fatalf("svc runs get --wait --agent = %d %s", code, out)
+	inst := w.link(box, secret)
+	w.listWorkflows(inst)
+	if _, r := w.greet(inst, "Ada"); r.ID != 1 {
+		t.Fatalf("the first greeting's id = %d; want 1", r.ID)
 	}
 	// The row is in the box's database, not dev's.
 	conn, err := pgx.Connect(context.Background(), boxDB)
@@ -128,21 +59,168 @@ func TestDeploymentWalkthrough(t *testing.T) {
 		t.Fatalf("the box's greetings row = %q, %v", greeting, err)
 	}
 	// Errors keep their exit codes through --agent.
-	if out, code := svc(t.TempDir(), "--json", "workflows", "start", "nope", "--agent", inst); code != 4 || !strings.Contains(out, codeWorkflowNotFound) {
+	if out, code := w.svc(t.TempDir(), "--json", "workflows", "start", "nope", "--agent", inst); code != 4 || !strings.Contains(out, codeWorkflowNotFound) {
 		t.Fatalf("start an unknown workflow --agent = %d %s; want exit 4", code, out)
 	}
+	w.finish(secret, box)
+}
 
-	box.stop()
-	cp.stop()
-	outputs = append(outputs, cp.stdout.String(), cp.stderr.String(), box.stdout.String())
-	for _, o := range outputs {
-		if strings.Contains(o, secret) || strings.Contains(o, cred) {
-			t.Fatalf("a process's output holds the signing secret or the credential:\n%s", o)
+// deployWalk is the README's deploy walkthrough up to the box: a control
+// plane, the CLI signed in to it, the agent "demo" and its project after
+// one `svc dev`. The walkthrough tests start their box on it and then
+// link and drive it through the walk's methods.
+type deployWalk struct {
+	t        *testing.T
+	user     []string // the CLI's environment
+	outputs  []string // every process's output, checked for secrets by finish
+	cp       *cpProcess
+	cred     string   // the CLI's saved credential
+	dir      string   // the project
+	modelEnv []string // the fake model provider, for the box
+}
+
+// newDeployWalk runs the walkthrough's steps before the box: the control
+// plane's first boot, `svc login` approved in a browser signed in with the
+// one-time code, the agent created as the console does, `svc init`, and
+// one `svc dev` whose auto-migrate writes the greetings table's migration
+// (the box applies it; it runs no auto-migrate).
+func newDeployWalk(t *testing.T) *deployWalk {
+	t.Helper()
+	w := &deployWalk{t: t, user: baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CI=1")}
+	cp, signInCode := startTestControlPlane(t, testPostgresURL(t))
+	w.cp = cp
+	browser := walkBrowser(t, cp.url)
+	w.cred = walkLogin(t, w.user, cp.url, func(userCode string) {
+		browser.form("/device/sign-in", url.Values{"user_code": {userCode}, "sign_in_code": {signInCode}})
+		browser.form("/device/approve", url.Values{"user_code": {userCode}})
+	}, &w.outputs)
+	if out, code := w.svc(t.TempDir(), "whoami"); code != 0 || !strings.Contains(out, "organization default") {
+		t.Fatalf("svc whoami = %d %s", code, out)
+	}
+	if status := browser.json("POST", "/api/orgs/default/agents", map[string]string{"slug": "demo", "name": "Demo"}); status != 201 {
+		t.Fatalf("create the agent = %d", status)
+	}
+	parent := t.TempDir()
+	if out, code := w.svc(parent, "init", "demo"); code != 0 {
+		t.Fatalf("svc init = %d %s", code, out)
+	}
+	w.dir = filepath.Join(parent, "demo")
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(pgFallbackRoot, pgProjectHash(w.dir))) })
+	model := newFakeProvider(t)
+	w.modelEnv = []string{"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL=" + model.URL + "/v1"}
+	dev := startDev(t, w.dir, append(append([]string{}, w.user...), append(w.modelEnv, "SVC_DATABASE_URL="+testPostgresURL(t))...))
+	if code := dev.interrupt(); code != 0 {
+		t.Fatalf("svc dev exit = %d\n%s", code, dev.stderr.String())
+	}
+	w.outputs = append(w.outputs, dev.stderr.String())
+	if migrations, _ := filepath.Glob(filepath.Join(w.dir, ".svc", "migrations", "*.sql")); len(migrations) != 1 {
+		t.Fatalf("svc dev wrote migrations %v; want the greetings table's", migrations)
+	}
+	return w
+}
+
+// svc runs the CLI as the signed-in user in dir and keeps its output.
+func (w *deployWalk) svc(dir string, args ...string) (string, int) {
+	w.t.Helper()
+	stdout, stderr, code := cli(w.t, dir, w.user, args...)
+	w.outputs = append(w.outputs, stdout, stderr)
+	return stdout, code
+}
+
+// boxEnv is the box's environment as the walkthrough's `docker run` sets
+// it (the fake model provider standing in for the real one), plus extra.
+func (w *deployWalk) boxEnv(extra ...string) []string {
+	return append(append([]string{"SVC_IMAGE_TAG=1.0.0", "SVC_CONTROL_PLANE_URL=" + w.cp.url}, w.modelEnv...), extra...)
+}
+
+// link runs `svc link` for the box with its minted secret and returns the
+// installation id the --agent verbs address: the deployment registered,
+// the box taught and armed.
+func (w *deployWalk) link(box *boxProcess, secret string) string {
+	w.t.Helper()
+	out, code := w.svc(w.dir, "--json", "link", "--agent", "demo", "--url", box.url, "--secret", secret, "--tag", "1.0.0", "--no-agents", "--force")
+	var p linkPayload
+	if e := cpEnvelope(w.t, strings.TrimSpace(out), &p); code != 0 || !e.OK || p.Deployment.URL != box.url || p.Deployment.ImageTag != "1.0.0" ||
+		p.IdentityVerification.State != linkArmed || p.LocalDevInstallation.ID == "" {
+		w.t.Fatalf("svc link = %d %s", code, out)
+	}
+	return p.LocalDevInstallation.ID
+}
+
+// listWorkflows checks `svc workflows list --agent inst`: the scaffold's
+// two workflows, greet first.
+func (w *deployWalk) listWorkflows(inst string) {
+	w.t.Helper()
+	var list struct{ Items []workflowItem }
+	out, code := w.svc(w.t.TempDir(), "--json", "workflows", "list", "--agent", inst)
+	if e := cpEnvelope(w.t, strings.TrimSpace(out), &list); code != 0 || !e.OK || len(list.Items) != 2 || list.Items[0].Name != "greet" {
+		w.t.Fatalf("svc workflows list --agent = %d %s", code, out)
+	}
+}
+
+// walkGreeting is the output of the scaffold's greet workflow: the row it
+// inserted with sql and the file it wrote with storage.
+type walkGreeting struct {
+	Greeting string `json:"greeting"`
+	ID       int    `json:"id"`
+	File     string `json:"file"`
+}
+
+// greet starts the greet workflow for name with --agent inst, waits for
+// the run to complete and returns its id and output, which must greet
+// name and name the file of its row.
+func (w *deployWalk) greet(inst, name string) (string, walkGreeting) {
+	w.t.Helper()
+	var receipt startReceipt
+	out, code := w.svc(w.t.TempDir(), "--json", "workflows", "start", "greet", "--input", `{"name":"`+name+`"}`, "--agent", inst)
+	if e := cpEnvelope(w.t, strings.TrimSpace(out), &receipt); code != 0 || !e.OK || receipt.Status != "started" || receipt.RunID == "" {
+		w.t.Fatalf("svc workflows start greet --agent = %d %s", code, out)
+	}
+	r := w.completedGreeting(inst, receipt.RunID)
+	if r.Greeting != "Hello, "+name+"!" || r.File != "greetings/"+strconv.Itoa(r.ID)+".txt" {
+		w.t.Fatalf("greet %s = %+v", name, r)
+	}
+	return receipt.RunID, r
+}
+
+// completedGreeting waits with `svc runs get --wait --agent inst` for the
+// greet run runID to complete and returns its output.
+func (w *deployWalk) completedGreeting(inst, runID string) walkGreeting {
+	w.t.Helper()
+	var got struct{ Run runRecord }
+	var r walkGreeting
+	out, code := w.svc(w.t.TempDir(), "--json", "runs", "get", runID, "--wait", "30s", "--agent", inst)
+	if e := cpEnvelope(w.t, strings.TrimSpace(out), &got); code != 0 || !e.OK || got.Run.Status != "completed" || json.Unmarshal(got.Run.Output, &r) != nil {
+		w.t.Fatalf("svc runs get %s --wait --agent = %d %s", runID, code, out)
+	}
+	return r
+}
+
+// finish stops the boxes and the control plane and fails if any output
+// holds the signing secret or the credential, but for the boxes' logs:
+// together they hold the secret once, the first boot's, and never the
+// credential.
+func (w *deployWalk) finish(secret string, boxes ...*boxProcess) {
+	w.t.Helper()
+	outs := w.outputs
+	logged := 0
+	for _, b := range boxes {
+		b.stop()
+		outs = append(outs, b.stdout.String())
+		logged += strings.Count(b.stderr.String(), secret)
+		if strings.Contains(b.stderr.String(), w.cred) {
+			w.t.Errorf("a box's log holds the credential")
 		}
 	}
-	// The box logs its secret once, on its first boot, and nothing else of it.
-	if strings.Count(box.stderr.String(), secret) != 1 || strings.Contains(box.stderr.String(), cred) {
-		t.Fatalf("the box's log holds the secret %d times (want 1, its first boot) or the credential", strings.Count(box.stderr.String(), secret))
+	w.cp.stop()
+	outs = append(outs, w.cp.stdout.String(), w.cp.stderr.String())
+	for _, o := range outs {
+		if strings.Contains(o, secret) || strings.Contains(o, w.cred) {
+			w.t.Fatalf("a process's output holds the signing secret or the credential:\n%s", o)
+		}
+	}
+	if logged != 1 {
+		w.t.Fatalf("the boxes' logs hold the secret %d times; want once, on the first boot", logged)
 	}
 }
 
