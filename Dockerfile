@@ -21,6 +21,14 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/svc . && /out/svc init /out/app
 
+# The binary, at /svc: the build stage's, or a static one built outside
+# when a named context replaces this stage (--build-context svc=DIR, DIR
+# holding svc). With both svc and project given, the golang stage is never
+# built nor pulled: TestDeploymentWalkthroughImage builds this Dockerfile
+# that way with podman, where no registry is reachable.
+FROM scratch AS svc
+COPY --from=build /out/svc /svc
+
 # The project served; replaced by --build-context project=DIR.
 FROM scratch AS project
 COPY --from=build /out/app /
@@ -31,8 +39,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin svc \
  && mkdir -p /data /app && chown svc:svc /data && chmod 0700 /data
-COPY --from=build /out/svc /usr/local/bin/svc
-COPY --from=project / /app
+COPY --from=svc /svc /usr/local/bin/svc
+COPY --from=project --chown=svc:svc / /app
 USER svc:svc
 VOLUME /data
 EXPOSE 8080

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,6 +64,50 @@ func TestDeploymentWalkthrough(t *testing.T) {
 		t.Fatalf("start an unknown workflow --agent = %d %s; want exit 4", code, out)
 	}
 	w.finish(secret, box)
+}
+
+// TestDeploymentWalkthroughImage walks the deploy walkthrough with the box
+// in the container image, started as the README's `docker run` starts it:
+// the Dockerfile built with podman (container_test.go), the container
+// booted with a /data volume and no DATABASE_URL, so the box runs the
+// image's PostgreSQL under /data, every process of it as the image's user
+// (uid 10001); the minted secret in its log, link, a greet run to
+// completion with --agent. A second container on the same volume logs no
+// secret and keeps the state: the first run (the journal), the greetings
+// table (the next row is 2) and the teaching and secret (--agent still
+// answered).
+func TestDeploymentWalkthroughImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a container image and runs a control plane, svc dev and the box in a container")
+	}
+	podman := newContainerPodman(t)
+	w := newDeployWalk(t)
+	image := podman.build(w.dir)
+	port := freePortBase(t)
+	box := podman.startBox(image, "svc-walkthrough-data", port, w.boxEnv())
+	if uids := podman.hostUIDs(box); slices.IndexFunc(uids, func(u string) bool { return u != "10001" }) >= 0 {
+		t.Fatalf("the container's processes run as host users %v; want 10001, the image's svc user, for all", uids)
+	}
+	secret := boxMintedSecret(t, box.boxProcess)
+	if log := box.stderr.String(); !strings.Contains(log, "provider=local") || strings.Contains(log, "the database lacks") {
+		t.Fatalf("want the box on the image's PostgreSQL under /data, with the project's migration applied:\n%s", log)
+	}
+	inst := w.link(box.boxProcess, secret)
+	w.listWorkflows(inst)
+	first, r := w.greet(inst, "Ada")
+	if r.ID != 1 {
+		t.Fatalf("the first greeting's id = %d; want 1", r.ID)
+	}
+	box.stop()
+
+	again := podman.startBox(image, "svc-walkthrough-data", port, w.boxEnv())
+	if r := w.completedGreeting(inst, first); r.Greeting != "Hello, Ada!" {
+		t.Fatalf("after the restart, the first run's output = %+v", r)
+	}
+	if _, r := w.greet(inst, "Grace"); r.ID != 2 {
+		t.Fatalf("after the restart, the second greeting's id = %d; want 2 (the first row kept under /data)", r.ID)
+	}
+	w.finish(secret, box.boxProcess, again.boxProcess)
 }
 
 // deployWalk is the README's deploy walkthrough up to the box: a control
