@@ -238,7 +238,7 @@ func containerRootfs(t testing.TB) string {
 	if err := os.MkdirAll(filepath.Dir(tarball), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	partial := tarball + ".partial"
+	partial := fmt.Sprintf("%s.%d.partial", tarball, os.Getpid()) // two test runs may make it at once
 	ctx, cancel := context.WithTimeout(context.Background(), containerStepTimeout)
 	defer cancel()
 	args := append([]string{"--variant=minbase", "--format=tar", "bookworm", partial}, containerSources(t)...)
