@@ -34,9 +34,18 @@ type envelopeProcess struct {
 // first stdout line, an ok envelope, and decodes its data into data.
 func startEnvelopeProcess(t testing.TB, env []string, data any, args ...string) *envelopeProcess {
 	t.Helper()
-	p := &envelopeProcess{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(svcBinary(t), args...)
-	p.cmd.Env = env
+	cmd := exec.Command(svcBinary(t), args...)
+	cmd.Env = env
+	return startEnvelopeCommand(t, cmd, data)
+}
+
+// startEnvelopeCommand is startEnvelopeProcess for a command that runs svc
+// some other way (in a container: containerPodman.startBox); cmd's stdout
+// and stderr must be unset.
+func startEnvelopeCommand(t testing.TB, cmd *exec.Cmd, data any) *envelopeProcess {
+	t.Helper()
+	p := &envelopeProcess{t: t, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	what := strings.Join(append([]string{filepath.Base(cmd.Args[0])}, cmd.Args[1:]...), " ")
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -66,12 +75,12 @@ func startEnvelopeProcess(t testing.TB, env []string, data any, args ...string) 
 			Data json.RawMessage `json:"data"`
 		}
 		if json.Unmarshal([]byte(line), &env); !env.OK || json.Unmarshal(env.Data, data) != nil {
-			t.Fatalf("svc %s printed %q\nstderr:\n%s", strings.Join(args, " "), line, p.stderr.String())
+			t.Fatalf("%s printed %q\nstderr:\n%s", what, line, p.stderr.String())
 		}
 	case <-p.exited:
-		t.Fatalf("svc %s exited early (%v)\nstderr:\n%s", strings.Join(args, " "), p.cmd.ProcessState, p.stderr.String())
+		t.Fatalf("%s exited early (%v)\nstderr:\n%s", what, p.cmd.ProcessState, p.stderr.String())
 	case <-time.After(90 * time.Second):
-		t.Fatalf("svc %s not up after 90s\nstderr:\n%s", strings.Join(args, " "), p.stderr.String())
+		t.Fatalf("%s not up after 90s\nstderr:\n%s", what, p.stderr.String())
 	}
 	return p
 }
