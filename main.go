@@ -90,7 +90,9 @@
 //	             (src/schema.ts to migrations)
 //	agents       agent.go (the agent loop and tools), session.go (durable sessions), agent_history.go
 //	             (a session's transcript), model.go, providers.go (model provider clients)
-//	services     s3.go, s3_multipart.go and s3_sigv4.go (the built-in object storage), storage_client.go (an S3
+//	services     s3.go, s3_multipart.go, s3_sigv4.go and s3_conditional.go (the built-in object storage;
+//	             its tests run against versitygw too: versitygw_test.go, storage_suite_test.go,
+//	             s3_judge_test.go), storage_client.go (an S3
 //	             client sharing the server's signing code), secrets.go (encrypted secrets), files.go
 //	             (atomic writes and private modes), fdatasync_*.go (durable writes per OS)
 //	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_link.go, cp_proxy.go (the signed
