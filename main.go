@@ -43,7 +43,7 @@
 //	HMAC_SECRET          svc serve's signing secret, instead of the one minted on its first boot
 //	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
 //	SVC_API_KEYS         keys the chat wires accept (svc serve; svc dev --listen)
-//	SVC_S3_ENDPOINT      external object storage (svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
+//	SVC_S3_ENDPOINT      external object storage, instead of the built-in one (svc dev: keys from .env; svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
 //	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes a linked session at public_url (registration tokens from its control plane)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
