@@ -56,6 +56,10 @@ type devOptions struct {
 	// relayAddr and relayName are SVC_RELAY_URL's address and TLS name
 	// ("": no tunnel; tunnel.go).
 	relayAddr, relayName string
+
+	// s3Endpoint is SVC_S3_ENDPOINT: the external object storage user code
+	// uses ("": the built-in one, on s3Port).
+	s3Endpoint string
 }
 
 // parseDevOptions validates the flags and SVC_DEV_PORT_OFFSET before
@@ -95,6 +99,7 @@ func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
 			return o, failf(codeGeneric, "set SVC_RELAY_URL to the relay's address, e.g. https://relay.example.com", "invalid SVC_RELAY_URL: %v", err)
 		}
 	}
+	o.s3Endpoint = c.getenv("SVC_S3_ENDPOINT")
 	o.printContract = get("print-contract") == "true"
 	fs.Visit(func(f *flag.Flag) {
 		v := f.Value.String() == "true"
@@ -257,11 +262,16 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, portInUse("API", opts.apiPort, opts.offset, err)
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { apiLn.Close(); return nil })
-	s3Ln, err := net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.s3Port)))
-	if err != nil {
-		return nil, portInUse("object storage", opts.s3Port, opts.offset, err)
+	// The built-in object storage listens only when it serves: not beside SVC_S3_ENDPOINT.
+	var s3Ln net.Listener
+	s3Endpoint := opts.s3Endpoint
+	if s3Endpoint == "" {
+		if s3Ln, err = net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.s3Port))); err != nil {
+			return nil, portInUse("object storage", opts.s3Port, opts.offset, err)
+		}
+		rt.closers = append(rt.closers, func(context.Context) error { s3Ln.Close(); return nil })
+		s3Endpoint = "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.s3Port))
 	}
-	rt.closers = append(rt.closers, func(context.Context) error { s3Ln.Close(); return nil })
 	// .svc is the user's alone; a project of an earlier version has 0755 and 0644 there.
 	if err := tightenTree(proj.stateDir()); err != nil {
 		return nil, err
@@ -291,10 +301,6 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	rt.log.Info("postgres up", "provider", rt.pg.Provider, "url", redactURL(rt.pg.URL))
 
 	// 2. and 3. Migrations, engine, secrets, object storage, agents, gate.
-	s3Endpoint := "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.s3Port))
-	if ext := c.getenv("SVC_S3_ENDPOINT"); ext != "" {
-		s3Endpoint = ext
-	}
 	if err := rt.open(ctx, runtimeOptions{Command: "svc dev", PostgresURL: rt.pg.URL, StateDir: proj.stateDir(), Getenv: c.getenv,
 		Verbose: verbose, S3Listener: s3Ln, S3Endpoint: s3Endpoint}); err != nil {
 		return nil, err

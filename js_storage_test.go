@@ -18,8 +18,14 @@ import (
 // storageTestPlatform returns a platform whose storage reaches a fresh built-in server.
 func storageTestPlatform(t testing.TB) *jsPlatform {
 	t.Helper()
+	return storageTargetPlatform(t, newStorageTestServer(t, "storagekey", "storagesecret"))
+}
+
+// storageTargetPlatform returns a platform whose storage reaches target.
+func storageTargetPlatform(t testing.TB, target storageTarget) *jsPlatform {
+	t.Helper()
 	p := newJSPlatform()
-	if err := storageConfigure(p, newStorageTestServer(t, "storagekey", "storagesecret")); err != nil {
+	if err := storageConfigure(p, target); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -69,8 +75,8 @@ func storageMustRunJS(t testing.TB, p *jsPlatform, src string) string {
 	return out
 }
 
-func TestStorageJSPutGet(t *testing.T) {
-	p := storageTestPlatform(t)
+func storageCasePutGet(t *testing.T, target storageTarget) {
+	p := storageTargetPlatform(t, target)
 	out := storageMustRunJS(t, p, `
 exports.run = async () => {
   const r = [];
@@ -141,8 +147,8 @@ exports.run = async () => {
 	}
 }
 
-func TestStorageJSLargeBodyAndRanges(t *testing.T) {
-	p := storageTestPlatform(t)
+func storageCaseLargeBodyAndRanges(t *testing.T, target storageTarget) {
+	p := storageTargetPlatform(t, target)
 	out := storageMustRunJS(t, p, `
 exports.run = async () => {
   const big = "0123456789".repeat(20000); // 200,000 bytes: past what get() reads eagerly
@@ -176,8 +182,8 @@ exports.run = async () => {
 	}
 }
 
-func TestStorageJSList(t *testing.T) {
-	p := storageTestPlatform(t)
+func storageCaseList(t *testing.T, target storageTarget) {
+	p := storageTargetPlatform(t, target)
 	out := storageMustRunJS(t, p, `
 exports.run = async () => {
   for (const k of ["a/1", "a/2", "a/b/3", "b/4", "c"]) await storage.put(k, k);
@@ -208,8 +214,8 @@ exports.run = async () => {
 	}
 }
 
-func TestStorageJSPresign(t *testing.T) {
-	p := storageTestPlatform(t)
+func storageCasePresign(t *testing.T, target storageTarget) {
+	p := storageTargetPlatform(t, target)
 	out := storageMustRunJS(t, p, `
 exports.run = async () => {
   await storage.put("dl/file name.txt", "download me");
@@ -295,24 +301,24 @@ func TestStorageJSInvalidArguments(t *testing.T) {
 	}
 }
 
-func TestStorageJSErrors(t *testing.T) {
-	// Wrong keys: the endpoint's answer is a StorageError with its code and status.
-	target := newStorageTestServer(t, "storagekey", "storagesecret")
+// storageCaseWrongSecret: with wrong keys, the endpoint's answer is a StorageError with its
+// code and status (the message is the server's own).
+func storageCaseWrongSecret(t *testing.T, target storageTarget) {
 	target.SecretKey = "wrong"
-	p := newJSPlatform()
-	if err := storageConfigure(p, target); err != nil {
-		t.Fatal(err)
-	}
+	p := storageTargetPlatform(t, target)
 	out := storageMustRunJS(t, p, `
 exports.run = async () => {
   try { await storage.put("k", "x"); } catch (e) {
     return { name: e.name, code: e.code, status: e.status, message: e.message, isError: e instanceof Error };
   }
 };`)
-	want := `{"name":"StorageError","code":"SignatureDoesNotMatch","status":403,"message":"storage put \"k\": SignatureDoesNotMatch (403): The request signature we calculated does not match the signature you provided. Check your key and signing method.","isError":true}`
-	if out != want {
-		t.Errorf("wrong secret:\n got %s\nwant %s", out, want)
+	want := `{"name":"StorageError","code":"SignatureDoesNotMatch","status":403,"message":"storage put \"k\": SignatureDoesNotMatch (403): `
+	if !strings.HasPrefix(out, want) || !strings.HasSuffix(out, `","isError":true}`) {
+		t.Errorf("wrong secret:\n got %s\nwant %s…", out, want)
 	}
+}
+
+func TestStorageJSNotConfigured(t *testing.T) {
 	// No object storage: every call says so.
 	for _, call := range []string{`storage.get("k")`, `storage.presign("k")`} {
 		_, err := storageRunJS(t, newJSPlatform(), "exports.run = async () => "+call+";")
@@ -344,8 +350,8 @@ func TestStorageJSWorkflowVM(t *testing.T) {
 	}
 }
 
-func TestStorageJSStreams(t *testing.T) {
-	p := storageTestPlatform(t)
+func storageCaseStreams(t *testing.T, target storageTarget) {
+	p := storageTargetPlatform(t, target)
 	out := storageMustRunJS(t, p, `
 // chunks returns a stream of n chunks of size bytes, chunk i filled with i, pulled lazily.
 const chunks = (n, size) => {

@@ -45,7 +45,7 @@
 //	HMAC_SECRET          svc serve's signing secret, instead of the one minted on its first boot
 //	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
 //	SVC_API_KEYS         keys the chat wires accept (svc serve; svc dev --listen)
-//	SVC_S3_ENDPOINT      external object storage (svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
+//	SVC_S3_ENDPOINT      external object storage, instead of the built-in one (svc dev: keys from .env; svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
 //	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes a linked session at public_url, with that port unless 443 (registration tokens from its control plane)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
 //	SVC_RESPONSE_RETENTION how long kept Responses-wire responses stay (default 30d; 0 keeps them)
@@ -94,10 +94,11 @@
 //	agents       agent.go (the agent loop and tools), session.go (durable sessions), session_responses.go
 //	             (kept Responses-wire responses), agent_history.go
 //	             (a session's transcript), model.go, providers.go (model provider clients)
-//	services     s3.go, s3_multipart.go, s3_sigv4.go and s3_sigv2.go (the built-in object storage),
-//	             storage_client.go (an S3 client sharing the server's signing code), secrets.go
-//	             (encrypted secrets), files.go (atomic writes and private modes), fdatasync_*.go
-//	             (durable writes per OS)
+//	services     s3.go, s3_multipart.go, s3_sigv4.go, s3_sigv2.go and s3_conditional.go (the built-in
+//	             object storage; its tests run against versitygw too: versitygw_test.go,
+//	             storage_suite_test.go, s3_judge_test.go), storage_client.go (an S3 client sharing the
+//	             server's signing code), secrets.go (encrypted secrets), files.go (atomic writes and
+//	             private modes), fdatasync_*.go (durable writes per OS)
 //	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_link.go, cp_proxy.go (the signed
 //	             proxy to deployments), cp_network.go (SVC_DEPLOYMENT_NETWORKS, checked at dial time),
 //	             cp_console.go (the console at deeplinks and for boxes), cp_client.go

@@ -140,7 +140,9 @@ var (
 	s3ErrIncompleteBody   = &s3Error{http.StatusBadRequest, "IncompleteBody", "You did not provide the number of bytes specified by the Content-Length HTTP header."}
 	s3ErrChunkedEncoding  = &s3Error{http.StatusBadRequest, "InvalidRequest", "The aws-chunked request body is malformed."}
 	s3ErrEntityTooLarge   = &s3Error{http.StatusBadRequest, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed object size."}
-	s3ErrInternal         = &s3Error{http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again."}
+	// s3ErrMissingContentLength answers a PutObject or UploadPart that does not say its length.
+	s3ErrMissingContentLength = &s3Error{http.StatusLengthRequired, "MissingContentLength", "You must provide the Content-Length HTTP header."}
+	s3ErrInternal             = &s3Error{http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again."}
 )
 
 // s3BadRequest returns a 400 s3Error with the given code and message.
@@ -528,8 +530,10 @@ func s3ReadMeta(path string) (*s3Meta, error) {
 // commit makes meta the content of the sidecar dir/name. The spooled file tmpData, if any, is
 // first moved into dir under a fresh name that meta records; then the sidecar is renamed over
 // the old one (the commit point) and the data the old sidecar named is removed. Every rename
-// is followed by an fsync of dir. A missing dir yields an fs.ErrNotExist error.
-func (s *s3Server) commit(dir, name string, meta *s3Meta, tmpData string) (err error) {
+// is followed by an fsync of dir. A missing dir yields an fs.ErrNotExist error. check, when
+// not nil, sees the sidecar being replaced (nil for none) under the name's lock, so a
+// conditional write's test and its commit are one step; its error aborts the commit.
+func (s *s3Server) commit(dir, name string, meta *s3Meta, tmpData string, check func(old *s3Meta) error) (err error) {
 	if tmpData != "" {
 		meta.Data = "d" + randomID("", 16)
 		data := filepath.Join(dir, meta.Data)
@@ -559,12 +563,21 @@ func (s *s3Server) commit(dir, name string, meta *s3Meta, tmpData string) (err e
 	mu := s.nameLock(path)
 	mu.Lock()
 	old, _ := s3ReadMeta(path)
-	err = os.Rename(tmpMeta, path)
+	if check != nil {
+		err = check(old)
+	}
 	if err == nil {
-		err = syncDir(dir)
+		if err = os.Rename(tmpMeta, path); err == nil {
+			err = syncDir(dir)
+		}
 	}
 	mu.Unlock()
 	s.bucketMu.RUnlock()
+	var se *s3Error
+	if errors.As(err, &se) {
+		os.Remove(tmpMeta)
+		return err
+	}
 	if err != nil {
 		os.Remove(tmpMeta)
 		return fmt.Errorf("commit %q: %w", name, err)
@@ -770,6 +783,13 @@ func s3BodyChecksum(r *http.Request) (h hash.Hash, name string, claimed func() s
 // Content-MD5 and any x-amz-checksum-* the client sent. It returns the spooled file, its size
 // and MD5.
 func (s *s3Server) receive(r *http.Request) (path string, size int64, sum []byte, err error) {
+	// S3 needs the length before the body: a Content-Length, or for an aws-chunked body the
+	// x-amz-decoded-content-length (s3WrapBody checks it). A chunked body has length -1; a
+	// request with neither header has length 0 and no Content-Length.
+	unknown := r.ContentLength < 0 || r.ContentLength == 0 && r.Header.Get("Content-Length") == ""
+	if unknown && r.Header.Get("X-Amz-Decoded-Content-Length") == "" {
+		return "", 0, nil, s3ErrMissingContentLength
+	}
 	var wantMD5 []byte
 	if v := r.Header.Get("Content-MD5"); v != "" {
 		wantMD5, err = base64.StdEncoding.DecodeString(v)
@@ -1271,6 +1291,16 @@ func (s *s3Server) handleGetObject(w http.ResponseWriter, r *http.Request, bucke
 		return err
 	}
 	defer f.Close()
+	notModified, err := s3ReadPrecondition(r.Header, meta)
+	if err != nil {
+		return err
+	}
+	if notModified {
+		w.Header().Set("ETag", meta.ETag)
+		w.Header().Set("Last-Modified", meta.Modified.UTC().Format(http.TimeFormat))
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
 	start, length, partial, err := s3ParseRange(r.Header.Get("Range"), meta.Size)
 	if err != nil {
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", meta.Size))
@@ -1310,12 +1340,16 @@ func (s *s3Server) handlePutObject(w http.ResponseWriter, r *http.Request, bucke
 	if err := s3MetaFromHeaders(r.Header, meta); err != nil {
 		return err
 	}
+	check, err := s3WritePrecondition(r.Header)
+	if err != nil {
+		return err
+	}
 	path, size, sum, err := s.receive(r)
 	if err != nil {
 		return err
 	}
 	meta.Size, meta.ETag, meta.Modified = size, s3ETag(sum), s.now().UTC()
-	if err := s.commitObject(bucket, meta, path); err != nil {
+	if err := s.commitObject(bucket, meta, path, check); err != nil {
 		return err
 	}
 	w.Header().Set("ETag", meta.ETag)
@@ -1323,9 +1357,10 @@ func (s *s3Server) handlePutObject(w http.ResponseWriter, r *http.Request, bucke
 	return nil
 }
 
-// commitObject commits an object's sidecar and spooled data into its bucket.
-func (s *s3Server) commitObject(bucket string, meta *s3Meta, path string) error {
-	err := s.commit(s.bucketDir(bucket), s3ObjectName(meta.Key), meta, path)
+// commitObject commits an object's sidecar and spooled data into its bucket, if check (nil
+// for none) passes on the object it replaces.
+func (s *s3Server) commitObject(bucket string, meta *s3Meta, path string, check func(old *s3Meta) error) error {
+	err := s.commit(s.bucketDir(bucket), s3ObjectName(meta.Key), meta, path, check)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s3ErrNoSuchBucket
 	}
@@ -1380,7 +1415,7 @@ func (s *s3Server) handleCopyObject(w http.ResponseWriter, r *http.Request, buck
 		return err
 	}
 	meta.Size, meta.ETag, meta.Modified = size, s3ETag(sum), s.now().UTC()
-	if err := s.commitObject(bucket, meta, path); err != nil {
+	if err := s.commitObject(bucket, meta, path, nil); err != nil {
 		return err
 	}
 	s3WriteXML(w, http.StatusOK, s3CopyResult{Xmlns: s3XMLNamespace, LastModified: s3XMLTime(meta.Modified), ETag: meta.ETag})

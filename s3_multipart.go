@@ -97,7 +97,7 @@ func (s *s3Server) handleUploadPart(w http.ResponseWriter, r *http.Request, buck
 		return err
 	}
 	meta := &s3Meta{Part: part, Size: size, ETag: s3ETag(sum), Modified: s.now().UTC()}
-	err = s.commit(dir, s3PartName(part), meta, path)
+	err = s.commit(dir, s3PartName(part), meta, path, nil)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s3ErrNoSuchUpload
 	}
@@ -253,6 +253,10 @@ func (s *s3Server) handleCompleteMultipartUpload(w http.ResponseWriter, r *http.
 	if err != nil {
 		return err
 	}
+	check, err := s3WritePrecondition(r.Header)
+	if err != nil {
+		return err
+	}
 	var req s3CompleteRequest
 	if found, err := s3ReadXML(r, &req); err != nil {
 		return err
@@ -298,7 +302,7 @@ func (s *s3Server) handleCompleteMultipartUpload(w http.ResponseWriter, r *http.
 	}
 	meta := &s3Meta{Key: key, Size: size, ETag: fmt.Sprintf(`"%x-%d"`, etags.Sum(nil), len(req.Parts)), Modified: s.now().UTC(),
 		ContentType: upload.ContentType, Headers: upload.Headers, Metadata: upload.Metadata}
-	if err := s.commitObject(bucket, meta, path); err != nil {
+	if err := s.commitObject(bucket, meta, path, check); err != nil {
 		return err
 	}
 	if err := s.discardDir(s.uploadsDir(), filepath.Base(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {

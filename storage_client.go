@@ -240,7 +240,10 @@ func (c *storageClient) do(ctx context.Context, op, key, method string, u *url.U
 		req.Header[k] = v
 	}
 	payload := s3EmptySHA256
-	if body != nil {
+	// An empty body goes as none: net/http sends a non-nil body of length 0 chunked, without
+	// Content-Length, which S3 refuses (411 MissingContentLength). A PUT or POST without a
+	// body still carries "Content-Length: 0".
+	if len(body) > 0 {
 		sum := sha256.Sum256(body)
 		payload = hex.EncodeToString(sum[:])
 		req.Body = io.NopCloser(bytes.NewReader(body))

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // storageE2EWorkflow writes text, JSON and bytes from a step, reads them back, lists them
@@ -100,10 +102,15 @@ func TestStorageEndToEnd(t *testing.T) {
 }
 
 // TestStorageExternalEndpoint runs the same workflow with SVC_S3_ENDPOINT naming another S3
-// server (keys from .env): the objects land there, not in the built-in endpoint.
+// server, versitygw (keys from .env): the objects land there, and svc dev opens no built-in
+// object storage beside it.
 func TestStorageExternalEndpoint(t *testing.T) {
-	const access, secret = "AKIAEXTERNAL", "external-secret-0123456789"
-	target := newStorageTestServer(t, access, secret)
+	// The bucket user code gets is svc's (S3_BUCKET), made on versitygw beside its own.
+	endpoint, access, secret, _ := startVersityGW(t)
+	target := storageTarget{Endpoint: endpoint, Bucket: runtimeBucket, AccessKey: access, SecretKey: secret}
+	if err := storageTestCreateBucket(target); err != nil {
+		t.Fatal(err)
+	}
 	dir := projectDir(t)
 	writeFile(t, dir, ".env", "S3_ACCESS_KEY_ID="+access+"\nS3_SECRET_ACCESS_KEY="+secret+"\n")
 	writeFile(t, dir, "workflows/files.workflow.ts", storageE2EWorkflow)
@@ -125,19 +132,14 @@ func TestStorageExternalEndpoint(t *testing.T) {
 	if string(got) != "hello from svc" {
 		t.Errorf("external object = %q", got)
 	}
-	// The built-in endpoint (which adopted the same keys) holds nothing.
-	builtin := target
+	// Nothing listens where the built-in object storage would (API port + 2).
 	api, err := url.Parse(d.payload.EmulatorURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	port, _ := strconv.Atoi(api.Port())
-	builtin.Endpoint = "http://127.0.0.1:" + strconv.Itoa(port+2) // object storage is API+2
-	in, err := newStorageClient(builtin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if page, err := in.list(context.Background(), storageListOptions{}); err != nil || len(page.Objects) != 0 {
-		t.Errorf("built-in endpoint: %+v, %v; want it empty", page, err)
+	if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port+2), 5*time.Second); err == nil {
+		conn.Close()
+		t.Errorf("with SVC_S3_ENDPOINT set, something listens on the built-in object storage port %d", port+2)
 	}
 }
