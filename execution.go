@@ -82,6 +82,11 @@ type execution struct {
 	// not yield within the engine's BusyLimit.
 	runaway atomic.Bool
 	busy    *time.Timer
+	// guidance is the first "cannot be used in workflow code" error the
+	// workflow code provoked (fetch, timers: js/workflow_prelude.js). A
+	// package may catch it and throw its own ("Request timed out."), so a
+	// failed run names it too (withGuidance).
+	guidance string
 }
 
 // execute runs one execution of r.
@@ -130,7 +135,7 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 	case errors.Is(err, context.Canceled):
 		e.mu.Unlock() // engine closing or run cancelled: nothing to record
 	case err != nil:
-		e.commitLocked(&journalEvent{Type: evEnd, Run: r.RunID, Status: runFailed, Error: toRunError(err)}, true)
+		e.commitLocked(&journalEvent{Type: evEnd, Run: r.RunID, Status: runFailed, Error: x.withGuidance(toRunError(err))}, true)
 	default:
 		ev := &journalEvent{Type: evEnd, Run: r.RunID, Status: runCompleted, Result: out}
 		if lerr := codeJSON.check(out); lerr != nil {
@@ -153,6 +158,17 @@ func (e *engine) armTimerLocked(r *runRecord) {
 	}
 	id := r.RunID
 	e.timers[id] = time.AfterFunc(time.Until(earliest), func() { e.schedule(id) })
+}
+
+// withGuidance adds to a failed run's error the guidance its workflow code
+// provoked, when the error does not already say it: a package that caught
+// "fetch cannot be used in workflow code" and threw "Connection error."
+// must not hide where the call belongs.
+func (x *execution) withGuidance(re *runError) *runError {
+	if x.guidance != "" && !strings.Contains(re.Message, x.guidance) {
+		re.Message += " (before that, the workflow code was told: " + x.guidance + ")"
+	}
+	return re
 }
 
 // toRunError converts an execution error into the run's error.
@@ -239,6 +255,11 @@ func workflowVMOptions(w *workflowVM, p *jsPlatform) vmOptions {
 			},
 			"__svc_random": func() float64 { return rng().Float64() },
 			"__svc_uuid":   func() string { return seededUUID(rng()) },
+			"__svc_guidance": func(msg string) {
+				if w.x != nil && w.x.guidance == "" {
+					w.x.guidance = msg
+				}
+			},
 		},
 	}
 }

@@ -207,6 +207,16 @@ export default defineAgent({
   tools: { noop: tool({ description: "Nothing", parameters: { type: "object" }, execute: () => "ok" }) },
 });
 `,
+	"workflows/direct.workflow.ts": `
+import OpenAI5 from "openai5";
+import OpenAI6 from "openai";
+export default async function direct(input: { v: 5 | 6 }) {
+  "use workflow";
+  const C = input.v === 5 ? OpenAI5 : OpenAI6;
+  const c = new C({ apiKey: process.env.OPENAI_API_KEY, baseURL: process.env.OPENAI_BASE_URL, maxRetries: 0 });
+  return await c.chat.completions.create({ model: "from-workflow", messages: [] });
+}
+`,
 	"workflows/probes.workflow.ts": `
 import OpenAI4 from "openai4";
 import OpenAI5 from "openai5";
@@ -297,6 +307,15 @@ func TestNPMImportTimePlatformProbes(t *testing.T) {
 	for _, r := range fake.requests() {
 		if r.Body["model"] == "from-workflow" {
 			t.Errorf("workflow code reached the provider: %s", r.Raw)
+		}
+	}
+	// Called from workflow code and not caught, they fail the run with
+	// their own error, and the run's error still says where the call
+	// belongs.
+	for _, v := range []int{5, 6} {
+		run := npmTestStart(t, d, "direct", map[string]any{"v": v})
+		if run.Status != "failed" || run.Error == nil || !strings.Contains(run.Error.Message, "cannot be used in workflow code") || !strings.Contains(run.Error.Message, "step") {
+			t.Errorf("openai %d.x called from workflow code: run %s %+v; want failed naming the step guidance", v, run.Status, run.Error)
 		}
 	}
 	var chat struct {

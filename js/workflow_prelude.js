@@ -19,9 +19,13 @@
   // __svc_uuid and getRandomValues from Math.random here.
   // Workflow code is replayed and must not do I/O or wait on real time:
   // say where such code belongs instead of failing with "not defined".
+  // The runtime keeps the first such message (__svc_guidance): a package
+  // may catch it and throw its own, and the failed run still says it.
   const notHere = (what, instead) =>
     function () {
-      throw new Error(what + " cannot be used in workflow code (it is replayed and must be deterministic): " + instead);
+      const message = what + " cannot be used in workflow code (it is replayed and must be deterministic): " + instead;
+      __svc_guidance(message);
+      throw new Error(message);
     };
   globalThis.fetch = notHere("fetch", 'move it into a step (a function whose body starts with "use step")');
   for (const t of ["setTimeout", "setInterval", "clearTimeout", "clearInterval"])
