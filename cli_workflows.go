@@ -396,8 +396,8 @@ func runsListQuery(fs *flag.FlagSet) (url.Values, error) {
 
 // runsListNext is the command that prints the page after the one shown:
 // the same filters, and the cursor.
-func runsListNext(fs *flag.FlagSet, cursor string) string {
-	cmd := "svc runs list"
+func runsListNext(self string, fs *flag.FlagSet, cursor string) string {
+	cmd := self + " runs list"
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name != "cursor" {
 			cmd += " --" + f.Name + " " + shellWord(f.Value.String())
@@ -461,7 +461,7 @@ func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		}
 		tw.Flush()
 		if out.NextCursor != "" {
-			fmt.Fprintf(w, "More runs: %s\n", runsListNext(fs, out.NextCursor))
+			fmt.Fprintf(w, "More runs: %s\n", runsListNext(c.selfCommand(c.dir), fs, out.NextCursor))
 		}
 	})
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -130,6 +131,14 @@ func TestRunsListPagesWithFilters(t *testing.T) {
 	wantNext := "More runs: svc runs list --limit 7 --status failed,cancelled --workflow greet --cursor " + cursor
 	if lines[2] != wantNext {
 		t.Errorf("last line = %q; want %q", lines[2], wantNext)
+	}
+
+	// The line names the binary as the user typed it (svc init's Next line does too).
+	fs := flag.NewFlagSet("runs list", flag.ContinueOnError)
+	fs.String("workflow", "", "")
+	fs.Parse([]string{"--workflow", "greet"})
+	if got := runsListNext("../svc", fs, "c1"); got != "../svc runs list --workflow greet --cursor c1" {
+		t.Errorf("next-page command = %q; want it to start with ../svc", got)
 	}
 
 	// Following it: the cursor is sent, and the last page says nothing more.
