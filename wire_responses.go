@@ -375,11 +375,13 @@ func (a *responsesAnswer) response(status string, res *agentResult) map[string]a
 }
 
 // add appends a finished item, streamed as output_item.added then
-// output_item.done.
+// output_item.done. It joins the output after its added event: when it is
+// the answer's first event, response.created (sent first) lists no output
+// yet, as OpenAI's does.
 func (a *responsesAnswer) add(item map[string]any) {
 	index := len(a.output)
-	a.output = append(a.output, item)
 	a.send("response.output_item.added", map[string]any{"output_index": index, "item": item})
+	a.output = append(a.output, item)
 	a.send("response.output_item.done", map[string]any{"output_index": index, "item": item})
 }
 

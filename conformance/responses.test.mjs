@@ -78,6 +78,19 @@ phaseTest("all", "runs a server-side tool and shows it as an mcp_call item", asy
   assert.equal(itemsOf(r, "function_call").length, 0);
 });
 
+phaseTest("all", "streams a response whose first output is a tool call as OpenAI does: created with no output, then the item added", async () => {
+  const events = [];
+  for await (const ev of await client.responses.create({ model: "helper", stream: true, input: 'call add {"a":2,"b":3}' })) events.push(ev);
+  assert.equal(events[0].type, "response.created");
+  assert.deepEqual(events[0].response.output, []);
+  assert.deepEqual(events[1].response.output, []);
+  const added = events.filter((e) => e.type === "response.output_item.added");
+  assert.equal(added[0].item.type, "mcp_call");
+  assert.deepEqual(added.map((e) => e.output_index), added.map((_, i) => i));
+  assert.equal(events.at(-1).type, "response.completed");
+  assert.equal(events.at(-1).response.output.length, added.length);
+});
+
 phaseTest("all", "returns a client function tool to the caller, whole and streamed", async () => {
   const r = await client.responses.create({ model: "helper", tools: [pickColor], input: 'call pick_color {"hint":"warm"}' });
   const [call] = itemsOf(r, "function_call");
