@@ -13,12 +13,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Wire names, as recorded on agent turns.
@@ -52,8 +57,13 @@ const (
 	wireErrCompile  = "agent_compile_failed"
 	wireErrBusy     = "session_busy"
 	wireErrUpstream = "upstream_error"
+	wireErrDatabase = "database_unavailable" // the runtime's PostgreSQL cannot be reached: retry
 	wireErrInternal = "internal_error"
 )
+
+// wireDatabaseRetryAfter is the Retry-After, in seconds, of a turn refused
+// while the runtime's database cannot be reached.
+const wireDatabaseRetryAfter = "5"
 
 // wireError is a failure answered in the caller's wire shape.
 type wireError struct {
@@ -82,10 +92,33 @@ func wireErrorFor(err error) *wireError {
 		return &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrGate, Message: err.Error()}
 	case errors.Is(err, errSessionNotFound):
 		return &wireError{Status: http.StatusNotFound, Kind: wireErrPrevious, Param: "previous_response_id", Message: err.Error()}
+	case wireDatabaseDown(err):
+		return &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrDatabase,
+			Message: "the runtime's database is unavailable; retry shortly (the server's log has the detail)"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &wireError{Status: http.StatusGatewayTimeout, Kind: wireErrUpstream, Message: "the turn was cancelled: " + err.Error()}
 	}
-	return &wireError{Status: http.StatusInternalServerError, Kind: wireErrInternal, Message: err.Error()}
+	// Internal errors carry what a caller must not see (the database's
+	// address, user and name, paths): the detail is in the log.
+	return &wireError{Status: http.StatusInternalServerError, Kind: wireErrInternal, Message: "the turn failed inside the runtime (the server's log has the detail)"}
+}
+
+// wireDatabaseDown reports whether err is a failure to reach PostgreSQL
+// (refused or reset connection, a timeout, a connection lost mid-query)
+// rather than an answer of it.
+func wireDatabaseDown(err error) bool {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe):
+		// The database answered, even if with an error. Its
+		// admin_shutdown and cannot_connect_now are it going away.
+		return pe.Code == "57P01" || pe.Code == "57P03"
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.Timeout(err):
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // wireCodec is one wire's request decoding and response encoding.
@@ -241,12 +274,16 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 	answer.finish(res)
 }
 
-// wireNoRetry tells SDKs not to retry an error that only the developer can
-// fix (x-should-retry: false, honoured by the openai and anthropic
-// clients): no model provider is configured.
+// wireNoRetry tells SDKs whether to retry: not an error that only the
+// developer can fix (x-should-retry: false, honoured by the openai and
+// anthropic clients: no model provider is configured), and after
+// Retry-After one that passes by itself (the database is unavailable).
 func wireNoRetry(w http.ResponseWriter, e *wireError) {
-	if e.Kind == wireErrNoModel {
+	switch e.Kind {
+	case wireErrNoModel:
 		w.Header().Set("x-should-retry", "false")
+	case wireErrDatabase:
+		w.Header().Set("Retry-After", wireDatabaseRetryAfter)
 	}
 }
 
@@ -802,6 +839,8 @@ func anthropicError(e *wireError) map[string]any {
 		body["type"] = "rate_limit_error"
 	case e.Kind == wireErrNoModel:
 		body["code"] = e.Kind
+	case e.Kind == wireErrDatabase:
+		body["type"], body["code"] = "overloaded_error", e.Kind
 	case e.Status == http.StatusServiceUnavailable:
 		body["type"] = "overloaded_error"
 	case e.Status < 500:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -569,5 +570,46 @@ func TestWiresAGUIApprovals(t *testing.T) {
 				t.Errorf("resumed run = %s; want success mentioning %q", r.Body, tt.want)
 			}
 		})
+	}
+}
+
+// TestWiresDatabaseUnavailable: with the runtime's PostgreSQL unreachable
+// (a port nothing listens on), a durable turn answers 503
+// database_unavailable with Retry-After in each wire's shape, and no
+// caller learns the database's address, user or name (the driver's error
+// used to be the 500's message).
+func TestWiresDatabaseUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	env := newWiresEnv(t, "postgres://dbuser:dbpass@"+addr+"/secretdb?connect_timeout=2")
+	session := map[string]string{"Authorization": wiresBearer["Authorization"], "x-svc-session": "s1"}
+	tests := []struct {
+		path, body, field, want string
+	}{
+		{"/openai/v1/chat/completions", wiresOpenAIBody("helper", "hi", false), "error.code", "database_unavailable"},
+		{"/anthropic/v1/messages", wiresAnthropicBody("helper", "hi", false), "error.type", "overloaded_error"},
+		{"/agui/helper", wiresAGUIBody("t1", "hi"), "", ""},
+	}
+	for _, tt := range tests {
+		r := env.post(t, tt.path, session, tt.body)
+		body := string(r.Body)
+		for _, leak := range []string{addr, "dbuser", "dbpass", "secretdb"} {
+			if strings.Contains(body, leak) {
+				t.Errorf("%s: the answer shows %q: %s", tt.path, leak, body)
+			}
+		}
+		if tt.field == "" { // AG-UI streams from the start: RUN_ERROR
+			if !strings.Contains(body, `"code":"database_unavailable"`) {
+				t.Errorf("%s: %s; want a RUN_ERROR database_unavailable", tt.path, body)
+			}
+			continue
+		}
+		if r.Status != http.StatusServiceUnavailable || wiresJSONAt(r.json(t), tt.field) != tt.want || r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s = %d %s (Retry-After %q); want 503 with %s %q and a Retry-After", tt.path, r.Status, body, r.Header.Get("Retry-After"), tt.field, tt.want)
+		}
 	}
 }
