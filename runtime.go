@@ -407,3 +407,28 @@ func (rt *runtimeCore) toolEnv() map[string]string {
 	}
 	return env
 }
+
+// runtimeHealthTimeout bounds the health check's ping of PostgreSQL.
+const runtimeHealthTimeout = 2 * time.Second
+
+// partHealth is one part's state in the health report: "ok", or
+// "unavailable" with what to know (never the cause's detail, which names
+// the database's address: that is logged).
+type partHealth struct {
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
+}
+
+// databaseHealth pings the runtime's PostgreSQL, bounded.
+func (rt *runtimeCore) databaseHealth(ctx context.Context) partHealth {
+	if rt.db == nil {
+		return partHealth{State: "ok"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, runtimeHealthTimeout)
+	defer cancel()
+	if err := rt.db.Ping(ctx); err != nil {
+		rt.log.Debug("health: PostgreSQL does not answer", "err", err)
+		return partHealth{State: "unavailable", Message: "PostgreSQL does not answer: runs that use sql, chat sessions and the run history wait for it (the log has the cause)"}
+	}
+	return partHealth{State: "ok"}
+}

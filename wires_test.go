@@ -613,3 +613,45 @@ func TestWiresDatabaseUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthReportsPostgres: GET /api/health pings PostgreSQL: 200 with
+// postgres ok while it answers; 503 ok:false with postgres unavailable
+// when it does not (it said ok:true with the database down), without the
+// database's address in the answer.
+func TestHealthReportsPostgres(t *testing.T) {
+	env := newWiresEnv(t, "")
+	health := func() (int, map[string]any, string) {
+		r := env.post(t, "/api/health", nil, "")
+		var body map[string]any
+		json.Unmarshal(r.Body, &body)
+		return r.Status, body, string(r.Body)
+	}
+	up, err := pgxpool.New(context.Background(), testPostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(up.Close)
+	env.rt.db = up
+	if st, body, raw := health(); st != 200 || body["ok"] != true || wiresJSONAt(body, "postgres.state") != "ok" {
+		t.Errorf("health with PostgreSQL up = %d %s; want 200, postgres ok", st, raw)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	down, err := pgxpool.New(context.Background(), "postgres://dbuser:dbpass@"+addr+"/secretdb?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Close)
+	env.rt.db = down
+	st, body, raw := health()
+	if st != http.StatusServiceUnavailable || body["ok"] != false || wiresJSONAt(body, "postgres.state") != "unavailable" || body["project_dir"] == "" {
+		t.Errorf("health with PostgreSQL down = %d %s; want 503, ok false, postgres unavailable, the project still named", st, raw)
+	}
+	if strings.Contains(raw, addr) || strings.Contains(raw, "dbuser") {
+		t.Errorf("health shows the database's address or user: %s", raw)
+	}
+}

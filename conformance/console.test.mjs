@@ -321,6 +321,8 @@ test("settings lists the local services and reveals their keys on a click, in on
 test("settings stores a model-provider credential", async () => {
   await page.getByRole("link", { name: "Settings" }).click();
   await page.locator("#gate-state", { hasText: "open" }).waitFor();
+  assert.equal(await page.locator("#health-postgres").textContent(), "ok");
+  assert.equal(await page.locator("#health-journal").textContent(), "ok");
   await page.getByLabel("API key").fill("sk-console-test");
   await page.getByRole("button", { name: "Store credential" }).click();
   await page.locator("#provider-result", { hasText: "Stored." }).waitFor();

@@ -4,7 +4,7 @@
 // route's query and ctx.every(ms, fn) polls fn while the page is shown
 // (until fn returns false).
 
-import { api, el, errorBox } from "./dom.js";
+import { el, errorBox, health } from "./dom.js";
 import { workflowsPage, playgroundPage } from "./workflows.js";
 import { runsPage, runPage } from "./runs.js";
 import { settingsPage } from "./settings.js";
@@ -77,4 +77,4 @@ async function route() {
 
 window.addEventListener("hashchange", route);
 route();
-api("GET", "/api/health").then((h) => showGate(h.gate), () => {});
+health().then((h) => showGate(h.gate), () => {});

@@ -14,7 +14,7 @@
 // approval cannot be made to look like another; every call has an id of
 // the server's own, so each approval names exactly one card.
 
-import { APIError, api, apiBase, authHeaders, el, errorBox } from "./dom.js";
+import { APIError, apiBase, authHeaders, el, errorBox, health } from "./dom.js";
 
 /**
  * chatAuth is the chat wires' credential when the page has no token
@@ -50,7 +50,7 @@ export async function chatPage(ctx, agent) {
  * project has none.
  */
 async function noAgents() {
-  const { gate } = await api("GET", "/api/health");
+  const { gate } = await health();
   if (gate && !gate.open) {
     return el("p", { class: "note", id: "chat-gate" }, `The agents are offline: the boot gate is closed (${gate.reason}). Store a model provider under `,
       el("a", { href: "#/settings" }, "Settings"), " to open it.");

@@ -120,6 +120,17 @@ export async function api(method, path, body) {
   return data;
 }
 
+/**
+ * health is GET /api/health's report, also when it answers 503 (a part is
+ * down: the report says which).
+ */
+export async function health() {
+  const r = await fetch(apiBase + "/api/health", { credentials: "same-origin", headers: await authHeaders() });
+  const data = await r.json().catch(() => null);
+  if (!data) throw new APIError(r.status, null, `GET /api/health: HTTP ${r.status}`);
+  return data;
+}
+
 /** pretty is v as indented JSON ("" for undefined). */
 export const pretty = (v) => (v === undefined ? "" : JSON.stringify(v, null, 2));
 

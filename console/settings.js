@@ -1,12 +1,13 @@
-// The settings page: the project, the boot gate, the model-provider
+// The settings page: the project, the boot gate, the health of
+// PostgreSQL and the journal, the model-provider
 // credential (stored encrypted; opens a closed gate without a restart),
 // and svc dev's local services (URLs; keys on request).
 
-import { api, apiBase, el, errorBox } from "./dom.js";
+import { api, apiBase, el, errorBox, health as readHealth } from "./dom.js";
 
 /** settingsPage shows the project and gate and stores a model-provider credential; onGate gets the new gate state. */
 export async function settingsPage(ctx, onGate) {
-  const health = await api("GET", "/api/health");
+  const health = await readHealth();
   const gate = el("span", { id: "gate-state" }, gateText(health.gate));
   const msg = el("div", { id: "provider-result", "aria-live": "polite" });
   const submit = async (e) => {
@@ -25,7 +26,9 @@ export async function settingsPage(ctx, onGate) {
   };
   return el("section", {},
     el("h1", {}, "Settings"),
-    el("dl", { class: "facts" }, el("dt", {}, "Project"), el("dd", {}, el("code", {}, health.project_dir)), el("dt", {}, "Boot gate"), el("dd", {}, gate)),
+    el("dl", { class: "facts" }, el("dt", {}, "Project"), el("dd", {}, el("code", {}, health.project_dir)), el("dt", {}, "Boot gate"), el("dd", {}, gate),
+      el("dt", {}, "PostgreSQL"), el("dd", { id: "health-postgres" }, partText(health.postgres)),
+      el("dt", {}, "Journal"), el("dd", { id: "health-journal" }, partText(health.journal))),
     el("h2", {}, "Model provider"),
     el("form", { id: "provider", class: "stack", onsubmit: submit },
       el("label", {}, "Provider ", el("select", { name: "provider" }, el("option", { value: "openai" }, "openai"), el("option", { value: "anthropic" }, "anthropic"), el("option", { value: "openai-compatible" }, "OpenAI-compatible server"))),
@@ -97,3 +100,10 @@ async function localServices() {
 
 /** gateText describes the boot gate. */
 export const gateText = (g) => (g.open ? `open (${g.reason})` : `closed (${g.reason}): store a model provider below`);
+
+/** partText is a part's health as the page says it: "ok", or its state and what to know. */
+function partText(part) {
+  if (!part) return "unknown";
+  if (part.state === "ok") return "ok";
+  return [part.state, part.message ?? part.error].filter(Boolean).join(": ");
+}
