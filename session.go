@@ -117,11 +117,7 @@ func (s *sessionStore) load(ctx context.Context, ref sessionRef) (*agentSession,
 
 // save writes the session, creating it on its first turn.
 func (s *sessionStore) save(ctx context.Context, sess *agentSession) error {
-	msgs, err := json.Marshal(sessionNonNil(sess.Messages))
-	if err != nil {
-		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
-	}
-	pending, err := json.Marshal(sessionNonNil(sess.Pending))
+	msgs, pending, err := sessionEncode(sess.Messages, sess.Pending)
 	if err != nil {
 		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
 	}
@@ -135,6 +131,17 @@ func (s *sessionStore) save(ctx context.Context, sess *agentSession) error {
 	}
 	sess.stored = true
 	return nil
+}
+
+// sessionEncode returns the JSON arrays of messages and pending calls as
+// a session or a kept response stores them ([] for none).
+func sessionEncode(msgs []chatMessage, pending []pendingCall) ([]byte, []byte, error) {
+	m, err := json.Marshal(sessionNonNil(msgs))
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := json.Marshal(sessionNonNil(pending))
+	return m, p, err
 }
 
 // sessionNonNil returns s, or an empty slice for nil (so it encodes as []).

@@ -87,11 +87,7 @@ SELECT messages, pending, turns FROM up ORDER BY depth DESC`, ref.Key, ref.Agent
 
 // saveResponse keeps r (its body is set when its answer is finished).
 func (s *sessionStore) saveResponse(ctx context.Context, r responseRow) error {
-	msgs, err := json.Marshal(sessionNonNil(r.Messages))
-	if err != nil {
-		return fmt.Errorf("save response %q: %w", r.ID, err)
-	}
-	pending, err := json.Marshal(sessionNonNil(r.Pending))
+	msgs, pending, err := sessionEncode(r.Messages, r.Pending)
 	if err != nil {
 		return fmt.Errorf("save response %q: %w", r.ID, err)
 	}

@@ -357,9 +357,11 @@ func (v *signVerifier) verify(r *http.Request, body []byte) error {
 	if d := now.Sub(signedAt); d > signWindow || d < -signWindow {
 		return &signError{Check: errSignClockSkew, Header: signTimestampHeader, Signed: signedAt, Now: now}
 	}
-	want := signMAC(v.secret, ts, id, r.Method, signRequestTarget(r), body)
+	var want []byte
 	if version == "v2" {
 		want = signMACv2(v.secret, id, counter, ts, r, body, signed)
+	} else {
+		want = signMAC(v.secret, ts, id, r.Method, signRequestTarget(r), body)
 	}
 	if !hmac.Equal(got, want) {
 		return &signError{Check: errSignMismatch, Header: signSignatureHeader}
