@@ -230,6 +230,7 @@ func verbs() []*verb {
 		{name: "mcp", summary: "MCP over stdio for coding agents, relayed to svc dev (or --agent a box)", newFlags: newMCPFlags, run: runMCP},
 		{name: "relay", summary: "serve the tunnel's public end: https://<sub>.tun.<domain> to svc dev sessions", newFlags: newRelayFlags, run: runRelay},
 		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
+		{name: "console", summary: "print a new link to the running svc dev's console (each link signs in one browser)", newFlags: noFlags("console"), run: runConsole},
 		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}
 }

@@ -32,9 +32,34 @@ func runEnv(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	c.emit(out, func(w io.Writer) {
-		for _, k := range devToolEnvVars {
+		for _, k := range devEnvVars {
 			fmt.Fprintf(w, "export %s=%s\n", k, shellWord(out.Env[k]))
 		}
 	})
+	return nil
+}
+
+// devConsoleLinkOutput is the payload of `svc console --json`.
+type devConsoleLinkOutput struct {
+	SchemaVersion int    `json:"schema_version"`
+	URL           string `json:"url"`
+}
+
+// runConsole is `svc console`: a new console link of the running svc dev
+// of this project, for another browser or after the printed one was used
+// (each link's one-time code signs in one browser, console_session.go).
+func runConsole(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	if fs.NArg() != 0 {
+		return fmt.Errorf("console takes no arguments: %w", errUsage)
+	}
+	t, err := localTarget(ctx, c)
+	if err != nil {
+		return err
+	}
+	var out devConsoleLinkOutput
+	if err := t.call(ctx, http.MethodPost, "/api/dev/console-link", nil, http.Header{devTokenHeader: {t.devToken}}, &out); err != nil {
+		return err
+	}
+	c.emit(out, func(w io.Writer) { fmt.Fprintln(w, out.URL) })
 	return nil
 }

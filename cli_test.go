@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -404,11 +405,12 @@ func TestDevWithoutProjectInteractive(t *testing.T) {
 				getenv: func(k string) string { return env[k] }, dir: dir, stdinTerminal: true})
 		}()
 		eventually(t, 60*time.Second, "svc dev to come up", func() bool { return strings.Contains(stdout.String(), "Press Ctrl-C") })
-		// The summary's console link carries the session's token.
+		// The summary's console link carries a one-time code, never the
+		// session's token.
 		var rf devRuntimeFile
 		if b, err := os.ReadFile(filepath.Join(dir, ".svc", devRuntimeFileName)); err != nil || json.Unmarshal(b, &rf) != nil ||
-			!strings.Contains(stdout.String(), "/api/dev/console?session="+rf.Token+" ") {
-			t.Errorf("summary without the console link of token %q (%v):\n%s", rf.Token, err, stdout.String())
+			!regexp.MustCompile(`Console +`+regexp.QuoteMeta(rf.URL)+`/#code=[0-9a-f]{64} `).MatchString(stdout.String()) || strings.Contains(stdout.String(), rf.Token) {
+			t.Errorf("summary without a console link with a code, or with the token %q (%v):\n%s", rf.Token, err, stdout.String())
 		}
 		cancel()
 		select {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,15 +109,25 @@ export default async function shapes(input: unknown) { "use workflow"; return in
 		t.Fatal(err)
 	}
 	os.RemoveAll(artifacts)
-	var rf devRuntimeFile
-	if b, err := os.ReadFile(filepath.Join(dir, ".svc", devRuntimeFileName)); err != nil || json.Unmarshal(b, &rf) != nil || rf.Token == "" {
-		t.Fatalf("read .svc/%s: %v", devRuntimeFileName, err)
-	}
-	link := d.payload.EmulatorURL + "/api/dev/console?session=" + url.QueryEscape(rf.Token)
+	link := consoleLink(t, dir)
 	gatedDir := projectDir(t)
 	writeFile(t, gatedDir, "deep-agents/helper/index.ts", agentTestSource)
 	gated := startDev(t, gatedDir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t)))
 	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_CONSOLE_LINK=" + link,
 		"SVC_GATED_URL=" + gated.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 	runConformance(t, "conformance/console_hostile.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
+}
+
+// consoleLink is a new console link of the svc dev serving dir, as
+// `svc console --json` prints it.
+func consoleLink(t *testing.T, dir string) string {
+	t.Helper()
+	out, stderr, code := cli(t, dir, baseEnv(), "--json", "console")
+	var link struct {
+		Data devConsoleLinkOutput `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &link); code != 0 || err != nil || !strings.Contains(link.Data.URL, "/#code=") {
+		t.Fatalf("svc console = exit %d %s %s; want a link with a code", code, out, stderr)
+	}
+	return link.Data.URL
 }

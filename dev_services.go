@@ -6,49 +6,56 @@ package main
 // answers them, on the click that asks. Both are dev-only routes
 // (devRoutes): the box never serves them, and the tunnel refuses /api/dev/
 // (tunnelHandler), so a relayed page cannot reach them. The console's page
-// proves it may see the keys with a cookie holding the session token,
-// set by the link svc dev prints (GET /api/dev/console?session=…): being
-// on this machine is not enough, since .svc's secrets are kept from the
-// machine's other users (0600 files).
+// proves it may see the keys with a console session, traded for the
+// one-time code of the link svc dev prints (console_session.go), or with
+// the dev key: being the developer's browser is not enough, since any page
+// it shows could ask.
 
 import (
 	"crypto/subtle"
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 )
 
-// devSessionCookie holds the session token for the console's page: HttpOnly,
-// SameSite=Strict, sent only to the dev-only routes.
-const devSessionCookie = "svc_dev_session"
-
-// devConsoleLink is the console link svc dev prints: it sets the session
-// cookie, then opens the console.
+// devConsoleLink is the console link svc dev prints: the console with an
+// unused one-time code in the fragment (console_session.go). The code of
+// the last link stays until a browser spends it; a later announcement then
+// prints a fresh one.
 func (rt *devRuntime) devConsoleLink() string {
-	return rt.apiURL + "/api/dev/console?session=" + url.QueryEscape(rt.devToken)
+	if rt.consoleCode == "" || !rt.console.pending(rt.consoleCode) {
+		rt.consoleCode = rt.console.mintCode()
+	}
+	return rt.apiURL + "/#code=" + rt.consoleCode
 }
 
-// handleDevConsole serves GET /api/dev/console?session=<token>: the
-// session token becomes the console's cookie and the browser goes on to
-// the console; a wrong token is 403.
-func (rt *devRuntime) handleDevConsole(w http.ResponseWriter, r *http.Request) {
-	if !devFromLoopback(w, r) {
+// handleDevConsoleLink serves POST /api/dev/console-link to `svc console`:
+// a link with a new one-time code, for a caller on this machine that
+// shows the session token of .svc/runtime.json.
+func (rt *devRuntime) handleDevConsoleLink(w http.ResponseWriter, r *http.Request) {
+	if !devFromLoopback(w, r) || !rt.devTokenRequired(w, r) {
 		return
 	}
-	tok := r.URL.Query().Get("session")
-	if !rt.devTokenIs(tok) {
-		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token", Message: "this link is not this session's: open the Console link the running svc dev printed"})
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: devSessionCookie, Value: tok, Path: "/api/dev/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/#/settings", http.StatusSeeOther)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "url": rt.apiURL + "/#code=" + rt.console.mintCode()})
+}
+
+// devEnvVars are what `svc env` prints: the services' variables
+// (devToolEnvVars), then the API's URL and the dev key for SDK clients
+// and scripts.
+var devEnvVars = append(devToolEnvVars[:len(devToolEnvVars):len(devToolEnvVars)], "SVC_DEV_URL", "SVC_DEV_KEY")
+
+// devEnv is the values of devEnvVars.
+func (rt *devRuntime) devEnv() map[string]string {
+	env := rt.toolEnv()
+	env["SVC_DEV_URL"], env["SVC_DEV_KEY"] = rt.apiURL, rt.keys[0]
+	return env
 }
 
 // devSecretVars are the variables of devToolEnvVars whose values the list
 // leaves out until revealed: DATABASE_URL shows with its password hidden,
 // the keys not at all.
-var devSecretVars = map[string]bool{"DATABASE_URL": true, "S3_ACCESS_KEY_ID": true, "S3_SECRET_ACCESS_KEY": true}
+var devSecretVars = map[string]bool{"DATABASE_URL": true, "S3_ACCESS_KEY_ID": true, "S3_SECRET_ACCESS_KEY": true, "SVC_DEV_KEY": true}
 
 // devServiceVar is one variable of a service as `svc env` names it. Value
 // is "" for a secret (DATABASE_URL: the URL with its password hidden).
@@ -68,7 +75,7 @@ type devService struct {
 // devServices lists the session's services: the API (and its public URL
 // through the tunnel), PostgreSQL and object storage, secrets left out.
 func (rt *devRuntime) devServices() []devService {
-	env := rt.toolEnv()
+	env := rt.devEnv()
 	vars := func(names ...string) []devServiceVar {
 		out := make([]devServiceVar, 0, len(names))
 		for _, n := range names {
@@ -83,7 +90,7 @@ func (rt *devRuntime) devServices() []devService {
 		}
 		return out
 	}
-	list := []devService{{Name: "API and console", URL: rt.apiURL, Vars: []devServiceVar{}}}
+	list := []devService{{Name: "API and console", URL: rt.apiURL, Vars: vars("SVC_DEV_URL", "SVC_DEV_KEY")}}
 	if public, _ := rt.tunnel.urls(); public != nil {
 		list = append(list, devService{Name: "Public URL (tunnel)", URL: *public, Vars: []devServiceVar{}})
 	}
@@ -110,13 +117,13 @@ func (rt *devRuntime) handleDevServicesReveal(w http.ResponseWriter, r *http.Req
 	if !devFromLoopback(w, r) {
 		return
 	}
-	if !rt.devTokenValid(r) && !rt.devConsoleAllowed(r) {
+	if !rt.devTokenValid(r) && !devKeyShown(r) {
 		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token",
-			Message: "to show the keys here, open the console from the Console link svc dev printed (it carries this session's token), or run svc env in the project"})
+			Message: "to show the keys here, open the console from the link svc dev printed (each link opens one browser) or sign in with the dev key (.svc/" + devAPIKeyFile + "), or run svc env in the project"})
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": rt.toolEnv()})
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": rt.devEnv()})
 }
 
 // devFromLoopback reports whether r comes from this machine, else answers
@@ -136,29 +143,24 @@ func (rt *devRuntime) devTokenValid(r *http.Request) bool {
 	return rt.devTokenIs(r.Header.Get(devTokenHeader))
 }
 
+// devTokenRequired reports whether r shows the session token of
+// .svc/runtime.json, else answers 403 saying what to send.
+func (rt *devRuntime) devTokenRequired(w http.ResponseWriter, r *http.Request) bool {
+	if rt.devTokenValid(r) {
+		return true
+	}
+	writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token", Message: "send the token of .svc/" + devRuntimeFileName + " in " + devTokenHeader + " (svc env and svc console do)"})
+	return false
+}
+
 // devTokenIs compares tok with the session token in constant time.
 func (rt *devRuntime) devTokenIs(tok string) bool {
 	return rt.devToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(rt.devToken)) == 1
 }
 
-// devConsoleAllowed reports whether r comes from the console's own page
-// (devConsoleRequest) with the session cookie of the printed link.
-func (rt *devRuntime) devConsoleAllowed(r *http.Request) bool {
-	c, err := r.Cookie(devSessionCookie)
-	return err == nil && devConsoleRequest(r) && rt.devTokenIs(c.Value)
-}
-
-// devConsoleRequest reports whether r was sent by a page of this very
-// server (the console), as the browser tells: Sec-Fetch-Site same-origin
-// and an Origin equal to the address requested (scheme, host and port).
-// Both are headers a page cannot set, so no other site, no other localhost
-// port and no relayed page passes. A program on this machine can send
-// them: the session cookie (devConsoleAllowed) is the proof.
-func devConsoleRequest(r *http.Request) bool {
-	if r.Header.Get("Sec-Fetch-Site") != "same-origin" {
-		return false
-	}
-	o, err := httpGuardParseOrigin(r.Header.Get("Origin"))
-	self, serr := httpGuardParseOrigin("http://" + r.Host)
-	return err == nil && serr == nil && o == self
+// devKeyShown reports whether the guard admitted r with the project's dev
+// key or a console session traded for the link svc dev printed.
+func devKeyShown(r *http.Request) bool {
+	v, _ := r.Context().Value(httpGuardDevKey{}).(bool)
+	return v
 }

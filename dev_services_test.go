@@ -9,10 +9,10 @@ import (
 )
 
 // TestDevServices checks the settings page's routes on dev's API: the list
-// leaves the secrets out; the reveal answers them to the console's own page
-// (same origin) or the session token only, from this machine only; and
-// through the tunnel (tunnelHandler) both are refused, even from a relay
-// on loopback.
+// leaves the secrets out; the reveal answers them to a console session,
+// the dev key or the session token of .svc/runtime.json only, from this
+// machine only; and through the tunnel (tunnelHandler) both are refused,
+// even from a relay on loopback.
 func TestDevServices(t *testing.T) {
 	const (
 		dbURL  = "postgres://svc:pg-secret@127.0.0.1:4243/svc"
@@ -23,11 +23,15 @@ func TestDevServices(t *testing.T) {
 	core := &runtimeCore{log: discardLogger(), proj: &project{Dir: t.TempDir()}, apiURL: "http://" + api, baseEnv: map[string]string{
 		"DATABASE_URL": dbURL, "S3_ENDPOINT": "http://127.0.0.1:4244", "S3_BUCKET": "app", "S3_REGION": "us-east-1",
 		"S3_ACCESS_KEY_ID": s3Key, "S3_SECRET_ACCESS_KEY": s3Pass}}
-	rt := &devRuntime{runtimeCore: core, devToken: "session-token"}
-	srv, err := newServer(core, httpGuardConfig{}, devRoutes(rt))
+	rt := &devRuntime{runtimeCore: core, devToken: "session-token", keys: []string{"dev-key", "extra-key"}, console: &consoleSessions{}}
+	srv, err := newDevServer(rt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A recorded request has no connection the kernel lists: take each as
+	// the developer's account, as far as the browser's headers allow.
+	srv.guard.auth.(*httpGuardKeys).owner = httpGuardNotForAnotherPage
+	session, _ := rt.console.trade(rt.console.mintCode())
 	serve := func(h http.Handler, method, path, remote string, headers map[string]string) *httptest.ResponseRecorder {
 		from := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r.RemoteAddr = remote
@@ -47,21 +51,7 @@ func TestDevServices(t *testing.T) {
 		}
 		return out
 	}
-	console := with(page, "Cookie", devSessionCookie+"=session-token")
-
-	// The printed link sets the cookie (HttpOnly, SameSite=Strict, only
-	// for the dev-only routes) and opens the console; another token is 403.
-	link := serve(srv, "GET", "/api/dev/console?session=session-token", local, nil)
-	cookie := link.Header().Get("Set-Cookie")
-	if link.Code != http.StatusSeeOther || link.Header().Get("Location") != "/#/settings" || !strings.Contains(cookie, devSessionCookie+"=session-token") ||
-		!strings.Contains(cookie, "Path=/api/dev/") || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") {
-		t.Fatalf("the console link = %d %v; want 303 to the console with the session cookie", link.Code, link.Header())
-	}
-	for _, tt := range []struct{ path, remote string }{{"/api/dev/console?session=guess", local}, {"/api/dev/console", local}, {"/api/dev/console?session=session-token", "192.0.2.7:50000"}} {
-		if w := serve(srv, "GET", tt.path, tt.remote, nil); w.Code != http.StatusForbidden || w.Header().Get("Set-Cookie") != "" {
-			t.Errorf("GET %s from %s = %d %v; want 403 and no cookie", tt.path, tt.remote, w.Code, w.Header())
-		}
-	}
+	console := with(page, "Authorization", "Bearer "+session)
 
 	list := serve(srv, "GET", "/api/dev/services", local, nil)
 	var body struct {
@@ -70,7 +60,7 @@ func TestDevServices(t *testing.T) {
 	if err := json.Unmarshal(list.Body.Bytes(), &body); list.Code != 200 || err != nil || len(body.Services) != 3 {
 		t.Fatalf("GET /api/dev/services = %d %s", list.Code, list.Body)
 	}
-	for _, secret := range []string{"pg-secret", s3Key, s3Pass} {
+	for _, secret := range []string{"pg-secret", s3Key, s3Pass, "dev-key"} {
 		if strings.Contains(list.Body.String(), secret) {
 			t.Errorf("the list shows the secret %q: %s", secret, list.Body)
 		}
@@ -91,15 +81,17 @@ func TestDevServices(t *testing.T) {
 		headers map[string]string
 		status  int
 	}{
-		{"reveal to the console's page with the session cookie", srv, "POST", "/api/dev/services/reveal", local, console, 200},
-		{"reveal to the console's page without the cookie", srv, "POST", "/api/dev/services/reveal", local, page, 403},
-		{"reveal to the console's page with another cookie", srv, "POST", "/api/dev/services/reveal", local, with(page, "Cookie", devSessionCookie+"=guess"), 403},
-		{"reveal with the cookie from another site", srv, "POST", "/api/dev/services/reveal", local, with(console, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"), 403},
+		{"reveal to the console's page with its session", srv, "POST", "/api/dev/services/reveal", local, console, 200},
+		{"reveal to the console's page without a session", srv, "POST", "/api/dev/services/reveal", local, page, 403},
+		{"reveal to the console's page with an earlier session", srv, "POST", "/api/dev/services/reveal", local, with(page, "Authorization", "Bearer "+consoleTokenPrefix+"guess"), 401},
+		{"reveal with the session from another site", srv, "POST", "/api/dev/services/reveal", local, with(console, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"), 403},
+		{"reveal with the dev key", srv, "POST", "/api/dev/services/reveal", local, map[string]string{"x-api-key": "dev-key"}, 200},
+		{"reveal with a key of SVC_API_KEYS", srv, "POST", "/api/dev/services/reveal", local, map[string]string{"x-api-key": "extra-key"}, 403},
 		{"reveal with the session token", srv, "POST", "/api/dev/services/reveal", local, map[string]string{devTokenHeader: "session-token"}, 200},
 		{"reveal without either", srv, "POST", "/api/dev/services/reveal", local, nil, 403},
 		{"reveal with a wrong token", srv, "POST", "/api/dev/services/reveal", local, map[string]string{devTokenHeader: "guess"}, 403},
-		{"reveal to another localhost port", srv, "POST", "/api/dev/services/reveal", local, map[string]string{"Origin": "http://127.0.0.1:3000", "Sec-Fetch-Site": "same-site"}, 403},
-		{"reveal to a same-origin claim from elsewhere", srv, "POST", "/api/dev/services/reveal", local, map[string]string{"Origin": "http://localhost:4242", "Sec-Fetch-Site": "same-origin"}, 403},
+		{"reveal to another localhost port", srv, "POST", "/api/dev/services/reveal", local, map[string]string{"Origin": "http://127.0.0.1:3000", "Sec-Fetch-Site": "same-site"}, 401},
+		{"reveal to a same-origin claim from elsewhere", srv, "POST", "/api/dev/services/reveal", local, map[string]string{"Origin": "http://localhost:4242", "Sec-Fetch-Site": "same-origin"}, 401},
 		{"reveal without Sec-Fetch-Site", srv, "POST", "/api/dev/services/reveal", local, map[string]string{"Origin": "http://" + api}, 403},
 		{"reveal from another machine", srv, "POST", "/api/dev/services/reveal", "192.0.2.7:50000", console, 403},
 		{"list from another machine", srv, "GET", "/api/dev/services", "192.0.2.7:50000", nil, 403},

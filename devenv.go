@@ -215,6 +215,12 @@ type devRuntime struct {
 	opts     devOptions
 	pg       *pgService
 	devToken string // proof of reading .svc/runtime.json, asked by the dev-only routes
+	// keys are what every route accepts (devAPIKeys): the dev key first.
+	keys []string
+	// console holds the console's sessions; consoleCode is the code of the
+	// link last printed, replaced once used (devConsoleLink).
+	console     *consoleSessions
+	consoleCode string
 
 	announceMu sync.Mutex // serialises payload lines on stdout
 
@@ -306,11 +312,10 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, err
 	}
 	rt.onGateOpen = rt.announce
-	if opts.host == "0.0.0.0" {
-		if rt.agents.apiKeys, err = devAPIKeys(c, proj); err != nil {
-			return nil, err
-		}
+	if rt.keys, err = devAPIKeys(c, proj); err != nil {
+		return nil, err
 	}
+	rt.console = &consoleSessions{}
 
 	// 4. Editor types (and the compile they need), then the user's schema.
 	rt.recompile()
@@ -398,12 +403,11 @@ func (rt *devRuntime) tunnelToken(ctx context.Context) (string, error) {
 }
 
 // newDevServer builds dev's API: the shared routes and devRoutes behind a
-// guard bound as rt.opts says, with the keys of rt.agents (--listen).
+// guard bound as rt.opts says, with the dev keys and the console's
+// sessions.
 func newDevServer(rt *devRuntime) (*server, error) {
-	cfg := httpGuardConfig{BindHost: rt.opts.host, AllowedHosts: rt.opts.allowedHosts, AllowedOrigins: rt.opts.allowedOrigins}
-	if rt.agents != nil {
-		cfg.APIKeys = rt.agents.apiKeys
-	}
+	cfg := httpGuardConfig{BindHost: rt.opts.host, AllowedHosts: rt.opts.allowedHosts, AllowedOrigins: rt.opts.allowedOrigins,
+		APIKeys: rt.keys, Console: rt.console}
 	return newServer(rt.runtimeCore, cfg, devRoutes(rt))
 }
 
@@ -412,27 +416,23 @@ func newDevServer(rt *devRuntime) (*server, error) {
 func devRoutes(rt *devRuntime) []route {
 	return []route{
 		{"GET", "/api/dev/env", "the local credentials `svc env` prints; loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, rt.handleDevEnv},
-		{"GET", "/api/dev/console", "the console link svc dev prints: ?session=<token> becomes the cookie that lets the console's settings show the keys; loopback only", rt.handleDevConsole},
+		{"POST", "/api/dev/console-link", "a new console link (`svc console`); loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, rt.handleDevConsoleLink},
 		{"GET", "/api/dev/services", "the local services for the console's settings (URLs, secrets left out); loopback only", rt.handleDevServices},
-		{"POST", "/api/dev/services/reveal", "the values `svc env` prints, for the console's own page with the cookie of /api/dev/console, or with " + devTokenHeader + "; loopback only", rt.handleDevServicesReveal},
+		{"POST", "/api/dev/services/reveal", "the values `svc env` prints, for a console session, the dev key or " + devTokenHeader + "; loopback only", rt.handleDevServicesReveal},
 	}
 }
 
 // handleDevEnv serves the session's local credentials to `svc env`, the one
-// place that prints them. The guard has checked Host, Origin and, under
-// --listen, the dev key; on top, the caller must be on this machine and
+// place that prints them. The guard has checked Host, Origin and the
+// caller (the developer's account or a key); on top, the caller must be on this machine and
 // show the token of .svc/runtime.json, proof that it can read the
 // project's private state, where the keys are kept anyway.
 func (rt *devRuntime) handleDevEnv(w http.ResponseWriter, r *http.Request) {
-	if !devFromLoopback(w, r) {
-		return
-	}
-	if !rt.devTokenValid(r) {
-		writeAPIError(w, http.StatusForbidden, apiError{Code: "dev_token", Message: "send the token of .svc/" + devRuntimeFileName + " in " + devTokenHeader + " (svc env does)"})
+	if !devFromLoopback(w, r) || !rt.devTokenRequired(w, r) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": rt.toolEnv()})
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": rt.devEnv()})
 }
 
 // devRuntimeFileName is the file under .svc where a running svc dev says
@@ -562,15 +562,17 @@ func (rt *devRuntime) announce() {
 		if cat := rt.catalog.Load(); cat != nil {
 			wfs = cat.workflowNames()
 		}
-		fmt.Fprintf(w, "svc dev is up\n  API         %s\n  Console     %s (this session's link: its settings show the local keys)\n  PostgreSQL  %s\n  S3          %s (bucket %s)\n  Gate        %s\n  Agents      %s\n  Workflows   %s\nPress Ctrl-C to stop.\n",
+		fmt.Fprintf(w, "svc dev is up\n  API         %s\n  Console     %s (opens one browser; it needs no key after)\n  PostgreSQL  %s\n  S3          %s (bucket %s)\n  Gate        %s\n  Agents      %s\n  Workflows   %s\nPress Ctrl-C to stop.\n",
 			p.EmulatorURL, rt.devConsoleLink(), redactURL(p.Services.PostgresURL), p.Services.S3Endpoint, p.Services.S3Bucket, gate,
 			orNone(p.DeepAgents), orNone(wfs))
 		if p.PublicURL != nil {
 			fmt.Fprintf(w, "  Public      %s (console: %s)\n", *p.PublicURL, *p.Deeplink)
 		}
-		if rt.agents != nil && len(rt.agents.apiKeys) > 0 {
-			fmt.Fprintf(w, "  Every route requires the dev key %s (.svc/%s) or a key of SVC_API_KEYS (--listen); console: %s/?key=%s\n", rt.agents.apiKeys[0], devAPIKeyFile, p.EmulatorURL, rt.agents.apiKeys[0])
+		who := "Other accounts of this machine"
+		if rt.opts.host == "0.0.0.0" {
+			who += " and other machines"
 		}
+		fmt.Fprintf(w, "  %s need the dev key (.svc/%s; `svc env` prints it as SVC_DEV_KEY).\n", who, devAPIKeyFile)
 	})
 }
 

@@ -10,8 +10,8 @@ package main
 // hold a connection open.
 
 import (
+	"context"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -39,10 +39,6 @@ const (
 	// httpGuardPreflightMaxAge is how long, in seconds, a browser may cache
 	// the answer to a CORS preflight.
 	httpGuardPreflightMaxAge = 600
-	// httpGuardCookie is the browser console's credential under --listen,
-	// set by visiting /?key=<key>: the key, base64url-encoded (a key of
-	// SVC_API_KEYS may hold bytes a cookie cannot).
-	httpGuardCookie = "svc_key"
 	// httpGuardAllowedMethods are the methods a preflight may ask for.
 	httpGuardAllowedMethods = "GET, POST, PUT, PATCH, DELETE"
 )
@@ -67,11 +63,16 @@ type httpGuardConfig struct {
 	// AllowedOrigins are more browser origins, scheme://host[:port], that
 	// may change state and read answers (SVC_ALLOWED_ORIGINS).
 	AllowedOrigins []string
-	// APIKeys, when non-nil, is the credential every route requires
-	// (--listen: the dev key, then SVC_API_KEYS). Nil, the runtime's own
-	// routes and the console need none and the chat wires take any
-	// non-empty credential (loopback). Used when Auth is nil.
+	// APIKeys are the keys every route accepts (svc dev: the project's dev
+	// key first, then SVC_API_KEYS). Used when Auth is nil: then a request
+	// without a key is admitted only from the developer's own account on
+	// this machine or through the tunnel (httpGuardKeys.admit). A server
+	// bound beyond loopback must have keys.
 	APIKeys []string
+	// Console, with APIKeys, holds the console's sessions: the one-time
+	// codes of the links svc dev prints and the tokens pages trade them
+	// for (console_session.go).
+	Console *consoleSessions
 	// Auth, when set, is the host's own credential check in place of
 	// APIKeys (the box: signatures, identity tokens, wire keys).
 	Auth httpGuardAuth
@@ -126,7 +127,7 @@ func newHTTPGuard(next http.Handler, cfg httpGuardConfig) (*httpGuard, error) {
 	}
 	g := &httpGuard{next: next, access: cfg.Access, public: cfg.Public, bind: addr.Unmap(), hosts: map[string]bool{}, origins: map[string]bool{},
 		auth: cfg.Auth, bodyGrace: httpGuardBodyGrace, bodyMinRate: httpGuardBodyMinRate}
-	if cfg.Access && cfg.Auth == nil && cfg.APIKeys == nil && !g.bind.IsLoopback() {
+	if cfg.Access && cfg.Auth == nil && len(cfg.APIKeys) == 0 && !g.bind.IsLoopback() {
 		return nil, fmt.Errorf("new http guard: a server bound to %s needs API keys", bind)
 	}
 	for _, h := range cfg.AllowedHosts {
@@ -148,6 +149,7 @@ func newHTTPGuard(next http.Handler, cfg httpGuardConfig) (*httpGuard, error) {
 		if err != nil {
 			return nil, err
 		}
+		keys.owner, keys.console = httpGuardOwner, cfg.Console
 		g.auth = keys
 	}
 	return g, nil
@@ -168,24 +170,25 @@ func httpGuardPrincipal(r *http.Request) string {
 	return wireCredential(r)
 }
 
-// httpGuardKeys is dev's credential check: on loopback (keys nil) the
-// runtime's routes need none and the chat wires any non-empty one; under
-// --listen every route needs one of keys.
+// httpGuardKeys is dev's credential check (admit), and the box's check of
+// the wire keys of SVC_API_KEYS (keyValid).
 type httpGuardKeys struct {
-	keys [][]byte // nil: loopback, no key required
+	keys [][]byte
+	// owner reports whether a request comes from the developer's own
+	// account on this machine (httpGuardOwner); nil: nobody does.
+	owner func(*http.Request) bool
+	// console holds the console's sessions; nil: none.
+	console *consoleSessions
 }
 
-// newHTTPGuardKeys returns the check of keys (nil: loopback).
+// newHTTPGuardKeys returns the check of keys.
 func newHTTPGuardKeys(keys []string) (*httpGuardKeys, error) {
 	k := &httpGuardKeys{}
-	if keys != nil {
-		k.keys = [][]byte{}
-		for _, key := range keys {
-			if key == "" {
-				return nil, errors.New("new http guard: empty API key")
-			}
-			k.keys = append(k.keys, []byte(key))
+	for _, key := range keys {
+		if key == "" {
+			return nil, errors.New("new http guard: empty API key")
 		}
+		k.keys = append(k.keys, []byte(key))
 	}
 	return k, nil
 }
@@ -405,39 +408,53 @@ func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 	return g.auth.admit(w, r)
 }
 
-// admit checks the credential, answers the console's key link, and
-// reports whether the request goes on to the routes. A console cookie
-// becomes the Authorization header it stands for (replacing a credential
-// that is not a key), so the routes see one credential.
+// admit checks the credential and reports whether the request goes on to
+// the routes. Admitted are: the console's files and its sign-in (no data
+// in them); a key; a console session (which then stands as the console's
+// own principal); and, under the emulator's loopback convention (the
+// runtime's routes need no credential, the chat wires any non-empty one),
+// the developer's own account on this machine (httpGuardOwner) and the
+// requests the tunnel vouches for. Anyone else is refused with 401, the
+// wire's error shape on a chat wire.
 func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
-	if g.keys != nil && r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("key") {
-		g.consoleLogin(w, r)
+	if g.console != nil && r.URL.Path == consoleSessionPath {
+		g.console.serveTrade(w, r)
 		return false
 	}
+	if consoleStatic(r) {
+		return true
+	}
 	cred := wireCredential(r)
-	// The console's pages send a placeholder bearer on the chat wires
-	// (any credential passes on loopback); under --listen the cookie's key
-	// stands in for a missing or placeholder one.
-	if c, err := r.Cookie(httpGuardCookie); err == nil && g.keys != nil && (cred == "" || !g.keyValid(cred)) {
-		if b, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil && len(b) > 0 {
-			cred = string(b)
-			r.Header = r.Header.Clone()
-			r.Header.Set("Authorization", "Bearer "+cred)
+	switch {
+	case cred != "" && g.console != nil && g.console.valid(cred):
+		r.Header = r.Header.Clone()
+		r.Header.Del("x-api-key")
+		r.Header.Set("Authorization", "Bearer "+consolePrincipal)
+		*r = *r.WithContext(context.WithValue(r.Context(), httpGuardDevKey{}, true))
+		return true
+	case cred != "" && g.keyValid(cred):
+		if len(g.keys) > 0 && subtle.ConstantTimeCompare([]byte(cred), g.keys[0]) == 1 {
+			*r = *r.WithContext(context.WithValue(r.Context(), httpGuardDevKey{}, true))
 		}
+		return true
 	}
 	wire := httpGuardWire(r.URL.Path)
-	switch {
-	case g.keys == nil && (wire == nil || cred != ""):
-		return true
-	case g.keys == nil:
+	if strings.HasPrefix(cred, consoleTokenPrefix) && g.console != nil {
+		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "console_session",
+			Message: "this console session belongs to an earlier svc dev: open the console link the running svc dev printed"})
+		return false
+	}
+	if httpGuardVouched(r) || (g.owner != nil && g.owner(r)) {
+		if wire == nil || cred != "" {
+			return true
+		}
 		wire.writeError(w, &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth,
 			Message: "missing credential: send Authorization: Bearer <token> or x-api-key: <key>"})
 		return false
-	case g.keyValid(cred):
-		return true
 	}
-	msg := "missing or invalid credential: svc dev --listen requires the project's dev key (.svc/" + devAPIKeyFile +
-		") or a key of SVC_API_KEYS on every route: send Authorization: Bearer <key> or x-api-key: <key>, or open /?key=<key> in a browser"
+	msg := "missing or invalid credential: svc dev requires the project's dev key (.svc/" + devAPIKeyFile +
+		", which `svc env` prints as SVC_DEV_KEY) on every route from other accounts of this machine and from other machines: " +
+		"send Authorization: Bearer <key> or x-api-key: <key>; in a browser, open the console link svc dev printed"
 	w.Header().Set("WWW-Authenticate", `Bearer realm="svc"`)
 	if wire != nil {
 		wire.writeError(w, &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth, Message: msg})
@@ -445,6 +462,22 @@ func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
 		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "auth", Message: msg})
 	}
 	return false
+}
+
+// httpGuardDevKey is the request-context key set when the request showed
+// the project's dev key or a console session traded for the link svc dev
+// printed: proof that the caller can read the project's .svc, which the
+// dev-only routes that show secrets ask for (devKeyShown).
+type httpGuardDevKey struct{}
+
+// httpGuardVouchedKey is the request-context key the tunnel sets on the
+// requests it relays: the relay checked the caller's identity token.
+type httpGuardVouchedKey struct{}
+
+// httpGuardVouched reports whether the tunnel vouched for r.
+func httpGuardVouched(r *http.Request) bool {
+	v, _ := r.Context().Value(httpGuardVouchedKey{}).(bool)
+	return v
 }
 
 // keyValid reports whether cred is one of the keys, comparing each in
@@ -468,20 +501,6 @@ func (g *httpGuard) preflight(w http.ResponseWriter, r *http.Request, allowed bo
 		return
 	}
 	corsPreflight(w, r)
-}
-
-// consoleLogin serves GET /?key=<key>: a valid key becomes an HttpOnly,
-// SameSite=Strict cookie and the browser goes on to the console.
-func (g *httpGuardKeys) consoleLogin(w http.ResponseWriter, r *http.Request) {
-	key := r.URL.Query().Get("key")
-	if !g.keyValid(key) {
-		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "auth",
-			Message: "invalid key: open /?key=<key> with the project's dev key (.svc/" + devAPIKeyFile + ") or a key of SVC_API_KEYS"})
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: httpGuardCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(key)),
-		Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 // paceBody installs the pacing reader on r's body and arms the

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,9 +32,10 @@ const (
 )
 
 // guardTestLoopback and guardTestListen are the guard's two modes in dev:
-// bound to loopback, and bound to all addresses with keys (--listen).
+// bound to loopback, and bound to all addresses (--listen), each with the
+// dev key and a key of SVC_API_KEYS.
 var (
-	guardTestLoopback = httpGuardConfig{Access: true, BindHost: "127.0.0.1"}
+	guardTestLoopback = httpGuardConfig{Access: true, BindHost: "127.0.0.1", APIKeys: []string{"dev-key", "extra-key"}}
 	guardTestListen   = httpGuardConfig{Access: true, BindHost: "0.0.0.0", APIKeys: []string{"dev-key", "extra-key"}}
 )
 
@@ -44,12 +46,19 @@ var guardTestNext = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request
 	io.WriteString(w, "reached")
 })
 
-// guardTestNew builds a guard with cfg in front of guardTestNext.
+// guardTestNew builds a guard with cfg in front of guardTestNext. A
+// recorded request has no connection for the kernel to name its account,
+// so the guard takes every request it tests as coming from this account,
+// checking only what a browser says (TestHTTPGuardOwner checks the
+// kernel's part with real connections).
 func guardTestNew(t *testing.T, cfg httpGuardConfig) *httpGuard {
 	t.Helper()
 	g, err := newHTTPGuard(guardTestNext, cfg)
 	if err != nil {
 		t.Fatalf("newHTTPGuard(%+v): %v", cfg, err)
+	}
+	if k, ok := g.auth.(*httpGuardKeys); ok {
+		k.owner = httpGuardNotForAnotherPage
 	}
 	return g
 }
@@ -257,12 +266,16 @@ func guardTestAuthShape(path string, v map[string]any) bool {
 	return wiresJSONAt(v, "error.code") == "auth"
 }
 
-// TestHTTPGuardListenCredentialEveryRoute checks that under --listen every
-// route of the table requires a key, in each accepted form, and refuses in
-// the route's own shape.
+// TestHTTPGuardListenCredentialEveryRoute checks that from another machine
+// (--listen) every route of the table but the console's files requires a
+// key or a console session, in each accepted form, and refuses in the
+// route's own shape.
 func TestHTTPGuardListenCredentialEveryRoute(t *testing.T) {
-	g := guardTestNew(t, guardTestListen)
-	cookie := (&http.Cookie{Name: httpGuardCookie, Value: "ZGV2LWtleQ"}).String() // base64url("dev-key")
+	cfg := guardTestListen
+	cfg.Console = &consoleSessions{}
+	session, _ := cfg.Console.trade(cfg.Console.mintCode())
+	g := guardTestNew(t, cfg)
+	g.auth.(*httpGuardKeys).owner = nil // nobody on another machine is this account
 	forms := []struct {
 		name    string
 		headers map[string]string
@@ -271,32 +284,38 @@ func TestHTTPGuardListenCredentialEveryRoute(t *testing.T) {
 		{"none", nil, 401},
 		{"wrong bearer", map[string]string{"Authorization": "Bearer nope"}, 401},
 		{"wrong x-api-key", map[string]string{"x-api-key": "dev-key-"}, 401},
-		{"wrong cookie", map[string]string{"Cookie": httpGuardCookie + "=bm9wZQ"}, 401},
+		{"an earlier session", map[string]string{"Authorization": "Bearer " + consoleTokenPrefix + "gone"}, 401},
+		{"a cookie of old", map[string]string{"Cookie": "svc_key=ZGV2LWtleQ"}, 401},
 		{"dev key as bearer", map[string]string{"Authorization": "Bearer dev-key"}, 200},
 		{"dev key as x-api-key", map[string]string{"x-api-key": "dev-key"}, 200},
 		{"SVC_API_KEYS key", map[string]string{"Authorization": "Bearer extra-key"}, 200},
-		{"console cookie", map[string]string{"Cookie": cookie}, 200},
+		{"console session", map[string]string{"Authorization": "Bearer " + session}, 200},
 	}
 	for _, r := range routeTable(nil) {
 		path := guardTestRoutePath(r.path)
 		for _, f := range forms {
+			want := f.want
+			if path == "/" && r.method == "GET" {
+				want = 200 // the console's page holds no data
+			}
 			rec := guardTestDo(g, r.method, path, "10.231.7.1:4242", f.headers)
-			if rec.Code != f.want {
-				t.Errorf("%s %s with %s = %d %s; want %d", r.method, path, f.name, rec.Code, rec.Body, f.want)
+			if rec.Code != want {
+				t.Errorf("%s %s with %s = %d %s; want %d", r.method, path, f.name, rec.Code, rec.Body, want)
 				continue
 			}
-			if f.want == 401 && !guardTestAuthShape(path, guardTestJSON(rec)) {
+			if want == 401 && !guardTestAuthShape(path, guardTestJSON(rec)) && f.name != "an earlier session" {
 				t.Errorf("%s %s with %s: 401 body %s; not the route's error shape", r.method, path, f.name, rec.Body)
 			}
-			if f.name == "console cookie" && rec.Header().Get("X-Seen-Authorization") != "Bearer dev-key" {
-				t.Errorf("%s %s with the cookie: routes saw Authorization %q; want the key it stands for", r.method, path, rec.Header().Get("X-Seen-Authorization"))
+			if f.name == "console session" && path != "/" && rec.Header().Get("X-Seen-Authorization") != "Bearer "+consolePrincipal {
+				t.Errorf("%s %s with a console session: routes saw Authorization %q; want the console's principal", r.method, path, rec.Header().Get("X-Seen-Authorization"))
 			}
 		}
 	}
 }
 
-// TestHTTPGuardLoopbackCredentials checks loopback is unchanged: the API and
-// the console need no credential, the chat wires any non-empty one.
+// TestHTTPGuardLoopbackCredentials checks the emulator's convention for the
+// developer's own account: the API and the console need no credential,
+// the chat wires any non-empty one.
 func TestHTTPGuardLoopbackCredentials(t *testing.T) {
 	g := guardTestNew(t, guardTestLoopback)
 	for _, r := range routeTable(nil) {
@@ -314,37 +333,48 @@ func TestHTTPGuardLoopbackCredentials(t *testing.T) {
 			t.Errorf("%s %s with any credential = %d %s; want 200", r.method, path, rec.Code, rec.Body)
 		}
 	}
-	if rec := guardTestDo(g, "GET", "/?key=whatever", "127.0.0.1:4242", nil); rec.Code != 200 || rec.Body.String() != "reached" {
-		t.Errorf("GET /?key= on loopback = %d %s; want the console", rec.Code, rec.Body)
-	}
 }
 
-// TestHTTPGuardConsoleLogin checks /?key=: a valid key becomes an HttpOnly,
-// SameSite=Strict cookie and a redirect to the console; a wrong one is 401.
-func TestHTTPGuardConsoleLogin(t *testing.T) {
-	g := guardTestNew(t, guardTestListen)
-	rec := guardTestDo(g, "GET", "/?key=extra-key", "10.231.7.1:4242", nil)
-	cookies := rec.Result().Cookies()
-	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" || len(cookies) != 1 ||
-		cookies[0].Name != httpGuardCookie || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
-		t.Fatalf("GET /?key=<key> = %d %v; want 303 to / with an HttpOnly SameSite=Strict cookie", rec.Code, rec.Header())
+// TestHTTPGuardConsoleSession checks the console link's code: traded once
+// for a session, which the routes see as the console's principal and the
+// dev-only routes as the dev key; a spent or unknown code is refused.
+func TestHTTPGuardConsoleSession(t *testing.T) {
+	cfg := guardTestListen
+	cfg.Console = &consoleSessions{}
+	g := guardTestNew(t, cfg)
+	g.auth.(*httpGuardKeys).owner = nil
+	code := cfg.Console.mintCode()
+	trade := func(code string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", consoleSessionPath, strings.NewReader(`{"code":"`+code+`"}`))
+		req.Host = "10.231.7.1:4242"
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, req)
+		return rec
 	}
-	rec = guardTestDo(g, "GET", "/", "10.231.7.1:4242", map[string]string{"Cookie": cookies[0].String()})
-	if rec.Code != 200 || rec.Header().Get("X-Seen-Authorization") != "Bearer extra-key" {
-		t.Errorf("GET / with the cookie = %d %s; want the console", rec.Code, rec.Body)
+	rec := trade(code)
+	token, _ := guardTestJSON(rec)["token"].(string)
+	if rec.Code != 200 || !strings.HasPrefix(token, consoleTokenPrefix) || rec.Header().Get("Cache-Control") != "no-store" || len(rec.Result().Cookies()) != 0 {
+		t.Fatalf("trade of a fresh code = %d %v %s; want 200 with a token, no-store, no cookie", rec.Code, rec.Header(), rec.Body)
 	}
-	// The console's chat sends a placeholder bearer: the cookie's key wins.
-	rec = guardTestDo(g, "GET", "/openai/v1/models", "10.231.7.1:4242", map[string]string{"Cookie": cookies[0].String(), "Authorization": "Bearer console"})
-	if rec.Code != 200 || rec.Header().Get("X-Seen-Authorization") != "Bearer extra-key" {
-		t.Errorf("a chat wire with the cookie and a placeholder bearer = %d %s; want the cookie's key", rec.Code, rec.Body)
+	for name, c := range map[string]string{"the spent code": code, "an unknown code": "nope", "no code": ""} {
+		if rec := trade(c); rec.Code != 401 || wiresJSONAt(guardTestJSON(rec), "error.code") != "console_link_used" {
+			t.Errorf("trade of %s = %d %s; want 401 console_link_used", name, rec.Code, rec.Body)
+		}
 	}
-	rec = guardTestDo(g, "GET", "/openai/v1/models", "10.231.7.1:4242", map[string]string{"Authorization": "Bearer console"})
-	if rec.Code != http.StatusUnauthorized {
-		t.Errorf("a placeholder bearer without the cookie = %d; want 401", rec.Code)
-	}
-	rec = guardTestDo(g, "GET", "/?key=nope", "10.231.7.1:4242", nil)
-	if rec.Code != http.StatusUnauthorized || len(rec.Result().Cookies()) != 0 {
-		t.Errorf("GET /?key=nope = %d %v; want 401 without a cookie", rec.Code, rec.Header())
+	var devKey bool
+	g.next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		devKey = devKeyShown(r)
+		guardTestNext(w, r)
+	})
+	for _, tt := range []struct {
+		cred   string
+		devKey bool
+	}{{token, true}, {"dev-key", true}, {"extra-key", false}} {
+		devKey = false
+		rec := guardTestDo(g, "GET", "/openai/v1/models", "10.231.7.1:4242", map[string]string{"Authorization": "Bearer " + tt.cred})
+		if rec.Code != 200 || devKey != tt.devKey {
+			t.Errorf("GET a wire with %q = %d, dev key shown %v; want 200, %v", tt.cred[:5], rec.Code, devKey, tt.devKey)
+		}
 	}
 }
 
@@ -352,7 +382,8 @@ func TestHTTPGuardConsoleLogin(t *testing.T) {
 // built from the runtime's bind address and keys.
 func TestHTTPGuardServer(t *testing.T) {
 	core := func() *runtimeCore { return &runtimeCore{log: discardLogger()} }
-	listen := &devRuntime{runtimeCore: &runtimeCore{log: discardLogger(), agents: &agentHost{apiKeys: []string{"dev-key"}}}, opts: devOptions{host: "0.0.0.0"}}
+	listen := &devRuntime{runtimeCore: core(), keys: []string{"dev-key"}, opts: devOptions{host: "0.0.0.0"}}
+	loopback := &devRuntime{runtimeCore: core(), keys: []string{"dev-key"}}
 	tests := []struct {
 		name    string
 		rt      *devRuntime
@@ -360,8 +391,9 @@ func TestHTTPGuardServer(t *testing.T) {
 		headers map[string]string
 		want    int
 	}{
-		{"loopback, no credential", &devRuntime{runtimeCore: core()}, "127.0.0.1:4242", nil, 200},
-		{"loopback, evil host", &devRuntime{runtimeCore: core()}, "evil.example", nil, 403},
+		{"loopback, dev key", loopback, "127.0.0.1:4242", map[string]string{"x-api-key": "dev-key"}, 200},
+		{"loopback, no credential and no connection the kernel lists", loopback, "127.0.0.1:4242", nil, 401},
+		{"loopback, evil host", loopback, "evil.example", nil, 403},
 		{"--listen, no credential", listen, "10.231.7.1:4242", nil, 401},
 		{"--listen, dev key", listen, "10.231.7.1:4242", map[string]string{"Authorization": "Bearer dev-key"}, 200},
 	}
@@ -751,4 +783,74 @@ func TestListenFromAnotherHost(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("svc runs list beside svc dev --listen: %v\n%s", err, out)
 	}
+}
+
+// TestHTTPGuardOwner checks, over real loopback connections, who passes as
+// the developer's own account without a key: a client of this process's
+// account (the kernel's socket table says so), unless a browser sent the
+// request for a page of another origin. Another account's client is
+// refused in TestDevNeighbourAccount.
+func TestHTTPGuardOwner(t *testing.T) {
+	if !guardTestKernelLists(t) {
+		t.Skip("this system does not say who owns a connection: every caller needs a key")
+	}
+	g, err := newHTTPGuard(guardTestNext, guardTestLoopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := guardTestServe(t, g)
+	self := ts.URL // http://127.0.0.1:<port>
+	tests := []struct {
+		name    string
+		headers map[string]string
+		want    int
+	}{
+		{"curl, SDKs, the CLI: no browser headers", nil, 200},
+		{"typed into the browser", map[string]string{"Sec-Fetch-Site": "none"}, 200},
+		{"the console's own page", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": self}, 200},
+		{"a page on another port", map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://127.0.0.1:8000"}, 401},
+		{"a page on another port, no-cors GET", map[string]string{"Sec-Fetch-Site": "same-site"}, 401},
+		{"another site", map[string]string{"Sec-Fetch-Site": "cross-site"}, 401},
+		{"a foreign Origin without fetch metadata", map[string]string{"Origin": "http://localhost:3000"}, 401},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest("GET", self+"/api/runs", nil)
+		for k, v := range tt.headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("%s: GET /api/runs = %d; want %d", tt.name, resp.StatusCode, tt.want)
+		}
+	}
+}
+
+// guardTestKernelLists reports whether the kernel lists the owner of a
+// loopback connection this test makes (Linux).
+func guardTestKernelLists(t *testing.T) bool {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	uid, ok := httpPeerUID(netip.MustParseAddrPort(s.LocalAddr().String()), netip.MustParseAddrPort(s.RemoteAddr().String()))
+	if ok && uid != uint32(os.Getuid()) {
+		t.Fatalf("the kernel names uid %d as the owner of this test's own socket; want %d", uid, os.Getuid())
+	}
+	return ok
 }

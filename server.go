@@ -104,7 +104,8 @@ const (
 // upload that keeps making progress must finish) and no WriteTimeout:
 // responses stream for as long as a model answers or a long poll waits.
 func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes}
+	return &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes,
+		ConnContext: httpPeerConnContext}
 }
 
 // writeJSON answers with status and v as JSON.

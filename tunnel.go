@@ -330,9 +330,9 @@ func (l *tunnelListener) Close() error {
 func (l *tunnelListener) Addr() net.Addr { return l.conn.LocalAddr() }
 
 // tunnelHandler admits relayed requests to api: Host becomes the API's own
-// (apiHost) and Origin is dropped, since the relay verified an identity
-// token (a header no cross-site page can borrow) and the tunnel itself is
-// authenticated; the dev-only routes are refused, being for this machine.
+// (apiHost), Origin is dropped and the guard is told the request is
+// vouched for, since the relay verified an identity token (a header no
+// cross-site page can borrow) and the tunnel itself is authenticated; the dev-only routes are refused, being for this machine.
 // The relay names the token's user in x-svc-principal (overwriting any
 // the caller sent): durable sessions belong to that user, so they outlive
 // the token, which the console renews every few minutes.
@@ -344,10 +344,12 @@ func tunnelHandler(api http.Handler, apiHost string) http.Handler {
 		}
 		r.Host = apiHost
 		r.Header.Del("Origin")
+		ctx := context.WithValue(r.Context(), httpGuardVouchedKey{}, true)
 		if p := r.Header.Get(signPrincipalHeader); p != "" {
 			r.Header.Del(signPrincipalHeader)
-			r = r.WithContext(context.WithValue(r.Context(), httpGuardPrincipalKey{}, p))
+			ctx = context.WithValue(ctx, httpGuardPrincipalKey{}, p)
 		}
+		r = r.WithContext(ctx)
 		api.ServeHTTP(w, r)
 	})
 }

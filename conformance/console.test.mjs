@@ -6,8 +6,8 @@
 // objects, arrays, an enum, a union and an optional field), and the agent
 // helper (the agent tests': add, and refund needing approval) in front of
 // the fake model provider (echo: <text>; "call <tool> <json>" calls it).
-// Environment: SVC_URL (the dev emulator), SVC_CONSOLE_LINK (the Console link
-// svc dev prints, with its session token), SVC_GATED_URL (another svc dev of
+// Environment: SVC_URL (the dev emulator), SVC_CONSOLE_LINK (a console link
+// of `svc console`, with its one-time code), SVC_GATED_URL (another svc dev of
 // a project with an agent, its boot gate closed: no model provider),
 // SVC_ARTIFACTS (screenshot dir). Every screenshot first checks the page
 // shows no stray null, undefined or [object Object] (browser.mjs).
@@ -289,17 +289,21 @@ test("settings lists the local services and reveals their keys on a click, in on
   const reveals = [];
   const onRequest = (r) => new URL(r.url()).pathname === "/api/dev/services/reveal" && reveals.push(r.method());
   page.on("request", onRequest);
-  // Opened at its address, the console shows no keys: the link svc dev
-  // printed sets the session's cookie, then shows the settings.
+  // Opened at its address, the console shows no keys: the link signs this
+  // browser in (its one-time code traded for a session), then it may.
   await page.getByRole("link", { name: "Settings" }).click();
   const services = page.locator("#local-services");
   await services.locator("h3", { hasText: "Object storage" }).waitFor();
   expectConsoleError(/status of 403/);
   await page.getByRole("button", { name: "Show keys" }).click();
-  await services.locator(".error", { hasText: "Console link" }).waitFor();
+  await services.locator(".error", { hasText: "link svc dev printed" }).waitFor();
   reveals.length = 0;
   await page.goto(process.env.SVC_CONSOLE_LINK);
-  await page.waitForURL(base + "/#/settings");
+  await page.waitForURL(base + "/#/workflows");
+  const bearer = await page.evaluate(() => localStorage.getItem("svc-console-bearer"));
+  assert.match(bearer ?? "", /^svcc_/, "the link's code traded for a session kept in this origin's storage");
+  assert.deepEqual(await page.context().cookies(), [], "no cookie: a server on another port would receive it");
+  await page.getByRole("link", { name: "Settings" }).click();
   await services.locator("h3", { hasText: "Object storage" }).waitFor();
   const secret = services.locator('code[data-var="S3_SECRET_ACCESS_KEY"]');
   assert.equal(await secret.textContent(), "••••••••");

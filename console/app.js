@@ -4,7 +4,8 @@
 // route's query and ctx.every(ms, fn) polls fn while the page is shown
 // (until fn returns false).
 
-import { el, errorBox, health } from "./dom.js";
+import { devConsole, el, errorBox, health, localBearer, setLocalBearer, signInFromLink } from "./dom.js";
+import { signInPage } from "./signin.js";
 import { workflowsPage, playgroundPage } from "./workflows.js";
 import { runsPage, runPage } from "./runs.js";
 import { settingsPage } from "./settings.js";
@@ -45,9 +46,10 @@ function every(n, ms, fn) {
   setTimeout(tick, ms);
 }
 
-/** route draws the page of location.hash. */
+/** route draws the page of location.hash; a console link's #code= signs in first. */
 async function route() {
   const n = ++visit;
+  const refused = /^#code=/.test(location.hash) ? await signInFromLink().catch((err) => err) : null;
   const hash = location.hash.slice(1) || "/workflows";
   const q = hash.indexOf("?");
   const path = q < 0 ? hash : hash.slice(0, q);
@@ -63,11 +65,16 @@ async function route() {
     try {
       node = await match[2](ctx, ...match[0].slice(1).map(decodeURIComponent));
     } catch (err) {
-      node = el("section", {}, el("h1", {}, "Could not load this page"), errorBox(err));
+      if (err.code === "console_session" && localBearer()) {
+        setLocalBearer(""); // a session of an earlier svc dev: try without it
+        return route();
+      }
+      node = devConsole && err.status === 401 ? signInPage(err) : el("section", {}, el("h1", {}, "Could not load this page"), errorBox(err));
     }
   }
   if (n !== visit) return;
   main.replaceChildren(node);
+  if (refused && !localBearer()) main.prepend(errorBox(refused));
   document.body.dataset.page = match?.[1] ?? "none";
   if (!interactive) {
     interactive = true;
@@ -76,5 +83,4 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
-route();
-health().then((h) => showGate(h.gate), () => {});
+route().then(() => health()).then((h) => showGate(h.gate), () => {});

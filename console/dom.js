@@ -18,13 +18,62 @@ const tokenURL = meta("svc-token-url");
 let token = null;
 
 /**
- * authHeaders is the credential header every API call carries: fallback
- * when the page needs no token, else "Authorization: Bearer <identity
- * token>", fetched once and renewed a minute (at most half its life)
- * before it expires. A browser not signed in to the control plane is sent
- * to its sign-in page, which comes back to this page once signed in.
+ * localKey is where svc dev's console keeps its bearer: a console session
+ * traded for the one-time code of the link svc dev printed, or the dev
+ * key typed in. localStorage belongs to this origin (scheme, host and
+ * port): a page on another port of this host cannot read it, as it
+ * would receive a cookie.
+ */
+const localKey = "svc-console-bearer";
+
+/** devConsole is true when svc dev serves this page (no control plane in between). */
+export const devConsole = !tokenURL && !apiBase;
+
+/** localBearer is this console's bearer for svc dev ("" = none yet). */
+export const localBearer = () => (devConsole ? localStorage.getItem(localKey) ?? "" : "");
+
+/** setLocalBearer keeps (or, with "", forgets) the bearer for svc dev. */
+export function setLocalBearer(value) {
+  if (value) localStorage.setItem(localKey, value);
+  else localStorage.removeItem(localKey);
+}
+
+/**
+ * signInFromLink trades the one-time code of svc dev's console link
+ * (#code=… in the address, which the browser never sends) for a console
+ * session, keeps it, and takes the code out of the address and history.
+ * A used or stale code leaves any bearer already kept in place; the error
+ * is returned for the page to show.
+ */
+export async function signInFromLink() {
+  const m = /^#code=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (!devConsole || !m) return null;
+  try {
+    const r = await fetch(apiBase + "/api/console/session", {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ code: m[1] }),
+    });
+    const body = await r.json().catch(() => null);
+    if (!r.ok) return new APIError(r.status, body, `POST /api/console/session: HTTP ${r.status}`);
+    setLocalBearer(body.token);
+    return null;
+  } finally {
+    history.replaceState(null, "", location.pathname + location.search + "#/workflows");
+  }
+}
+
+/**
+ * authHeaders is the credential header every API call carries. For svc
+ * dev: the kept bearer, else fallback (svc dev then admits the developer's
+ * own account on its machine). Served by the control plane: its identity
+ * token, fetched once and renewed a minute (at most half its life) before
+ * it expires; a browser not signed in to the control plane is sent to its
+ * sign-in page, which comes back to this page once signed in.
  */
 export async function authHeaders(fallback = {}) {
+  if (devConsole) {
+    const b = localBearer();
+    return b ? { authorization: `Bearer ${b}` } : fallback;
+  }
   if (!tokenURL) return fallback;
   let t = await currentToken();
   if (Date.now() >= t.renewAt) {

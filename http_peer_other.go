@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "net/netip"
+
+// httpPeerUID cannot tell who owns the other end of a connection here (no
+// socket table to read): every caller then needs a credential.
+func httpPeerUID(local, remote netip.AddrPort) (uint32, bool) { return 0, false }
