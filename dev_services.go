@@ -159,6 +159,10 @@ func devConsoleRequest(r *http.Request) bool {
 		return false
 	}
 	o, err := httpGuardParseOrigin(r.Header.Get("Origin"))
-	self, serr := httpGuardParseOrigin("http://" + r.Host)
+	scheme := "http://"
+	if r.TLS != nil { // svc dev --tls
+		scheme = "https://"
+	}
+	self, serr := httpGuardParseOrigin(scheme + r.Host)
 	return err == nil && serr == nil && o == self
 }
