@@ -56,6 +56,10 @@ type devTLSCert struct {
 // devTLSRenewBefore and covers every name devTLSNames lists for
 // extraHosts; else a new one, signed by the kept key (minted only when
 // missing or unreadable, so the public key stays stable), written there.
+// A certificate made for a new name or address also keeps the names of
+// the one it replaces, so that a laptop moving between networks it has
+// seen keeps one fingerprint; one made at the end of the validity lists
+// the current names only.
 func devTLSLoad(stateDir string, extraHosts []string, now time.Time) (*devTLSCert, error) {
 	certPath, keyPath := filepath.Join(stateDir, devTLSCertFile), filepath.Join(stateDir, devTLSKeyFile)
 	key, err := devTLSKey(keyPath)
@@ -64,8 +68,16 @@ func devTLSLoad(stateDir string, extraHosts []string, now time.Time) (*devTLSCer
 	}
 	names := devTLSNames(extraHosts)
 	if b, err := os.ReadFile(certPath); err == nil {
-		if leaf, der := devTLSParse(b, key); leaf != nil && devTLSFresh(leaf, names, now) {
-			return devTLSMake(der, key, false), nil
+		if leaf, der := devTLSParse(b, key); leaf != nil && devTLSLasts(leaf, now) {
+			if devTLSCovers(leaf, names) {
+				return devTLSMake(der, key, false), nil
+			}
+			for _, ip := range leaf.IPAddresses {
+				names = append(names, ip.String())
+			}
+			names = append(names, leaf.DNSNames...)
+			slices.Sort(names)
+			names = slices.Compact(names)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", certPath, err)
@@ -130,12 +142,14 @@ func devTLSParse(b []byte, key *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
 	return leaf, blk.Bytes
 }
 
-// devTLSFresh reports whether leaf is valid now and for devTLSRenewBefore
-// more, and covers every one of names.
-func devTLSFresh(leaf *x509.Certificate, names []string, now time.Time) bool {
-	if now.Before(leaf.NotBefore) || now.Add(devTLSRenewBefore).After(leaf.NotAfter) {
-		return false
-	}
+// devTLSLasts reports whether leaf is valid now and for devTLSRenewBefore
+// more.
+func devTLSLasts(leaf *x509.Certificate, now time.Time) bool {
+	return !now.Before(leaf.NotBefore) && !now.Add(devTLSRenewBefore).After(leaf.NotAfter)
+}
+
+// devTLSCovers reports whether leaf covers every one of names.
+func devTLSCovers(leaf *x509.Certificate, names []string) bool {
 	for _, n := range names {
 		if leaf.VerifyHostname(n) != nil {
 			return false

@@ -256,7 +256,8 @@ func devTLSTestTextBoot(t *testing.T, dir string, env []string) string {
 // TestDevTLSRemint checks when devTLSLoad keeps the certificate and when it
 // mints one: kept while it covers this machine's names and is far from its
 // end; minted, with the same key, for a name it lacks (an address or
-// SVC_ALLOWED_HOSTS name added), near its end, or when cert.pem is garbage.
+// SVC_ALLOWED_HOSTS name added; the old names kept), near its end (the
+// current names only), or when cert.pem is garbage.
 func TestDevTLSRemint(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
@@ -299,7 +300,14 @@ func TestDevTLSRemint(t *testing.T) {
 		t.Errorf("a new name kept the certificate")
 	}
 	mustLoad("the same names again", []string{"devbox.lan"}, now, false)
-	mustLoad("near its end", []string{"devbox.lan", "10.231.7.1"}, now.Add(devTLSValidity-devTLSRenewBefore+time.Hour), true)
+	moved := mustLoad("another network", []string{"10.9.9.9"}, now, true)
+	if mustLoad("back on the first network", []string{"10.231.7.1"}, now, false).fingerprint != moved.fingerprint {
+		t.Errorf("back on a network seen before: a new certificate; want the one covering both")
+	}
+	renewed := mustLoad("near its end", []string{"10.9.9.9"}, now.Add(devTLSValidity-devTLSRenewBefore+time.Hour), true)
+	if leaf, _ := x509.ParseCertificate(renewed.pair.Certificate[0]); leaf == nil || leaf.VerifyHostname("10.231.7.1") == nil || leaf.VerifyHostname("10.9.9.9") != nil {
+		t.Errorf("renewed near its end: want the current names only (10.9.9.9, not 10.231.7.1)")
+	}
 	writeFile(t, dir, devTLSCertFile, "not a certificate")
 	mustLoad("garbage cert.pem", nil, now, true)
 	mustLoad("after garbage", nil, now, false)
