@@ -114,6 +114,12 @@ func localTarget(ctx context.Context, c *cmd) (*target, error) {
 		return nil, failf(codeDevNotRunning, startHint, "svc dev is not running for %s (.svc/%s is unreadable)", proj.Dir, devRuntimeFileName)
 	}
 	t := &target{baseURL: rf.URL, client: &http.Client{}, devToken: rf.Token}
+	// Under --tls the runtime serves svc's own certificate; trust it alone.
+	if strings.HasPrefix(rf.URL, "https://") {
+		if t.client, err = devTLSClient(proj.stateDir()); err != nil {
+			return nil, failf(codeGeneric, "restart `svc dev --tls` in "+proj.Dir+" to make it anew", "svc dev serves %s over HTTPS but its certificate is unreadable: %v", rf.URL, err)
+		}
+	}
 	// Under --listen every route requires the dev key; bound to loopback it
 	// is not needed, and the file does not exist.
 	if b, err := os.ReadFile(proj.stateDir(devAPIKeyFile)); err == nil {

@@ -35,6 +35,7 @@ func newDevFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.String("port", strconv.Itoa(defaultAPIPort), "emulator API port, an integer in 1-65535; PostgreSQL uses port+1 and object storage port+2, all shifted by SVC_DEV_PORT_OFFSET")
 	fs.Bool("listen", false, "bind 0.0.0.0 (LAN-reachable) instead of 127.0.0.1")
+	fs.Bool("tls", false, "serve the API over HTTPS with a certificate svc makes (.svc/"+devTLSCertFile+"), its SHA-256 fingerprint printed")
 	fs.Bool("print-contract", false, "print the contract JSON and exit without booting")
 	fs.Bool("auto-migrate", true, "generate and apply a migration when src/schema.ts is edited (overrides dev.autoMigrate in agent.yaml)")
 	fs.Bool("no-auto-migrate", false, "turn auto-migrate off for this session")
@@ -48,6 +49,7 @@ type devOptions struct {
 	host                    string // bind address
 	autoMigrate             *bool  // nil: use agent.yaml
 	printContract           bool
+	tls                     bool // --tls: the API serves HTTPS (dev_tls.go)
 
 	// allowedHosts and allowedOrigins are SVC_ALLOWED_HOSTS and
 	// SVC_ALLOWED_ORIGINS, normalized for the HTTP guard.
@@ -101,6 +103,7 @@ func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
 	}
 	o.s3Endpoint = c.getenv("SVC_S3_ENDPOINT")
 	o.printContract = get("print-contract") == "true"
+	o.tls = get("tls") == "true"
 	fs.Visit(func(f *flag.Flag) {
 		v := f.Value.String() == "true"
 		switch f.Name {
@@ -225,6 +228,7 @@ type devRuntime struct {
 	announceMu sync.Mutex // serialises payload lines on stdout
 
 	tunnel *tunnelClient // nil: no relay configured (tunnel.go)
+	tls    *devTLSCert   // nil: plain HTTP (no --tls; dev_tls.go)
 }
 
 // newDevLogger logs to stderr, debug level with --verbose.
@@ -321,8 +325,16 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	rt.recompile()
 	rt.autoMigrate(ctx)
 
-	// 5. Serve the endpoints.
-	rt.apiURL = "http://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.apiPort))
+	// 5. Serve the endpoints (HTTPS with --tls).
+	scheme := "http"
+	if opts.tls {
+		if rt.tls, err = devTLSLoad(proj.stateDir(), opts.allowedHosts, time.Now()); err != nil {
+			return nil, failf(codeGeneric, "make .svc/tls writable, or remove it so that svc dev makes a new certificate", "TLS certificate: %v", err)
+		}
+		apiLn, scheme = rt.tls.listener(apiLn), "https"
+		rt.log.Info("the API serves HTTPS with svc's own certificate", "cert", ".svc/"+devTLSCertFile, "sha256", rt.tls.fingerprint, "minted", rt.tls.minted)
+	}
+	rt.apiURL = scheme + "://" + net.JoinHostPort(displayHost(opts.host), strconv.Itoa(opts.apiPort))
 	api, err := newDevServer(rt)
 	if err != nil {
 		return nil, err
@@ -365,7 +377,7 @@ func (rt *devRuntime) startTunnel(api http.Handler) {
 			"hint", "run `svc login`, then `svc link` (or `svc dev` in a terminal without .svc/project.json) to link it to an agent")
 		return
 	}
-	apiHost := strings.TrimPrefix(rt.apiURL, "http://")
+	apiHost := net.JoinHostPort(displayHost(rt.opts.host), strconv.Itoa(rt.opts.apiPort)) // rt.apiURL's, whatever its scheme
 	rt.tunnel = newTunnelClient(tunnelConfig{Addr: rt.opts.relayAddr, ServerName: rt.opts.relayName, Installation: l.LocalDevInstallationID,
 		Token: rt.tunnelToken, Console: l.ControlPlaneURL}, tunnelHandler(api, apiHost), rt.log, rt.announce)
 	rt.tunnel.start()
@@ -568,11 +580,14 @@ func (rt *devRuntime) announce() {
 		if p.PublicURL != nil {
 			fmt.Fprintf(w, "  Public      %s (console: %s)\n", *p.PublicURL, *p.Deeplink)
 		}
-		who := "Other accounts of this machine"
-		if rt.opts.host == "0.0.0.0" {
-			who += " and other machines"
+		if rt.tls != nil {
+			fmt.Fprintf(w, "  TLS         certificate .svc/%s, SHA-256 %s\n", devTLSCertFile, rt.tls.fingerprint)
 		}
-		fmt.Fprintf(w, "  %s need the dev key (.svc/%s; `svc env` prints it as SVC_DEV_KEY).\n", who, devAPIKeyFile)
+		if rt.opts.host == "0.0.0.0" {
+			fmt.Fprintf(w, "  Other accounts of this machine and other machines need the dev key (.svc/%s; `svc env` prints it as SVC_DEV_KEY),\n  or a console link (`svc console` prints more) with this host's address in place of 127.0.0.1.\n", devAPIKeyFile)
+		} else {
+			fmt.Fprintf(w, "  Other accounts of this machine need the dev key (.svc/%s; `svc env` prints it as SVC_DEV_KEY).\n", devAPIKeyFile)
+		}
 	})
 }
 

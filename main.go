@@ -69,7 +69,8 @@
 //	runtime      runtime.go (what dev and the box share: migrations, engine, secrets, object
 //	             storage, agents, gate, compile)
 //	dev boot     devenv.go (svc dev: services, typegen, auto-migrate, dev routes), dev_services.go (the
-//	             console's local services and keys), project.go, postgres.go (the local cluster),
+//	             console's local services and keys), dev_tls.go (--tls: the project's certificate,
+//	             the CLI's pinned client), project.go, postgres.go (the local cluster),
 //	             postgres_root.go (the clusters of root sessions), childenv.go, watch.go, gate.go
 //	box          box.go (handshake, signing secret, challenge, teaching, identity), box_auth.go (the
 //	             box's credential check)

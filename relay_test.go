@@ -161,9 +161,9 @@ type relayFixture struct {
 	held     atomic.Int32 // streams the gate held
 }
 
-// newRelayFixture starts the control plane, the relay and svc dev, the
-// model provider gated (gatedProvider).
-func newRelayFixture(t testing.TB) *relayFixture {
+// newRelayFixture starts the control plane, the relay and svc dev (with
+// devArgs), the model provider gated (gatedProvider).
+func newRelayFixture(t testing.TB, devArgs ...string) *relayFixture {
 	t.Helper()
 	f := &relayFixture{}
 	f.dbURL = testPostgresURL(t)
@@ -194,7 +194,7 @@ func newRelayFixture(t testing.TB) *relayFixture {
 	provider := f.gatedProvider(t)
 	f.env = baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "SSL_CERT_FILE="+caFile, "XDG_CONFIG_HOME="+xdg,
 		"SVC_RELAY_URL=https://"+addr, "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+provider+"/v1")
-	f.dev = startDev(t, dir, f.env)
+	f.dev = startDev(t, dir, f.env, devArgs...)
 	return f
 }
 
