@@ -440,8 +440,12 @@ func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 	wire := httpGuardWire(r.URL.Path)
 	if strings.HasPrefix(cred, consoleTokenPrefix) && g.console != nil {
-		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "console_session",
-			Message: "this console session belongs to an earlier svc dev: open the console link the running svc dev printed"})
+		const msg = "this console session belongs to an earlier svc dev: open a console link of the running svc dev (`svc console` prints one)"
+		if wire != nil {
+			wire.writeError(w, &wireError{Status: http.StatusUnauthorized, Kind: wireErrAuth, Message: msg})
+		} else {
+			writeAPIError(w, http.StatusUnauthorized, apiError{Code: "console_session", Message: msg})
+		}
 		return false
 	}
 	if httpGuardVouched(r) || (g.owner != nil && g.owner(r)) {

@@ -303,7 +303,7 @@ func TestHTTPGuardListenCredentialEveryRoute(t *testing.T) {
 				t.Errorf("%s %s with %s = %d %s; want %d", r.method, path, f.name, rec.Code, rec.Body, want)
 				continue
 			}
-			if want == 401 && !guardTestAuthShape(path, guardTestJSON(rec)) && f.name != "an earlier session" {
+			if want == 401 && !guardTestAuthShape(path, guardTestJSON(rec)) && (f.name != "an earlier session" || httpGuardWire(path) != nil) {
 				t.Errorf("%s %s with %s: 401 body %s; not the route's error shape", r.method, path, f.name, rec.Body)
 			}
 			if f.name == "console session" && path != "/" && rec.Header().Get("X-Seen-Authorization") != "Bearer "+consolePrincipal {
