@@ -173,7 +173,6 @@ type agentHost struct {
 	models   func(*modelProvider) modelClient // the outbound client of a provider
 	sessions *sessionStore                    // nil: no database, no durable sessions
 	record   func(agentTurn) (string, error)  // records a finished turn as a run
-	apiKeys  []string                         // --listen: the keys every route requires (http_guard.go); nil on loopback
 }
 
 // newToolVM evaluates the agent's module in a fresh VM for its tools.

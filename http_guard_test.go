@@ -765,7 +765,8 @@ func TestListenFromAnotherHost(t *testing.T) {
 	}{
 		{"runs without the key", []string{base + "/api/runs"}, 401},
 		{"runs with a wrong key", []string{"-H", "x-api-key: nope", base + "/api/runs"}, 401},
-		{"console without the key", []string{base + "/"}, 401},
+		{"the console's page, which holds no data", []string{base + "/"}, 200},
+		{"a console session for a guessed code", []string{"-X", "POST", "-d", `{"code":"guess"}`, base + consoleSessionPath}, 401},
 		{"runs with the key", []string{"-H", bearer, base + "/api/runs"}, 200},
 		{"runs with the key as x-api-key", []string{"-H", "x-api-key: " + key, base + "/api/runs"}, 200},
 		{"a foreign Host", []string{"-H", bearer, "-H", "Host: evil.example", base + "/api/runs"}, 403},

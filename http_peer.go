@@ -72,9 +72,9 @@ func httpPeerIsSelf(r *http.Request) bool {
 	if err != nil || !local.Addr().Unmap().IsLoopback() {
 		return false
 	}
-	p, ok := r.Context().Value(httpPeerKey{}).(*httpPeer)
-	if !ok {
-		return false
+	p, cached := r.Context().Value(httpPeerKey{}).(*httpPeer)
+	if !cached { // a server without httpPeerConnContext: ask each time
+		p = &httpPeer{}
 	}
 	p.once.Do(func() { p.uid, p.ok = httpPeerUID(local, remote) })
 	return p.ok && p.uid == uint32(os.Getuid())

@@ -63,7 +63,7 @@
 //	commands     main.go (wiring only), cli.go (verb table, envelope, exit codes), cli_workflows.go
 //	             (workflows and runs verbs), cli_target.go (--agent: a box through the control plane),
 //	             cli_link.go (svc link), cli_login.go (login, logout, whoami), cli_serve.go (svc serve),
-//	             cli_env.go, cli_mcp.go (svc mcp: stdio relay), cli_terminal_*.go, version.go, agent_setup.go
+//	             cli_env.go (svc env, svc console), cli_mcp.go (svc mcp: stdio relay), cli_terminal_*.go, version.go, agent_setup.go
 //	             (coding-agent skill and MCP files); mcp.go (MCP protocol), mcp_tools.go (its tools over
 //	             the runtime), mcp_http.go (POST /mcp)
 //	runtime      runtime.go (what dev and the box share: migrations, engine, secrets, object
@@ -75,6 +75,9 @@
 //	box          box.go (handshake, signing secret, challenge, teaching, identity), box_auth.go (the
 //	             box's credential check)
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
+//	             http_peer.go, http_peer_*.go (the account of a loopback connection: the developer's
+//	             own passes without a key), console_session.go (the console link's one-time codes
+//	             and sessions),
 //	             ratelimit.go (token buckets per key: per-source limits, 429), api_workflows.go (workflows and runs), api_sessions.go (session transcripts), cors.go
 //	             (CORS for the console's origin), wires.go (OpenAI chat, Anthropic, AG-UI),
 //	             wire_responses.go (OpenAI Responses), console.go (the web console: console/*

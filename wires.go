@@ -39,7 +39,7 @@ const (
 	wireHeaderConversation = "x-svc-conversation"
 )
 
-// devAPIKeyFile is where `svc dev --listen` keeps the project's dev key.
+// devAPIKeyFile is where svc dev keeps the project's dev key (.svc, 0600).
 const devAPIKeyFile = "dev-api-key"
 
 // Kinds of wireError; each wire maps them to its own error vocabulary.
@@ -158,8 +158,7 @@ func (a wireWhole) finish(res *agentResult) { a.respond(a.w, a.wr, res) }
 func (a wireWhole) fail(e *wireError) { a.writeError(a.w, e) }
 
 // newAgentHost builds the agents' runtime side for rt: the outbound model
-// clients and the session store over rt.db. The host sets the credentials
-// the wires accept (apiKeys: dev --listen, see devAPIKeys).
+// clients and the session store over rt.db.
 func newAgentHost(rt *runtimeCore) *agentHost {
 	hc := &http.Client{Timeout: 10 * time.Minute}
 	return &agentHost{
@@ -172,8 +171,8 @@ func newAgentHost(rt *runtimeCore) *agentHost {
 	}
 }
 
-// devAPIKeys are the keys `svc dev --listen` requires on every route: the
-// project's dev key, minted once into .svc/dev-api-key, then those of
+// devAPIKeys are the keys svc dev accepts on every route (http_guard.go):
+// the project's dev key, minted once into .svc/dev-api-key, then those of
 // SVC_API_KEYS.
 func devAPIKeys(c *cmd, proj *project) ([]string, error) {
 	key, err := devAPIKey(proj.stateDir(devAPIKeyFile))

@@ -301,11 +301,18 @@ func TestWiresGateClosed(t *testing.T) {
 	}
 }
 
-// TestWiresListenCredentials checks the keys required with --listen.
+// TestWiresListenCredentials checks the keys required from another machine
+// (--listen) or another account.
 func TestWiresListenCredentials(t *testing.T) {
 	env := newWiresEnv(t, "")
-	env.rt.agents.apiKeys = []string{"dev-key", "extra"}
-	env.url = wiresServe(t, env.rt)
+	srv, err := newServer(env.rt, httpGuardConfig{APIKeys: []string{"dev-key", "extra"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.guard.auth.(*httpGuardKeys).owner = nil // nobody calling is the developer's account
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	env.url = ts.URL
 	tests := []struct {
 		name    string
 		headers map[string]string
