@@ -13,24 +13,32 @@ package main
 //     (NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS), is a
 //     member of no other role, and has the password kept 0600 in .svc
 //     (pgAppPasswordFile, or pgContainerAppPasswordFile for the container),
-//     minted once and set again at each boot, so a replaced file still works;
+//     minted once; the password is set again when the role's SCRAM secret
+//     is not that of the file, so a replaced file still works;
 //   - the project database pgDatabase exists and is owned by that role, so it
 //     may create schemas and trusted extensions (pgcrypto, uuid-ossp, citext:
 //     PostgreSQL 13 and later) but nothing outside the database;
 //   - PUBLIC may not connect to the cluster's other databases (the local
 //     cluster's pg_hba.conf also admits the role to the project database
 //     only; the container image's admits every role everywhere);
-//   - the schemas of the project database, and the tables, sequences, views,
-//     materialized views, foreign tables, routines and types in them, that
-//     the superuser owns are the role's: clusters made by earlier versions
-//     handed out the superuser, which owns all they created. The move is one
+//   - what the superuser owns in the project database is the role's
+//     (pgOwnershipMovesSQL): clusters made by earlier versions handed out
+//     the superuser, which owns all they created. The move is one
 //     transaction; objects that belong to an extension stay (so do the
-//     extensions), and a boot with nothing to move only reads the catalogs.
+//     extensions, which the role then may not drop or update).
+//
+// An ordinary boot, with all in place, takes one connection and only reads
+// the catalogs.
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -49,37 +57,46 @@ const (
 	pgContainerAppPasswordFile = "postgres-container-app.password"
 	// pgUndefinedDatabase is the SQLSTATE of a database that does not exist.
 	pgUndefinedDatabase = "3D000"
+	// pgSCRAMMaxIterations bounds the iterations of a SCRAM secret that
+	// pgSCRAMMatches computes (PostgreSQL's default is 4096).
+	pgSCRAMMaxIterations = 1 << 20
 )
 
-// pgAppRoleAttributes are the attributes pgAppRole gets at every boot: it
-// logs in and may do nothing a superuser grants beyond its own database.
-const pgAppRoleAttributes = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT CONNECTION LIMIT -1"
+// pgAppRoleAttributes are the attributes of pgAppRole, given again at boot
+// when they differ (pgAppRoleStateSQL): it logs in, with no expiry, and may
+// do nothing a superuser grants beyond its own database.
+const pgAppRoleAttributes = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT CONNECTION LIMIT -1 VALID UNTIL 'infinity'"
 
-// pgOwnershipMovesSQL lists, as statements, what the superuser ($2) owns in
-// the current database and must become pgAppRole's ($1): its schemas (not
-// the system's), and in them its tables, views, materialized views,
-// sequences and foreign tables, its types (enums, domains, ranges,
-// composites) and its routines. Objects of extensions are left out; so are
-// what follows another object: indexes, TOAST tables and sequences linked
-// to a column follow their table, a table's row type its table, array and
-// multirange types their element or range. Schemas come first, then types,
-// relations and routines. The session's search_path is pg_catalog, so the
-// names come qualified.
+// pgOwnershipMovesSQL lists, as statements, what must become pgAppRole's
+// ($1) in the current database: the database itself, and what the
+// superuser ($2) owns there: its schemas (not the system's); in them its
+// tables, views, materialized views, sequences and foreign tables, its
+// types (enums, domains, ranges, composites), routines, operators,
+// collations, text search configurations and dictionaries and extended
+// statistics; and its large objects. Objects of extensions are left out;
+// so is what follows another object: indexes, TOAST tables and sequences
+// linked to a column follow their table, a table's row type its table,
+// array and multirange types their element or range. The database comes
+// first, then schemas, types, relations and the rest. The session's
+// search_path is pg_catalog, so the names come qualified.
 const pgOwnershipMovesSQL = `
 WITH super AS (SELECT oid FROM pg_roles WHERE rolname = $2::text),
-app AS (SELECT $1::text AS name),
 user_ns AS (
 	SELECT oid, nspname, nspowner FROM pg_namespace
 	WHERE nspname NOT IN ('pg_catalog', 'information_schema') AND nspname !~ '^pg_(toast|temp_|toast_temp_)'
 ),
 ext AS (SELECT classid, objid FROM pg_depend WHERE deptype = 'e')
 SELECT stmt FROM (
-	SELECT 1 AS ord, format('ALTER SCHEMA %I OWNER TO %I', n.nspname, (SELECT name FROM app)) AS stmt
+	SELECT 0 AS ord, format('ALTER DATABASE %I OWNER TO %I', datname, $1::text) AS stmt
+	FROM pg_database
+	WHERE datname = current_database() AND datdba <> (SELECT oid FROM pg_roles WHERE rolname = $1::text)
+	UNION ALL
+	SELECT 1, format('ALTER SCHEMA %I OWNER TO %I', n.nspname, $1::text)
 	FROM user_ns n
 	WHERE n.nspowner = (SELECT oid FROM super)
 	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_namespace'::regclass AND objid = n.oid)
 	UNION ALL
-	SELECT 2, format('ALTER %s %s OWNER TO %I', CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END, t.oid::regtype, (SELECT name FROM app))
+	SELECT 2, format('ALTER %s %s OWNER TO %I', CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END, t.oid::regtype, $1::text)
 	FROM pg_type t JOIN user_ns n ON n.oid = t.typnamespace
 	WHERE t.typowner = (SELECT oid FROM super)
 	  AND t.typtype <> 'm'
@@ -89,7 +106,7 @@ SELECT stmt FROM (
 	UNION ALL
 	SELECT 3, format('ALTER %s %s OWNER TO %I',
 		CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END,
-		c.oid::regclass, (SELECT name FROM app))
+		c.oid::regclass, $1::text)
 	FROM pg_class c JOIN user_ns n ON n.oid = c.relnamespace
 	WHERE c.relowner = (SELECT oid FROM super)
 	  AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
@@ -97,20 +114,67 @@ SELECT stmt FROM (
 	      AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
 	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_class'::regclass AND objid = c.oid)
 	UNION ALL
-	SELECT 4, format('ALTER ROUTINE %s OWNER TO %I', p.oid::regprocedure, (SELECT name FROM app))
+	SELECT 4, format('ALTER ROUTINE %s OWNER TO %I', p.oid::regprocedure, $1::text)
 	FROM pg_proc p JOIN user_ns n ON n.oid = p.pronamespace
 	WHERE p.proowner = (SELECT oid FROM super)
 	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_proc'::regclass AND objid = p.oid)
+	UNION ALL
+	SELECT 5, format('ALTER OPERATOR %s OWNER TO %I', o.oid::regoperator, $1::text)
+	FROM pg_operator o JOIN user_ns n ON n.oid = o.oprnamespace
+	WHERE o.oprowner = (SELECT oid FROM super)
+	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_operator'::regclass AND objid = o.oid)
+	UNION ALL
+	SELECT 5, format('ALTER COLLATION %I.%I OWNER TO %I', n.nspname, c.collname, $1::text)
+	FROM pg_collation c JOIN user_ns n ON n.oid = c.collnamespace
+	WHERE c.collowner = (SELECT oid FROM super)
+	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_collation'::regclass AND objid = c.oid)
+	UNION ALL
+	SELECT 5, format('ALTER TEXT SEARCH CONFIGURATION %s OWNER TO %I', c.oid::regconfig, $1::text)
+	FROM pg_ts_config c JOIN user_ns n ON n.oid = c.cfgnamespace
+	WHERE c.cfgowner = (SELECT oid FROM super)
+	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_ts_config'::regclass AND objid = c.oid)
+	UNION ALL
+	SELECT 5, format('ALTER TEXT SEARCH DICTIONARY %s OWNER TO %I', d.oid::regdictionary, $1::text)
+	FROM pg_ts_dict d JOIN user_ns n ON n.oid = d.dictnamespace
+	WHERE d.dictowner = (SELECT oid FROM super)
+	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_ts_dict'::regclass AND objid = d.oid)
+	UNION ALL
+	SELECT 5, format('ALTER STATISTICS %I.%I OWNER TO %I', n.nspname, x.stxname, $1::text)
+	FROM pg_statistic_ext x JOIN user_ns n ON n.oid = x.stxnamespace
+	WHERE x.stxowner = (SELECT oid FROM super)
+	UNION ALL
+	SELECT 6, format('ALTER LARGE OBJECT %s OWNER TO %I', l.oid, $1::text)
+	FROM pg_largeobject_metadata l
+	WHERE l.lomowner = (SELECT oid FROM super)
 ) moves ORDER BY ord`
 
 // pgProvisionApp makes the cluster on 127.0.0.1:port, reached as the
 // superuser with superPassword, ready for the URL pgAppURL returns (see the
 // comment at the top of this file).
 func pgProvisionApp(ctx context.Context, superPassword string, port int, appPassword string) error {
-	if err := pgProvisionCluster(ctx, pgURL(pgSuperuser, superPassword, port, "postgres"), appPassword); err != nil {
+	cfg, err := pgx.ParseConfig(pgURL(pgSuperuser, superPassword, port, pgDatabase))
+	if err != nil {
 		return err
 	}
-	if err := pgMoveOwnership(ctx, pgURL(pgSuperuser, superPassword, port, pgDatabase)); err != nil {
+	cfg.RuntimeParams["search_path"] = "pg_catalog" // names in statements come qualified
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgUndefinedDatabase {
+		if err := pgCreateDatabase(ctx, pgURL(pgSuperuser, superPassword, port, "postgres"), appPassword); err != nil {
+			return err
+		}
+		conn, err = pgx.ConnectConfig(ctx, cfg)
+	}
+	if err != nil {
+		return fmt.Errorf("set up the role %q: %w", pgAppRole, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := pgEnsureRole(ctx, conn, appPassword); err != nil {
+		return fmt.Errorf("set up the role %q: %w", pgAppRole, err)
+	}
+	if err := pgRevokeOtherDatabases(ctx, conn); err != nil {
+		return fmt.Errorf("keep the role %q out of the other databases: %w", pgAppRole, err)
+	}
+	if err := pgMoveOwnership(ctx, conn); err != nil {
 		return fmt.Errorf("give the database %q to the role %q: %w", pgDatabase, pgAppRole, err)
 	}
 	return nil
@@ -121,36 +185,105 @@ func pgAppURL(appPassword string, port int) string {
 	return pgURL(pgAppRole, appPassword, port, pgDatabase)
 }
 
-// pgProvisionCluster, connected as the superuser through adminURL, makes
-// pgAppRole as it must be, creates the project database owned by it when
-// missing, and takes PUBLIC's CONNECT on the other databases.
-func pgProvisionCluster(ctx context.Context, adminURL, appPassword string) error {
+// pgCreateDatabase, connected as the superuser through adminURL, creates
+// the project database owned by pgAppRole, and that role first.
+func pgCreateDatabase(ctx context.Context, adminURL, appPassword string) error {
 	conn, err := pgx.Connect(ctx, adminURL)
+	if err == nil {
+		defer conn.Close(context.WithoutCancel(ctx))
+		err = pgEnsureRole(ctx, conn, appPassword)
+	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{pgDatabase}.Sanitize()+" OWNER "+pgx.Identifier{pgAppRole}.Sanitize())
+	}
 	if err != nil {
-		return fmt.Errorf("set up the role %q: %w", pgAppRole, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	role := pgx.Identifier{pgAppRole}.Sanitize()
-	if err := pgEnsureRole(ctx, conn, role, appPassword); err != nil {
-		return fmt.Errorf("set up the role %q: %w", pgAppRole, err)
-	}
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", pgDatabase).Scan(&exists); err != nil {
 		return fmt.Errorf("create database %q: %w", pgDatabase, err)
 	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{pgDatabase}.Sanitize()+" OWNER "+role); err != nil {
-			return fmt.Errorf("create database %q: %w", pgDatabase, err)
+	return nil
+}
+
+// pgAppRoleStateSQL tells whether pgAppRole ($1) exists, whether it has
+// exactly pgAppRoleAttributes, its SCRAM secret and the roles it is a
+// member of.
+const pgAppRoleStateSQL = `
+SELECT NOT rolsuper AND rolinherit AND NOT rolcreaterole AND NOT rolcreatedb AND rolcanlogin
+	AND NOT rolreplication AND NOT rolbypassrls AND rolconnlimit = -1 AND (rolvaliduntil IS NULL OR rolvaliduntil = 'infinity'),
+	coalesce(rolpassword, ''),
+	ARRAY(SELECT roleid::regrole::text FROM pg_auth_members WHERE member = a.oid)
+FROM pg_authid a WHERE rolname = $1`
+
+// pgEnsureRole creates pgAppRole when missing and makes sure it has
+// pgAppRoleAttributes, password and no membership in other roles, writing
+// only what differs.
+func pgEnsureRole(ctx context.Context, conn *pgx.Conn, password string) error {
+	role := pgx.Identifier{pgAppRole}.Sanitize()
+	var attrsOK bool
+	var secret string
+	var granted []string
+	err := conn.QueryRow(ctx, pgAppRoleStateSQL, pgAppRole).Scan(&attrsOK, &secret, &granted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		_, err = conn.Exec(ctx, "CREATE ROLE "+role)
+	}
+	if err != nil {
+		return err
+	}
+	if !attrsOK || !pgSCRAMMatches(secret, password) {
+		if err := pgSetPassword(ctx, conn, role, pgAppRoleAttributes, password); err != nil {
+			return err
 		}
 	}
+	for _, g := range granted {
+		if _, err := conn.Exec(ctx, "REVOKE "+g+" FROM "+role); err != nil { // g is quoted by regrole
+			return err
+		}
+	}
+	return nil
+}
+
+// pgSCRAMMatches reports whether secret, a SCRAM-SHA-256 secret as pg_authid
+// keeps it ("SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>",
+// RFC 5802 and RFC 7677), is the one of password.
+func pgSCRAMMatches(secret, password string) bool {
+	rest, ok := strings.CutPrefix(secret, "SCRAM-SHA-256$")
+	params, keys, ok2 := strings.Cut(rest, "$")
+	iterations, salt64, ok3 := strings.Cut(params, ":")
+	stored64, _, ok4 := strings.Cut(keys, ":")
+	if !ok || !ok2 || !ok3 || !ok4 {
+		return false
+	}
+	n, err := strconv.Atoi(iterations)
+	if err != nil || n < 1 || n > pgSCRAMMaxIterations {
+		return false
+	}
+	salt, err := base64.StdEncoding.DecodeString(salt64)
+	if err != nil {
+		return false
+	}
+	stored, err := base64.StdEncoding.DecodeString(stored64)
+	if err != nil {
+		return false
+	}
+	salted, err := pbkdf2.Key(sha256.New, password, salt, n, sha256.Size)
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, salted)
+	mac.Write([]byte("Client Key"))
+	storedKey := sha256.Sum256(mac.Sum(nil))
+	return hmac.Equal(storedKey[:], stored)
+}
+
+// pgRevokeOtherDatabases takes PUBLIC's CONNECT on the databases other than
+// the project's that pgAppRole may connect to.
+func pgRevokeOtherDatabases(ctx context.Context, conn *pgx.Conn) error {
 	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database
 		WHERE datname <> $1 AND datallowconn AND has_database_privilege($2::name, oid, 'CONNECT')`, pgDatabase, pgAppRole)
 	if err != nil {
-		return fmt.Errorf("keep the role %q out of the other databases: %w", pgAppRole, err)
+		return err
 	}
 	others, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("keep the role %q out of the other databases: %w", pgAppRole, err)
+		return err
 	}
 	for _, db := range others {
 		_, err := conn.Exec(ctx, "REVOKE CONNECT ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC")
@@ -158,67 +291,17 @@ func pgProvisionCluster(ctx context.Context, adminURL, appPassword string) error
 			continue // dropped meanwhile
 		}
 		if err != nil {
-			return fmt.Errorf("keep the role %q out of the database %q: %w", pgAppRole, db, err)
+			return fmt.Errorf("database %q: %w", db, err)
 		}
 	}
 	return nil
 }
 
-// pgEnsureRole creates pgAppRole (role, quoted) when missing, and gives it
-// pgAppRoleAttributes, password and no membership in other roles.
-func pgEnsureRole(ctx context.Context, conn *pgx.Conn, role, password string) error {
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", pgAppRole).Scan(&exists); err != nil {
-		return err
-	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE ROLE "+role); err != nil {
-			return err
-		}
-	}
-	if err := pgSetPassword(ctx, conn, role, pgAppRoleAttributes, password); err != nil {
-		return err
-	}
-	rows, err := conn.Query(ctx, `SELECT r.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid
-		WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = $1)`, pgAppRole)
-	if err != nil {
-		return err
-	}
-	granted, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, g := range granted {
-		if _, err := conn.Exec(ctx, "REVOKE "+pgx.Identifier{g}.Sanitize()+" FROM "+role); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// pgMoveOwnership, connected to the project database as the superuser
-// through dbURL, gives pgAppRole the database and what the superuser owns
-// in it (pgOwnershipMovesSQL), in one transaction.
-func pgMoveOwnership(ctx context.Context, dbURL string) error {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+// pgMoveOwnership, connected to the project database as the superuser with
+// search_path pg_catalog, gives pgAppRole what the superuser owns there
+// (pgOwnershipMovesSQL), in one transaction.
+func pgMoveOwnership(ctx context.Context, conn *pgx.Conn) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
-			return err
-		}
-		var owned bool
-		if err := tx.QueryRow(ctx, "SELECT datdba = (SELECT oid FROM pg_roles WHERE rolname = $1) FROM pg_database WHERE datname = current_database()",
-			pgAppRole).Scan(&owned); err != nil {
-			return err
-		}
-		if !owned {
-			if _, err := tx.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{pgDatabase}.Sanitize()+" OWNER TO "+pgx.Identifier{pgAppRole}.Sanitize()); err != nil {
-				return err
-			}
-		}
 		rows, err := tx.Query(ctx, pgOwnershipMovesSQL, pgAppRole, pgSuperuser)
 		if err != nil {
 			return err

@@ -141,6 +141,12 @@ CREATE FUNCTION legacy.shout(t text) RETURNS text LANGUAGE sql AS $$ SELECT uppe
 CREATE PROCEDURE legacy.add(b text) LANGUAGE sql AS $$ INSERT INTO legacy.notes (body) VALUES (b) $$;
 CREATE TABLE public.kept (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
 INSERT INTO public.kept (v) VALUES ('yes');
+CREATE OPERATOR legacy.=== (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq);
+CREATE COLLATION legacy.bytes FROM "C";
+CREATE TEXT SEARCH DICTIONARY legacy.dict (TEMPLATE = simple);
+CREATE TEXT SEARCH CONFIGURATION legacy.search (COPY = simple);
+CREATE STATISTICS legacy.stats ON id, body FROM legacy.notes;
+SELECT lo_from_bytea(0, 'blob');
 ALTER DATABASE svc OWNER TO postgres;
 `
 
@@ -154,6 +160,12 @@ WITH objs (what, owner, oid, classid) AS (
 	UNION ALL SELECT 'relation ' || oid::regclass, relowner, oid, 'pg_class'::regclass FROM pg_class WHERE relnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
 	UNION ALL SELECT 'type ' || oid::regtype, typowner, oid, 'pg_type'::regclass FROM pg_type WHERE typnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
 	UNION ALL SELECT 'routine ' || oid::regprocedure, proowner, oid, 'pg_proc'::regclass FROM pg_proc WHERE pronamespace::regnamespace::text IN ('public', 'legacy', 'svc')
+	UNION ALL SELECT 'operator ' || oid::regoperator, oprowner, oid, 'pg_operator'::regclass FROM pg_operator WHERE oprnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
+	UNION ALL SELECT 'collation ' || collname, collowner, oid, 'pg_collation'::regclass FROM pg_collation WHERE collnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
+	UNION ALL SELECT 'text search configuration ' || oid::regconfig, cfgowner, oid, 'pg_ts_config'::regclass FROM pg_ts_config WHERE cfgnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
+	UNION ALL SELECT 'text search dictionary ' || oid::regdictionary, dictowner, oid, 'pg_ts_dict'::regclass FROM pg_ts_dict WHERE dictnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
+	UNION ALL SELECT 'statistics ' || stxname, stxowner, oid, 'pg_statistic_ext'::regclass FROM pg_statistic_ext WHERE stxnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
+	UNION ALL SELECT 'large object ' || oid, lomowner, oid, 'pg_largeobject_metadata'::regclass FROM pg_largeobject_metadata
 )
 SELECT coalesce(string_agg(what || ' (' || owner::regrole || ')', ', ' ORDER BY what), '') FROM objs o
 WHERE owner::regrole::text <> 'svc_app'
@@ -211,8 +223,14 @@ func TestPostgresRoleTakesOverOldCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	secret := "" // the role's SCRAM secret, which a boot with the same password file leaves as it is
 	for _, what := range []string{"the boot that takes over", "a boot with nothing to move"} {
 		p, admin := boot(what)
+		got := pgTestQuery(t, admin, "SELECT rolpassword FROM pg_authid WHERE rolname = 'svc_app'")
+		if secret != "" && got != secret {
+			t.Errorf("%s: the role's password was set again; want it left as it was", what)
+		}
+		secret = got
 		if got := pgTestQuery(t, admin, pgTestNotOwnedSQL); got != "" {
 			t.Errorf("%s: not owned by %s: %s", what, pgAppRole, got)
 		}
@@ -227,11 +245,15 @@ CALL legacy.add('third');
 REFRESH MATERIALIZED VIEW legacy.counted;
 INSERT INTO kept (v) VALUES ('more');
 UPDATE kept SET v = v || '!' WHERE id = 1;
-CREATE TABLE legacy.added (v legacy.pair);
+CREATE TABLE legacy.added (v legacy.pair, w text COLLATE legacy.bytes);
+SELECT to_tsvector('legacy.search', 'words');
+ALTER TEXT SEARCH DICTIONARY legacy.dict (StopWords = english);
+ALTER STATISTICS legacy.stats SET STATISTICS 10;
 DROP TABLE legacy.added`)
-		want := fmt.Sprintf("first,second,third | n=3 | SECOND | 1 | yes!,more | %s", pgAppRole)
+		want := fmt.Sprintf("first,second,third | n=3 | SECOND | 1 | yes!,more | true | blob | %s", pgAppRole)
 		if got := pgTestQuery(t, p.URL, `SELECT (SELECT string_agg(body, ',' ORDER BY body) FROM legacy.bodies) || ' | n=' || (SELECT n FROM legacy.counted)
 			|| ' | ' || legacy.shout('second') || ' | ' || nextval('legacy.counter') || ' | ' || (SELECT string_agg(v, ',' ORDER BY id) FROM kept)
+			|| ' | ' || (1 OPERATOR(legacy.===) 1) || ' | ' || (SELECT convert_from(lo_get(oid), 'UTF8') FROM pg_largeobject_metadata)
 			|| ' | ' || current_user`); got != want {
 			t.Errorf("%s: through the URL handed out = %q; want %q", what, got, want)
 		}
@@ -246,5 +268,18 @@ DROP TABLE legacy.added`)
 		if err := p.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// A replaced password file: the role gets that password.
+	if err := writeFileAtomic(filepath.Join(project, ".svc", pgAppPasswordFile), []byte("replaced-password\n"), privateFileMode); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = boot("a boot with a replaced password file")
+	defer p.Stop(ctx)
+	if u, err := url.Parse(p.URL); err != nil || u.User.String() != pgAppRole+":replaced-password" {
+		t.Errorf("the URL handed out does not carry the replaced password")
+	}
+	if got := pgTestQuery(t, p.URL, "SELECT v FROM kept"); got != "yes" {
+		t.Errorf("with the replaced password file, kept = %q; want yes", got)
 	}
 }
