@@ -69,18 +69,40 @@ const pgAppRoleAttributes = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICA
 
 // pgOwnershipMovesSQL lists, as statements, what must become pgAppRole's
 // ($1) in the current database: the database itself, and what the
-// superuser ($2) owns there: its schemas (not the system's); in them its
-// tables, views, materialized views, sequences and foreign tables, its
-// types (enums, domains, ranges, composites), routines, operators,
-// collations, text search configurations and dictionaries and extended
-// statistics; and its large objects. Objects of extensions are left out;
-// so is what follows another object: indexes, TOAST tables and sequences
+// superuser ($2) owns there: its schemas (not the system's), the objects
+// in them of pgSchemaObjectKinds, and its large objects. Objects of
+// extensions are left out. The database comes first, then schemas, then
+// the kinds in their order. The session's search_path is pg_catalog, so
+// the names come qualified.
+var pgOwnershipMovesSQL = pgOwnershipMovesQuery()
+
+// pgSchemaObjectKinds are the kinds of objects in a schema whose owner
+// moves: each kind's catalog, the ALTER keyword (an SQL expression, x
+// being the catalog's row, n its schema's), the object's name for that
+// ALTER, the owner and schema columns, and what else keeps a row out. What
+// follows another object is left out: indexes, TOAST tables and sequences
 // linked to a column follow their table, a table's row type its table,
-// array and multirange types their element or range. The database comes
-// first, then schemas, types, relations and the rest. The session's
-// search_path is pg_catalog, so the names come qualified.
-const pgOwnershipMovesSQL = `
-WITH super AS (SELECT oid FROM pg_roles WHERE rolname = $2::text),
+// array and multirange types their element or range.
+var pgSchemaObjectKinds = []struct{ catalog, alter, name, owner, namespace, filter string }{
+	{"pg_type", "CASE x.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END", "x.oid::regtype", "typowner", "typnamespace",
+		`x.typtype <> 'm' AND NOT EXISTS (SELECT 1 FROM pg_type e WHERE e.oid = x.typelem AND e.typarray = x.oid)
+		AND (x.typrelid = 0 OR (SELECT relkind FROM pg_class WHERE oid = x.typrelid) = 'c')`},
+	{"pg_class", "CASE x.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END",
+		"x.oid::regclass", "relowner", "relnamespace",
+		`x.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND NOT (x.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d
+		WHERE d.classid = 'pg_class'::regclass AND d.objid = x.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))`},
+	{"pg_proc", "'ROUTINE'", "x.oid::regprocedure", "proowner", "pronamespace", ""},
+	{"pg_operator", "'OPERATOR'", "x.oid::regoperator", "oprowner", "oprnamespace", ""},
+	{"pg_collation", "'COLLATION'", "format('%I.%I', n.nspname, x.collname)", "collowner", "collnamespace", ""},
+	{"pg_ts_config", "'TEXT SEARCH CONFIGURATION'", "x.oid::regconfig", "cfgowner", "cfgnamespace", ""},
+	{"pg_ts_dict", "'TEXT SEARCH DICTIONARY'", "x.oid::regdictionary", "dictowner", "dictnamespace", ""},
+	{"pg_statistic_ext", "'STATISTICS'", "format('%I.%I', n.nspname, x.stxname)", "stxowner", "stxnamespace", ""},
+}
+
+// pgOwnershipMovesQuery builds pgOwnershipMovesSQL.
+func pgOwnershipMovesQuery() string {
+	var b strings.Builder
+	b.WriteString(`WITH super AS (SELECT oid FROM pg_roles WHERE rolname = $2::text),
 user_ns AS (
 	SELECT oid, nspname, nspowner FROM pg_namespace
 	WHERE nspname NOT IN ('pg_catalog', 'information_schema') AND nspname !~ '^pg_(toast|temp_|toast_temp_)'
@@ -96,57 +118,24 @@ SELECT stmt FROM (
 	WHERE n.nspowner = (SELECT oid FROM super)
 	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_namespace'::regclass AND objid = n.oid)
 	UNION ALL
-	SELECT 2, format('ALTER %s %s OWNER TO %I', CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END, t.oid::regtype, $1::text)
-	FROM pg_type t JOIN user_ns n ON n.oid = t.typnamespace
-	WHERE t.typowner = (SELECT oid FROM super)
-	  AND t.typtype <> 'm'
-	  AND NOT EXISTS (SELECT 1 FROM pg_type e WHERE e.oid = t.typelem AND e.typarray = t.oid)
-	  AND (t.typrelid = 0 OR (SELECT relkind FROM pg_class WHERE oid = t.typrelid) = 'c')
-	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_type'::regclass AND objid = t.oid)
-	UNION ALL
-	SELECT 3, format('ALTER %s %s OWNER TO %I',
-		CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END,
-		c.oid::regclass, $1::text)
-	FROM pg_class c JOIN user_ns n ON n.oid = c.relnamespace
-	WHERE c.relowner = (SELECT oid FROM super)
-	  AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
-	  AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
-	      AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
-	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_class'::regclass AND objid = c.oid)
-	UNION ALL
-	SELECT 4, format('ALTER ROUTINE %s OWNER TO %I', p.oid::regprocedure, $1::text)
-	FROM pg_proc p JOIN user_ns n ON n.oid = p.pronamespace
-	WHERE p.proowner = (SELECT oid FROM super)
-	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_proc'::regclass AND objid = p.oid)
-	UNION ALL
-	SELECT 5, format('ALTER OPERATOR %s OWNER TO %I', o.oid::regoperator, $1::text)
-	FROM pg_operator o JOIN user_ns n ON n.oid = o.oprnamespace
-	WHERE o.oprowner = (SELECT oid FROM super)
-	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_operator'::regclass AND objid = o.oid)
-	UNION ALL
-	SELECT 5, format('ALTER COLLATION %I.%I OWNER TO %I', n.nspname, c.collname, $1::text)
-	FROM pg_collation c JOIN user_ns n ON n.oid = c.collnamespace
-	WHERE c.collowner = (SELECT oid FROM super)
-	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_collation'::regclass AND objid = c.oid)
-	UNION ALL
-	SELECT 5, format('ALTER TEXT SEARCH CONFIGURATION %s OWNER TO %I', c.oid::regconfig, $1::text)
-	FROM pg_ts_config c JOIN user_ns n ON n.oid = c.cfgnamespace
-	WHERE c.cfgowner = (SELECT oid FROM super)
-	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_ts_config'::regclass AND objid = c.oid)
-	UNION ALL
-	SELECT 5, format('ALTER TEXT SEARCH DICTIONARY %s OWNER TO %I', d.oid::regdictionary, $1::text)
-	FROM pg_ts_dict d JOIN user_ns n ON n.oid = d.dictnamespace
-	WHERE d.dictowner = (SELECT oid FROM super)
-	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = 'pg_ts_dict'::regclass AND objid = d.oid)
-	UNION ALL
-	SELECT 5, format('ALTER STATISTICS %I.%I OWNER TO %I', n.nspname, x.stxname, $1::text)
-	FROM pg_statistic_ext x JOIN user_ns n ON n.oid = x.stxnamespace
-	WHERE x.stxowner = (SELECT oid FROM super)
-	UNION ALL
-	SELECT 6, format('ALTER LARGE OBJECT %s OWNER TO %I', l.oid, $1::text)
+	SELECT 1000, format('ALTER LARGE OBJECT %s OWNER TO %I', l.oid, $1::text)
 	FROM pg_largeobject_metadata l
-	WHERE l.lomowner = (SELECT oid FROM super)
-) moves ORDER BY ord`
+	WHERE l.lomowner = (SELECT oid FROM super)`)
+	for i, k := range pgSchemaObjectKinds {
+		fmt.Fprintf(&b, `
+	UNION ALL
+	SELECT %d, format('ALTER %%s %%s OWNER TO %%I', %s, %s, $1::text)
+	FROM %s x JOIN user_ns n ON n.oid = x.%s
+	WHERE x.%s = (SELECT oid FROM super)
+	  AND NOT EXISTS (SELECT 1 FROM ext WHERE classid = '%s'::regclass AND objid = x.oid)`,
+			i+2, k.alter, k.name, k.catalog, k.namespace, k.owner, k.catalog)
+		if k.filter != "" {
+			b.WriteString("\n\t  AND " + k.filter)
+		}
+	}
+	b.WriteString("\n) moves ORDER BY ord")
+	return b.String()
+}
 
 // pgProvisionApp makes the cluster on 127.0.0.1:port, reached as the
 // superuser with superPassword, ready for the URL pgAppURL returns (see the
@@ -276,12 +265,9 @@ func pgSCRAMMatches(secret, password string) bool {
 // pgRevokeOtherDatabases takes PUBLIC's CONNECT on the databases other than
 // the project's that pgAppRole may connect to.
 func pgRevokeOtherDatabases(ctx context.Context, conn *pgx.Conn) error {
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database
+	rows, _ := conn.Query(ctx, `SELECT datname FROM pg_database
 		WHERE datname <> $1 AND datallowconn AND has_database_privilege($2::name, oid, 'CONNECT')`, pgDatabase, pgAppRole)
-	if err != nil {
-		return err
-	}
-	others, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	others, err := pgx.CollectRows(rows, pgx.RowTo[string]) // with the query's error
 	if err != nil {
 		return err
 	}
@@ -302,11 +288,8 @@ func pgRevokeOtherDatabases(ctx context.Context, conn *pgx.Conn) error {
 // (pgOwnershipMovesSQL), in one transaction.
 func pgMoveOwnership(ctx context.Context, conn *pgx.Conn) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, pgOwnershipMovesSQL, pgAppRole, pgSuperuser)
-		if err != nil {
-			return err
-		}
-		moves, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		rows, _ := tx.Query(ctx, pgOwnershipMovesSQL, pgAppRole, pgSuperuser)
+		moves, err := pgx.CollectRows(rows, pgx.RowTo[string]) // with the query's error
 		if err != nil {
 			return err
 		}

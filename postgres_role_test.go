@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// pgTestExecError runs sql on dbURL and returns the server's error, nil
-// when it succeeded.
+// pgTestExecError runs sql, which may hold several statements, on dbURL
+// and returns the server's error, nil when it succeeded.
 func pgTestExecError(t *testing.T, dbURL, sql string) *pgconn.PgError {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

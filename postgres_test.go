@@ -282,14 +282,7 @@ func pgTestQuery(t *testing.T, url, query string) string {
 // pgTestExec runs sql, which may hold several statements, on url.
 func pgTestExec(t *testing.T, url, sql string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	if err := pgTestExecError(t, url, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
