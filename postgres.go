@@ -20,10 +20,14 @@ package main
 //
 //     The cluster requires a password: pg_hba.conf admits only SCRAM-SHA-256
 //     password authentication over TCP from 127.0.0.1 and ::1 (no trust, no
-//     Unix socket). The superuser's password is minted once (crypto/rand) and
-//     kept in .svc/postgres.password (0600); initdb reads it from a temporary
-//     0600 file deleted afterwards. The URL svc uses and gives to user code
-//     carries it. A cluster made by an earlier version with trust
+//     Unix socket), the superuser to every database and the project's role
+//     to the project's database only. The superuser's password is minted
+//     once (crypto/rand) and kept in .svc/postgres.password (0600); initdb
+//     reads it from a temporary 0600 file deleted afterwards. svc uses it
+//     only to set the cluster up at boot: the URL svc uses and hands out
+//     logs in as the project's role, which owns the project's database and
+//     nothing more (postgres_role.go), with the password kept in
+//     .svc/postgres-app.password. A cluster made by an earlier version with trust
 //     authentication is converted on boot: the password is set over the
 //     still-trusted connection, pg_hba.conf is rewritten, and the server is
 //     restarted so that the new rules are in force when startPostgres returns.
@@ -45,7 +49,9 @@ package main
 //     5432 published on 127.0.0.1 only at the PostgreSQL dev port, data in
 //     .svc/postgres-container, password generated once and kept in
 //     .svc/postgres-container.password (passed through the environment so it
-//     does not show in the process list). It is stopped and removed at
+//     does not show in the process list), used only to set up the project's
+//     role, whose password is .svc/postgres-container-app.password and
+//     whose URL svc hands out, as for the local cluster. It is stopped and removed at
 //     shutdown. A container left by a killed session is reused if running,
 //     started if stopped, and replaced if it publishes another port.
 //
@@ -282,12 +288,11 @@ func pgPing(ctx context.Context, url string) error {
 	return conn.Close(ctx)
 }
 
-// pgURL is the URL of database db on 127.0.0.1:port as the superuser with
-// password.
-func pgURL(password string, port int, db string) string {
+// pgURL is the URL of database db on 127.0.0.1:port as role with password.
+func pgURL(role, password string, port int, db string) string {
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.UserPassword(pgSuperuser, password),
+		User:     url.UserPassword(role, password),
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
@@ -399,18 +404,22 @@ type pgLocal struct {
 }
 
 // pgHBA is the whole pg_hba.conf of the local cluster: password
-// (SCRAM-SHA-256) connections over loopback TCP and nothing else; the server
-// has no Unix socket.
+// (SCRAM-SHA-256) connections over loopback TCP and nothing else (the
+// server has no Unix socket), the superuser to any database, the project's
+// role (postgres_role.go) to the project database only.
 const pgHBA = `# Written by svc: password connections from this machine only.
-# TYPE  DATABASE  USER  ADDRESS       METHOD
-host    all       all   127.0.0.1/32  ` + pgAuthMethod + `
-host    all       all   ::1/128       ` + pgAuthMethod + `
+# TYPE  DATABASE  USER      ADDRESS       METHOD
+host    all       ` + pgSuperuser + `  127.0.0.1/32  ` + pgAuthMethod + `
+host    all       ` + pgSuperuser + `  ::1/128       ` + pgAuthMethod + `
+host    ` + pgDatabase + `       ` + pgAppRole + `   127.0.0.1/32  ` + pgAuthMethod + `
+host    ` + pgDatabase + `       ` + pgAppRole + `   ::1/128       ` + pgAuthMethod + `
 `
 
 // pgStartLocal initialises the project's cluster if needed, starts it and
-// creates the svc database. The cluster requires the password kept in
-// stateDir; one made by an earlier version that trusted local connections
-// is converted first.
+// gives the svc database to the project's role (pgProvisionApp). The
+// cluster requires the superuser password kept in stateDir; one made by an
+// earlier version that trusted local connections is converted first, and
+// one whose pg_hba.conf is not pgHBA gets it before it starts.
 func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServerBinaries) (*pgService, error) {
 	runAs, home, err := pgServerUser()
 	if err != nil {
@@ -427,6 +436,10 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	}
 	passwordFile := filepath.Join(stateDir, pgPasswordFile)
 	password, err := pgReadOrMint(passwordFile, "the PostgreSQL password")
+	if err != nil {
+		return nil, err
+	}
+	appPassword, err := pgReadOrMint(filepath.Join(stateDir, pgAppPasswordFile), "the PostgreSQL password of the project's role")
 	if err != nil {
 		return nil, err
 	}
@@ -450,6 +463,11 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	if err != nil {
 		return nil, err
 	}
+	if !trusts { // requirePassword rewrites a trusting one once started
+		if err := l.updateHBA(); err != nil {
+			return nil, err
+		}
+	}
 	if err := l.start(ctx, o.Port); err != nil {
 		return nil, err
 	}
@@ -457,7 +475,7 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 		err = l.requirePassword(ctx, o.Port, password)
 	}
 	if err == nil {
-		err = pgEnsureDatabase(ctx, pgURL(password, o.Port, "postgres"), pgDatabase)
+		err = pgProvisionApp(ctx, password, o.Port, appPassword)
 	}
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgInvalidPassword {
 		err = fmt.Errorf("the PostgreSQL cluster %s refused the password in %s: the cluster was made with another password, "+
@@ -469,7 +487,7 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	}
 	tail := pgStartLogTail(l.logPath, o.Log)
 	return &pgService{
-		URL:      pgURL(password, o.Port, pgDatabase),
+		URL:      pgAppURL(appPassword, o.Port),
 		Provider: "local",
 		DataDir:  l.dataDir,
 		stop: func(ctx context.Context) error {
@@ -636,6 +654,20 @@ func (l *pgLocal) writeHBA(dataDir string) error {
 	return l.chown(path)
 }
 
+// updateHBA writes pgHBA over the pg_hba.conf of the stopped cluster when
+// it differs, as those of earlier versions, which admitted every role to
+// every database, do.
+func (l *pgLocal) updateHBA() error {
+	b, err := os.ReadFile(filepath.Join(l.dataDir, "pg_hba.conf"))
+	if err != nil {
+		return fmt.Errorf("read pg_hba.conf: %w", err)
+	}
+	if string(b) == pgHBA {
+		return nil
+	}
+	return l.writeHBA(l.dataDir)
+}
+
 // trusts reports whether the cluster's pg_hba.conf has a line with the trust
 // method, as the clusters of earlier versions of svc had.
 func (l *pgLocal) trusts() (bool, error) {
@@ -658,15 +690,11 @@ func (l *pgLocal) trusts() (bool, error) {
 // than a reload, because a reload takes effect a moment later and the boot
 // must not hand out a cluster that still trusts.
 func (l *pgLocal) requirePassword(ctx context.Context, port int, password string) error {
-	conn, err := pgx.Connect(ctx, pgURL("", port, "postgres"))
+	conn, err := pgx.Connect(ctx, pgURL(pgSuperuser, "", port, "postgres"))
 	if err != nil {
 		return fmt.Errorf("set the superuser password of a cluster that trusted local connections: %w", err)
 	}
-	_, err = conn.Exec(ctx, "SET password_encryption = '"+pgAuthMethod+"'")
-	if err == nil {
-		_, err = conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{pgSuperuser}.Sanitize()+
-			" PASSWORD '"+strings.ReplaceAll(password, "'", "''")+"'")
-	}
+	err = pgSetPassword(ctx, conn, pgx.Identifier{pgSuperuser}.Sanitize(), "", password)
 	if err = errors.Join(err, conn.Close(ctx)); err != nil {
 		return fmt.Errorf("set the superuser password of a cluster that trusted local connections: %w", err)
 	}
@@ -703,26 +731,6 @@ func (l *pgLocal) start(ctx context.Context, port int) error {
 // nothing is lost) and waits for it to exit.
 func (l *pgLocal) stop(ctx context.Context) error {
 	return l.run(ctx, io.Discard, l.bins.pgCtl, "stop", "-w", "-t", "60", "-m", "fast", "-D", l.dataDir)
-}
-
-// pgEnsureDatabase creates the database name through adminURL unless it exists.
-func pgEnsureDatabase(ctx context.Context, adminURL, name string) error {
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("create database %q: %w", name, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
-		return fmt.Errorf("create database %q: %w", name, err)
-	}
-	if exists {
-		return nil
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("create database %q: %w", name, err)
-	}
-	return nil
 }
 
 // pgLogTail mirrors a growing log file to a writer until closed. Its zero
@@ -843,19 +851,25 @@ func pgStartContainer(ctx context.Context, o pgOptions, stateDir, runtime, path 
 	if err != nil {
 		return nil, err
 	}
+	appPassword, err := pgReadOrMint(filepath.Join(stateDir, pgContainerAppPasswordFile), "the PostgreSQL password of the project's role")
+	if err != nil {
+		return nil, err
+	}
 	c := &pgContainer{runtime: path, name: "svc-pg-" + pgProjectHash(o.ProjectDir), log: o.Log, getenv: o.Getenv}
 	if err := c.up(ctx, o.Port, volume, password); err != nil {
 		return nil, err
 	}
-	url := pgURL(password, o.Port, pgDatabase)
-	if err := pgWaitReady(ctx, url, o.ReadyTimeout); err != nil {
+	if err := pgWaitReady(ctx, pgURL(pgSuperuser, password, o.Port, pgDatabase), o.ReadyTimeout); err != nil {
 		logs, _ := c.run(ctx, nil, "logs", "--tail", strconv.Itoa(pgOutputTailLines), c.name)
 		_, rmErr := c.run(context.WithoutCancel(ctx), nil, "rm", "-f", c.name)
 		return nil, errors.Join(fmt.Errorf("container %q is not accepting connections after %s: %w\ncontainer log:\n%s",
 			c.name, o.ReadyTimeout, err, pgOutputTail(logs)), rmErr)
 	}
+	if err := pgProvisionApp(ctx, password, o.Port, appPassword); err != nil {
+		return nil, fmt.Errorf("container %q: %w", c.name, err)
+	}
 	return &pgService{
-		URL:      url,
+		URL:      pgAppURL(appPassword, o.Port),
 		Provider: runtime,
 		DataDir:  volume,
 		stop: func(ctx context.Context) error {

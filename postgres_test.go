@@ -282,14 +282,7 @@ func pgTestQuery(t *testing.T, url, query string) string {
 // pgTestExec runs sql, which may hold several statements, on url.
 func pgTestExec(t *testing.T, url, sql string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	if err := pgTestExecError(t, url, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
@@ -458,10 +451,11 @@ func pgTestPostmasterEnv(t testing.TB, dataDir string) []string {
 	return strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
 }
 
-// pgTestCheckPasswordOnly fails the test unless the cluster of p (whose
-// files l describes) admits only the password in the project's
-// .svc/postgres.password: no trust in pg_hba.conf, connections without a
-// password or with a wrong one refused.
+// pgTestCheckPasswordOnly fails the test unless the URL of p logs in as the
+// project's role with the password in the project's .svc/postgres-app.password
+// and the cluster (whose files l describes) admits only passwords: no trust
+// in pg_hba.conf, connections without a password or with a wrong one
+// refused.
 func pgTestCheckPasswordOnly(t *testing.T, p *pgService, l *pgLocal, project string) {
 	t.Helper()
 	u, err := url.Parse(p.URL)
@@ -472,7 +466,7 @@ func pgTestCheckPasswordOnly(t *testing.T, p *pgService, l *pgLocal, project str
 	if !ok || password == "" {
 		t.Fatalf("URL %s carries no password", redactURL(p.URL))
 	}
-	path := filepath.Join(project, ".svc", pgPasswordFile)
+	path := filepath.Join(project, ".svc", pgAppPasswordFile)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -500,8 +494,8 @@ func pgTestCheckPasswordOnly(t *testing.T, p *pgService, l *pgLocal, project str
 			t.Errorf("connected with %s; want refused", tt.name)
 		}
 	}
-	if got := pgTestQuery(t, p.URL, "SELECT current_user"); got != pgSuperuser {
-		t.Errorf("current_user = %q; want %q", got, pgSuperuser)
+	if got := pgTestQuery(t, p.URL, "SELECT current_user"); got != pgAppRole {
+		t.Errorf("current_user = %q; want %q", got, pgAppRole)
 	}
 }
 
@@ -530,7 +524,11 @@ func TestPostgresLocalSecrets(t *testing.T) {
 	pgTestExec(t, p.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('yes')")
 
 	// Make it the cluster of an earlier version: trust, no password.
-	pgTestExec(t, p.URL, "ALTER ROLE postgres PASSWORD NULL")
+	admin, err := pgTestSuperuserURL(p, filepath.Join(project, ".svc", pgPasswordFile), pgDatabase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgTestExec(t, admin, "ALTER ROLE postgres PASSWORD NULL")
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -548,9 +546,14 @@ func TestPostgresLocalSecrets(t *testing.T) {
 
 	upgraded := boot()
 	defer upgraded.Stop(ctx)
-	if upgraded.URL == p.URL {
-		t.Errorf("the converted cluster has the old URL; want a newly minted password")
+	again, err := pgTestSuperuserURL(upgraded, filepath.Join(project, ".svc", pgPasswordFile), pgDatabase)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if again == admin {
+		t.Errorf("the converted cluster's superuser has the old password; want a newly minted one")
+	}
+	pgTestQuery(t, again, "SELECT 1") // the new superuser password is the cluster's
 	pgTestCheckPasswordOnly(t, upgraded, l, project)
 	if got := pgTestQuery(t, upgraded.URL, "SELECT v FROM kept"); got != "yes" {
 		t.Errorf("after the conversion kept = %q; want %q", got, "yes")
@@ -636,17 +639,25 @@ func TestPostgresContainerProvider(t *testing.T) {
 			if pgTestShared.local == nil {
 				t.Skip("the stand-in runtime forwards to the tests' own cluster, which SVC_DATABASE_URL replaces")
 			}
-			u, err := url.Parse(pgTestShared.local.URL)
+			u, err := url.Parse(pgTestShared.adminURL)
 			if err != nil {
 				t.Fatal(err)
 			}
 			fake := pgFakeRuntimeInstall(t, runtime, u.Host)
 			project := t.TempDir()
 			// The stand-in forwards to the shared cluster, so the container's
-			// password is that cluster's, as if the volume had been made with it.
+			// passwords are that cluster's, as if the volume had been made
+			// with them (the role's is set again at each boot).
 			sharedPassword, _ := u.User.Password()
-			if err := writeFileAtomic(filepath.Join(project, ".svc", pgContainerPasswordFile), []byte(sharedPassword+"\n"), privateFileMode); err != nil {
+			sharedApp, err := url.Parse(pgTestShared.local.URL)
+			if err != nil {
 				t.Fatal(err)
+			}
+			sharedAppPassword, _ := sharedApp.User.Password()
+			for file, password := range map[string]string{pgContainerPasswordFile: sharedPassword, pgContainerAppPasswordFile: sharedAppPassword} {
+				if err := writeFileAtomic(filepath.Join(project, ".svc", file), []byte(password+"\n"), privateFileMode); err != nil {
+					t.Fatal(err)
+				}
 			}
 			getenv := pgTestSetSentinels(t)
 			name := "svc-pg-" + pgProjectHash(project)
@@ -680,8 +691,8 @@ func TestPostgresContainerProvider(t *testing.T) {
 				if p.Provider != runtime || p.DataDir != volume {
 					t.Errorf("startPostgres = %s in %q; want %s in %q", p.Provider, p.DataDir, runtime, volume)
 				}
-				if got := pgTestQuery(t, p.URL, "SELECT current_database()"); got != pgDatabase {
-					t.Errorf("current_database() = %q; want %q", got, pgDatabase)
+				if got := pgTestQuery(t, p.URL, "SELECT current_database() || ' ' || current_user"); got != pgDatabase+" "+pgAppRole {
+					t.Errorf("current_database() current_user = %q; want %q", got, pgDatabase+" "+pgAppRole)
 				}
 				calls := fake.calls(t)
 				if got := calls[seen:]; !reflect.DeepEqual(got, want) {

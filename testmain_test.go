@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -136,13 +137,26 @@ func (s *pgTestServer) start() {
 		return
 	}
 	s.local = p
-	admin, err := url.Parse(p.URL) // it carries the cluster's password
-	if err != nil {
+	if s.adminURL, err = pgTestSuperuserURL(p, filepath.Join(dir, ".svc", pgPasswordFile), "postgres"); err != nil {
 		s.err = fmt.Errorf("shared test PostgreSQL: %w", err)
-		return
 	}
-	admin.Path = "/postgres"
-	s.adminURL = admin.String()
+}
+
+// pgTestSuperuserURL returns the URL of database db on the cluster of p as
+// the superuser, whose password is kept in passwordFile: what svc hands
+// out logs in as the project's role.
+func pgTestSuperuserURL(p *pgService, passwordFile, db string) (string, error) {
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		return "", err
+	}
+	password, err := pgReadToken(passwordFile, "the superuser password")
+	if err != nil || password == "" {
+		return "", fmt.Errorf("no superuser password in %s (%v)", passwordFile, err)
+	}
+	u.User = url.UserPassword(pgSuperuser, password)
+	u.Path = "/" + db
+	return u.String(), nil
 }
 
 // close stops the cluster the tests started and removes its data directory
