@@ -106,15 +106,23 @@ func (n *testNeighbour) curl(t *testing.T, method, target, body string, headers 
 // before. Then the developer's browser, signed in to the console, shows a
 // page the neighbour serves on another loopback port: no cookie and no
 // secret reaches the neighbour's server, and the page's calls to svc dev
-// are refused.
+// are refused. Both bound to loopback and with --listen (whose console
+// once kept the dev key in a cookie for every port of the host).
 func TestDevNeighbourAccount(t *testing.T) {
 	nb := newTestNeighbour(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
+	t.Run("loopback", func(t *testing.T) { devNeighbourAttacks(t, nb, nil) })
+	t.Run("listen", func(t *testing.T) { devNeighbourAttacks(t, nb, []string{"--listen"}) })
+}
+
+// devNeighbourAttacks runs TestDevNeighbourAccount's attacks by nb against
+// a svc dev started with args.
+func devNeighbourAttacks(t *testing.T, nb *testNeighbour, args []string) {
 	dir := projectDir(t)
 	fake := newFakeProvider(t)
-	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake"))
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake"), args...)
 	api := d.payload.EmulatorURL
 	devKey, err := os.ReadFile(filepath.Join(dir, ".svc", devAPIKeyFile))
 	if err != nil || len(strings.TrimSpace(string(devKey))) < 16 {
