@@ -112,6 +112,9 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	c, d, err := s.store.proxyTarget(ctx, cred, r.PathValue("org"), r.PathValue("agent"))
 	var miss *cpProxyMiss
 	if errors.As(err, &miss) {
+		if miss.stranger {
+			s.auditProxyRefused(r, c, c.apiKeyOrg, "not a member of the organization")
+		}
 		cpError(w, miss.status, miss.code, miss.msg)
 		return
 	}
@@ -130,10 +133,12 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	clean := path.Clean("/" + rest.decoded)
 	if clean == boxWellKnown || strings.HasPrefix(clean, boxWellKnown+"/") {
+		s.auditProxyRefused(r, c, d.org, boxWellKnown+" is not proxied")
 		cpError(w, http.StatusForbidden, "forbidden", boxWellKnown+" is the control plane's own channel to the box: it is not proxied")
 		return
 	}
 	if c.apiKeyOrg != "" && httpGuardWire(clean) == nil {
+		s.auditProxyRefused(r, c, d.org, "an API key reaches the chat wires only")
 		cpError(w, http.StatusForbidden, "forbidden", "an API key reaches the chat wires only (/openai/, /anthropic/, /agui/, /chat): use a user credential (svc login) for "+clean)
 		return
 	}
@@ -192,6 +197,18 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	cpProxyCopy(w, answer)
+}
+
+// auditProxyRefused appends a proxied call refused to the known caller c
+// in organization org ("" when it is not theirs) for why. An unknown
+// credential is not appended: it names nobody, and anyone could fill the
+// log with such calls.
+func (s *cpServer) auditProxyRefused(r *http.Request, c cpProxyCaller, org, why string) {
+	e := cpAuditEvent{Org: org, ActorID: c.userID, Action: "proxy.refused", Outcome: cpAuditRefused, Target: r.Method + " " + r.URL.Path, Detail: why}
+	if c.apiKeyID != "" {
+		e.ActorID, e.Actor = c.apiKeyID, "API key"
+	}
+	s.audit(r, e)
 }
 
 // cpProxyCopy copies an answer to w, flushing each read. A box that breaks
