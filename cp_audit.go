@@ -229,10 +229,10 @@ func (s *cpStore) verifyAudit(ctx context.Context) (cpAuditVerdict, error) {
 	return v, nil
 }
 
-// audit appends what happened in r's request: e with the caller (when
-// signed in) as its actor and r's peer as its source. A failed append is
-// logged at ERROR and not the caller's failure: the change is made.
-func (s *cpServer) audit(r *http.Request, e cpAuditEvent) {
+// auditEvent completes e as an event of r's request: the caller (when
+// signed in and e names no actor) as its actor, r's peer as its source,
+// outcome ok unless e says otherwise.
+func auditEvent(r *http.Request, e cpAuditEvent) cpAuditEvent {
 	if c, ok := r.Context().Value(cpCallerKey{}).(*cpCaller); ok && e.ActorID == "" {
 		e.ActorID, e.Actor = c.user.ID, c.user.Email
 	}
@@ -240,6 +240,13 @@ func (s *cpServer) audit(r *http.Request, e cpAuditEvent) {
 	if e.Outcome == "" {
 		e.Outcome = cpAuditOK
 	}
+	return e
+}
+
+// audit appends what happened in r's request (auditEvent). A failed append
+// is logged at ERROR and not the caller's failure: the change is made.
+func (s *cpServer) audit(r *http.Request, e cpAuditEvent) {
+	e = auditEvent(r, e)
 	if err := s.store.appendAudit(context.WithoutCancel(r.Context()), e); err != nil {
 		s.log.Error("audit log: append failed", "action", e.Action, "err", err)
 	}

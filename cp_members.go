@@ -213,18 +213,24 @@ func mayGrant(w http.ResponseWriter, o cpOrg, target string) bool {
 	return true
 }
 
-// handleListMembers lists the organization's members.
-func (s *cpServer) handleListMembers(w http.ResponseWriter, r *http.Request) {
+// cpAnswerList answers {"organization": o, key: list(o.ID)} for an
+// organization route.
+func cpAnswerList[T any](s *cpServer, w http.ResponseWriter, r *http.Request, key string, list func(context.Context, string) ([]T, error)) {
 	o, ok := s.org(w, r)
 	if !ok {
 		return
 	}
-	members, err := s.store.listMembers(r.Context(), o.ID)
+	items, err := list(r.Context(), o.ID)
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"organization": o, "members": members})
+	writeJSON(w, http.StatusOK, map[string]any{"organization": o, key: items})
+}
+
+// handleListMembers lists the organization's members.
+func (s *cpServer) handleListMembers(w http.ResponseWriter, r *http.Request) {
+	cpAnswerList(s, w, r, "members", s.store.listMembers)
 }
 
 // handleInvite invites {email, role} into the organization: 201 with the
@@ -251,9 +257,8 @@ func (s *cpServer) handleInvite(w http.ResponseWriter, r *http.Request) {
 		s.audit(r, cpAuditEvent{Org: o.ID, Action: "member.invite", Outcome: cpAuditRefused, Target: email, Detail: "role " + in.Role})
 		return
 	}
-	c := caller(r)
-	ev := cpAuditEvent{Org: o.ID, ActorID: c.user.ID, Actor: c.user.Email, Action: "member.invited", Outcome: cpAuditOK, Target: email, Source: rateLimitPeer(r), Detail: "role " + in.Role}
-	code, inv, err := s.store.createInvitation(r.Context(), o.ID, c.user, email, in.Role, s.now().Add(cpInvitationTTL), ev)
+	ev := auditEvent(r, cpAuditEvent{Org: o.ID, Action: "member.invited", Target: email, Detail: "role " + in.Role})
+	code, inv, err := s.store.createInvitation(r.Context(), o.ID, caller(r).user, email, in.Role, s.now().Add(cpInvitationTTL), ev)
 	switch {
 	case errors.Is(err, errCPConflict):
 		cpError(w, http.StatusConflict, "conflict", fmt.Sprintf("%s is a member of organization %s already: change their role instead", email, o.Slug))
@@ -270,16 +275,7 @@ func (s *cpServer) handleInvite(w http.ResponseWriter, r *http.Request) {
 // handleListInvitations lists the organization's pending invitations (no
 // codes).
 func (s *cpServer) handleListInvitations(w http.ResponseWriter, r *http.Request) {
-	o, ok := s.org(w, r)
-	if !ok {
-		return
-	}
-	list, err := s.store.listInvitations(r.Context(), o.ID)
-	if err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"organization": o, "invitations": list})
+	cpAnswerList(s, w, r, "invitations", s.store.listInvitations)
 }
 
 // handleRevokeInvitation revokes a pending invitation {id} (or the one of
@@ -289,8 +285,7 @@ func (s *cpServer) handleRevokeInvitation(w http.ResponseWriter, r *http.Request
 	if !ok {
 		return
 	}
-	c := caller(r)
-	ev := cpAuditEvent{Org: o.ID, ActorID: c.user.ID, Actor: c.user.Email, Action: "invitation.revoked", Outcome: cpAuditOK, Source: rateLimitPeer(r)}
+	ev := auditEvent(r, cpAuditEvent{Org: o.ID, Action: "invitation.revoked"})
 	err := s.store.revokeInvitation(r.Context(), o, r.PathValue("id"), ev)
 	if errors.Is(err, errCPNotFound) {
 		cpError(w, http.StatusNotFound, "no_invitation", fmt.Sprintf("no pending invitation %q in organization %s", r.PathValue("id"), o.Slug))
@@ -342,8 +337,7 @@ func (s *cpServer) handleSetRole(w http.ResponseWriter, r *http.Request) {
 		s.audit(r, cpAuditEvent{Org: o.ID, Action: "member.role", Outcome: cpAuditRefused, Target: m.Email, Detail: m.Role + " to " + in.Role})
 		return
 	}
-	c := caller(r)
-	ev := cpAuditEvent{Org: o.ID, ActorID: c.user.ID, Actor: c.user.Email, Action: "member.role", Outcome: cpAuditOK, Target: m.Email, Source: rateLimitPeer(r), Detail: m.Role + " to " + in.Role}
+	ev := auditEvent(r, cpAuditEvent{Org: o.ID, Action: "member.role", Target: m.Email, Detail: m.Role + " to " + in.Role})
 	err := s.store.setRole(r.Context(), o.ID, m.UserID, in.Role, ev)
 	if errors.Is(err, errCPLastOwner) {
 		cpError(w, http.StatusConflict, "last_owner", fmt.Sprintf("%s is the last owner of organization %s: make another member owner first", m.Email, o.Slug))
@@ -373,8 +367,7 @@ func (s *cpServer) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
 		s.audit(r, cpAuditEvent{Org: o.ID, Action: "member.remove", Outcome: cpAuditRefused, Target: m.Email, Detail: "role " + m.Role})
 		return
 	}
-	c := caller(r)
-	ev := cpAuditEvent{Org: o.ID, ActorID: c.user.ID, Actor: c.user.Email, Action: "member.removed", Outcome: cpAuditOK, Target: m.Email, Source: rateLimitPeer(r), Detail: "role " + m.Role}
+	ev := auditEvent(r, cpAuditEvent{Org: o.ID, Action: "member.removed", Target: m.Email, Detail: "role " + m.Role})
 	revoked, err := s.store.removeMember(r.Context(), o.ID, m.UserID, ev)
 	if errors.Is(err, errCPLastOwner) {
 		cpError(w, http.StatusConflict, "last_owner", fmt.Sprintf("%s is the last owner of organization %s: make another member owner first", m.Email, o.Slug))

@@ -6,7 +6,8 @@ package main
 // {"error":{"code","message"}}. Every route but the sign-in ones, the
 // device page, the console at svc dev's deeplink and a deployment's
 // (cp_console.go) and the JWKS needs a user credential: "Authorization: Bearer
-// <credential>", or the console cookie on the device page. Any other path
+// <credential>", or the console cookie on the device page; each route of
+// the table names the role it needs in its organization (cp_members.go). Any other path
 // /{org}/{agent}/... is the signed proxy to the agent's deployment
 // (cp_proxy.go), which takes the organization's API keys too.
 
