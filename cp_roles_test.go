@@ -38,6 +38,8 @@ var cpRoleTable = map[string]cpRoleRow{
 	"GET /dev/{installation}":      {cpPublic, nil},
 	"GET /dev/console/{file...}":   {cpPublic, nil},
 	"GET /box/console/{file...}":   {cpPublic, nil},
+	"GET /team/{org}":              {cpPublic, nil},
+	"GET /team/team.js":            {cpPublic, nil},
 	"POST /api/login/codes":        {cpUserOnly, func(string) cpRoleSample { return cpRoleSample{method: "POST", path: "/api/login/codes"} }},
 	"POST /api/login/device/approve": {cpUserOnly, func(string) cpRoleSample {
 		return cpRoleSample{method: "POST", path: "/api/login/device/approve", body: map[string]string{"user_code": "BCDF-GHJK"}}

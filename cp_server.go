@@ -142,6 +142,9 @@ func (s *cpServer) routes() []cpRoute {
 		{"DELETE", "/api/orgs/{org}/invitations/{id}", cpAdmin, false, s.handleRevokeInvitation},
 		{"GET", "/api/orgs/{org}/audit", cpAdmin, false, s.handleListAudit},
 		{"GET", "/api/orgs/{org}/audit/verify", cpAdmin, false, s.handleVerifyAudit},
+		// The team page holds no data: its script calls the routes above.
+		{"GET", "/team/{org}", cpPublic, false, cpHandleTeamPage},
+		{"GET", "/team/team.js", cpPublic, false, cpHandleTeamScript},
 		{"GET", "/dev/{installation}", cpPublic, false, s.handleConsole},
 		{"GET", "/dev/console/{file...}", cpPublic, false, cpHandleConsoleFile},
 		// A deployment's console is served to a member with the console
