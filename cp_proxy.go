@@ -111,19 +111,25 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	c, d, err := s.store.proxyTarget(ctx, cred, r.PathValue("org"), r.PathValue("agent"))
 	var miss *cpProxyMiss
-	if errors.As(err, &miss) {
+	if errors.As(err, &miss) && miss.status == http.StatusUnauthorized {
+		cpError(w, miss.status, miss.code, miss.msg)
+		return
+	}
+	if err != nil && miss == nil {
+		s.internal(w, r, err)
+		return
+	}
+	// A known caller's every request counts, its misses too: they may be
+	// audited, and the log must not grow faster than the limit.
+	if ok, wait := s.limit.allow(c.principal()); !ok {
+		rateLimitRefuse(w, wait, fmt.Sprintf("this credential sent more than %d proxied requests a second (bursts of %d)", cpProxyRate, cpProxyBurst))
+		return
+	}
+	if miss != nil {
 		if miss.stranger {
 			s.auditProxyRefused(r, c, c.apiKeyOrg, "not a member of the organization")
 		}
 		cpError(w, miss.status, miss.code, miss.msg)
-		return
-	}
-	if err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	if ok, wait := s.limit.allow(c.principal()); !ok {
-		rateLimitRefuse(w, wait, fmt.Sprintf("this credential sent more than %d proxied requests a second (bursts of %d)", cpProxyRate, cpProxyBurst))
 		return
 	}
 	rest, ok := cpProxyRest(r.URL.EscapedPath())

@@ -283,6 +283,7 @@ func (s *cpServer) handleLogout(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
+	s.audit(r, cpAuditEvent{Action: "signout", Target: caller(r).user.Email, Detail: "credential " + caller(r).credID + " revoked"})
 	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
 }
 
