@@ -114,6 +114,19 @@ func TestCPAuditLog(t *testing.T) {
 	verify("row 3 was changed")
 	restore()
 	verify("")
+	// A tamperer who also rewrites the row's own hash breaks the next link.
+	store := openTestCPStore(t, db)
+	var r cpAuditRow
+	var prev []byte
+	if err := store.db.QueryRow(t.Context(), `SELECT `+cpAuditColumns+`, prev_hash FROM cp.audit_log WHERE seq = 3`).
+		Scan(&r.Seq, &r.At, &r.OrganizationID, &r.ActorID, &r.Actor, &r.Action, &r.Outcome, &r.Target, &r.Source, &r.Detail, &prev); err != nil {
+		t.Fatal(err)
+	}
+	r.Actor = "someone-else"
+	cpTestExec(t, db, `UPDATE cp.audit_log SET actor = $1, hash = $2 WHERE seq = 3`, r.Actor, cpAuditDigest(prev, r))
+	verify("row 4 does not chain to row 3: row 3 was changed")
+	restore()
+	verify("")
 	cpTestExec(t, db, `DELETE FROM cp.audit_log WHERE seq = 4`)
 	verify("row 4 is missing")
 	restore()

@@ -256,8 +256,20 @@ func TestCPMembers(t *testing.T) {
 	if list.Organization.Slug != "default" {
 		t.Fatalf("members list --org default = %+v", list.Organization)
 	}
+	if st := httpJSONAuth(t, "POST", cp.url+"/api/orgs/other/agents", owner.cred, map[string]string{"slug": "helper"}, nil); st != 201 {
+		t.Fatalf("create agent in other = %d", st)
+	}
+	var carlsLocal cpInstallation
+	if st := httpJSONAuth(t, "POST", cp.url+"/api/orgs/other/agents/helper/local-dev-installation", carl.cred, nil, &carlsLocal); st != 200 {
+		t.Fatalf("carl's local-dev installation in other = %d", st)
+	}
 	owner.ok(t, nil, "members", "remove", "carl@example.com", "--org", "other")
 	carl.refused(t, 4, codeNotFound, "members", "list", "--org", "other")
+	for _, route := range []string{"token", "tunnel", "resolve"} {
+		if st := httpJSONAuth(t, "POST", cp.url+"/api/installations/"+carlsLocal.ID+"/"+route, carl.cred, nil, nil); st != 404 {
+			t.Errorf("carl's %s in other after his removal from it = %d; want 404", route, st)
+		}
+	}
 	carl.ok(t, &list, "members", "list", "--org", "default")
 	newCPTeamUser(t, "nobody").refused(t, 2, codeAuth, "members", "list")
 }
