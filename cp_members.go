@@ -202,9 +202,9 @@ func cpCheckRole(role string) error {
 	return nil
 }
 
-// mayGrant reports whether a caller of role caller may act on a member of
-// role target or grant role target: owners on anyone, admins on anyone
-// but owners; on refusal it answers 403 and returns false.
+// mayGrant reports whether the caller, of role o.Role in o, may act on a
+// member of role target or grant role target: owners on anyone, admins on
+// anyone but owners; on refusal it answers 403 and returns false.
 func mayGrant(w http.ResponseWriter, o cpOrg, target string) bool {
 	if target == cpRoleOwner && o.Role != cpRoleOwner {
 		cpError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("only an owner of organization %s may invite, change or remove an owner", o.Slug))
