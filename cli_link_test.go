@@ -327,12 +327,29 @@ func TestLinkRules(t *testing.T) {
 	if err != nil || proj.Link == nil || proj.Link.ControlPlaneURL != w.cp.url || proj.Link.Agent.Slug != "demo" || proj.Link.LocalDevInstallationID != p.LocalDevInstallation.ID {
 		t.Fatalf(".svc/project.json = %+v, %v", proj.Link, err)
 	}
-	if h := boxHandshakeOf(t, box.url); !h.Taught || h.OrganizationID != p.OrganizationID || h.ControlPlane != w.cp.url || h.InstallationID == "" || h.Identity != boxArmed {
+	h := boxHandshakeOf(t, box.url)
+	if !h.Taught || h.OrganizationID != p.OrganizationID || h.ControlPlane != w.cp.url || h.InstallationID == "" || h.Identity != boxArmed {
 		t.Fatalf("the box's handshake after link = %+v", h)
 	}
 	mcp, _ := os.ReadFile(filepath.Join(dir, ".mcp.json"))
 	if !strings.Contains(string(mcp), `"mcp"`) || strings.Contains(string(mcp), secret) {
 		t.Fatalf(".mcp.json = %s", mcp)
+	}
+	// The audit log has the refused links, the teaching and the link, by
+	// the admin, and never the secret.
+	for _, q := range []struct {
+		sql  string
+		args []any
+		want bool
+	}{
+		{`SELECT count(*) FROM cp.audit_log WHERE action = 'deployment.link' AND outcome = 'refused' AND detail LIKE '%' || $1`, []any{linkCodeMismatch}, true},
+		{`SELECT count(*) FROM cp.audit_log WHERE action = 'box.taught' AND actor = 'admin' AND target = 'demo' AND detail LIKE '%' || $1`, []any{h.InstallationID}, true},
+		{`SELECT count(*) FROM cp.audit_log WHERE action = 'deployment.linked' AND actor = 'admin' AND detail LIKE '%' || $1 || '%'`, []any{box.url}, true},
+		{`SELECT count(*) FROM cp.audit_log a WHERE position($1 in a::text) > 0`, []any{secret}, false},
+	} {
+		if n := cpTestCount(t, w.dbURL, q.sql, q.args...); (n > 0) != q.want {
+			t.Errorf("audit log: %d rows of %s %v", n, q.sql, q.args)
+		}
 	}
 
 	// Rule 2: a re-link of the same agent updates its one deployment; the

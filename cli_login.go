@@ -5,6 +5,7 @@ package main
 // (requireSignIn).
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -108,6 +110,8 @@ func newLoginFlags() *flag.FlagSet {
 	fs.String("control-plane", "", "control plane URL (default $SVC_CONTROL_PLANE_URL, else the one signed in to last)")
 	fs.String("token", "", "sign in with this credential instead of a device code (CI); checked with the control plane, then saved")
 	fs.Bool("browser", false, "already signed in here: print a one-time code (10 minutes) that signs a browser in to the console")
+	fs.String("invitation", "", "accept an invitation: sign in with the one-time code an owner or admin gave you (svc members invite)")
+	fs.String("org", "", "the organization (slug) the verbs act in from now on (default: the one an invitation joins, else your first)")
 	return fs
 }
 
@@ -130,17 +134,22 @@ func loginBrowser(ctx context.Context, c *cmd) error {
 }
 
 // runLogin is `svc login`: with --token, check it (whoami) and save it;
+// with --invitation, accept it (loginInvitation) and save the credential;
 // otherwise start a device sign-in, show the code and page, wait for the
 // approval and save the credential it yields.
 func runLogin(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("login takes no arguments: %w", errUsage)
 	}
+	invitation := fs.Lookup("invitation").Value.String()
 	if fs.Lookup("browser").Value.String() == "true" {
-		if fs.Lookup("token").Value.String() != "" || fs.Lookup("control-plane").Value.String() != "" {
-			return failf(codeGeneric, "run `svc login --browser` alone, signed in", "svc login: --browser takes no --token or --control-plane")
+		if fs.Lookup("token").Value.String() != "" || fs.Lookup("control-plane").Value.String() != "" || invitation != "" || fs.Lookup("org").Value.String() != "" {
+			return failf(codeGeneric, "run `svc login --browser` alone, signed in", "svc login: --browser takes no other flag")
 		}
 		return loginBrowser(ctx, c)
+	}
+	if invitation != "" && fs.Lookup("token").Value.String() != "" {
+		return failf(codeGeneric, "pass one of them", "svc login: --invitation and --token are two ways to sign in")
 	}
 	saved, _, err := loginLoad(c)
 	if err != nil {
@@ -150,8 +159,15 @@ func runLogin(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if u, err := url.Parse(base); base == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return failf(codeGeneric, "pass --control-plane http(s)://host:port or set SVC_CONTROL_PLANE_URL", "svc login: no control plane URL (have %q)", base)
 	}
-	cred := fs.Lookup("token").Value.String()
-	if cred == "" {
+	cred, org := fs.Lookup("token").Value.String(), fs.Lookup("org").Value.String()
+	switch {
+	case invitation != "":
+		var joined cpOrg
+		if cred, joined, err = loginInvitation(ctx, c, base, invitation, saved); err != nil {
+			return err
+		}
+		org = cmp.Or(org, joined.Slug)
+	case cred == "":
 		if cred, err = loginDevice(ctx, c, base); err != nil {
 			return err
 		}
@@ -168,15 +184,57 @@ func runLogin(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if len(who.Organizations) > 0 {
 		creds.Organization = &who.Organizations[0]
 	}
+	var missing error
+	if org != "" {
+		i := slices.IndexFunc(who.Organizations, func(o cpOrg) bool { return o.Slug == org })
+		if i < 0 {
+			missing = failf(codeNotFound, "svc whoami lists your organizations; svc login --org <slug> picks one", "svc login: signed in, but you are no member of organization %q; the verbs act in your first one%s", org, loginOrgSuffix(creds.Organization))
+		} else {
+			creds.Organization = &who.Organizations[i]
+		}
+	}
 	b, _ := json.MarshalIndent(creds, "", "  ")
 	if err := writeFileAtomic(loginPath(c), append(b, '\n'), privateFileMode); err != nil {
 		return fmt.Errorf("svc login: save credentials: %w", err)
+	}
+	if missing != nil {
+		return missing
 	}
 	id := loginIdentity{SchemaVersion: 1, ControlPlaneURL: base, User: who.User, Organization: creds.Organization, Organizations: who.Organizations}
 	c.emit(id, func(w io.Writer) {
 		fmt.Fprintf(w, "signed in to %s as %s%s\n", base, who.User.Email, loginOrgSuffix(creds.Organization))
 	})
 	return nil
+}
+
+// loginInvitation accepts the invitation code at base and returns the
+// credential to save and the organization joined. Not signed in, the
+// control plane makes the invited email's account and mints a credential;
+// when that email has an account already, the one signed in here (saved)
+// accepts it and keeps its credential.
+func loginInvitation(ctx context.Context, c *cmd, base, code string, saved loginCredentials) (string, cpOrg, error) {
+	var acc cpAccepted
+	body := map[string]string{"code": code}
+	err := newCPClient(base, "").call(ctx, http.MethodPost, "/api/login/invitation", body, &acc)
+	if cpErrorCode(err) == "forbidden" && saved.Credential != "" && saved.ControlPlaneURL == base {
+		fmt.Fprintf(c.stderr, "the invitation is for an account that exists: accepting it as %s, signed in here\n", saved.User.Email)
+		if err = newCPClient(base, saved.Credential).call(ctx, http.MethodPost, "/api/login/invitation", body, &acc); err == nil {
+			acc.Credential = saved.Credential
+		}
+	}
+	var ce *cliError
+	var ae *cpAPIError
+	switch {
+	case err == nil:
+		return acc.Credential, acc.Organization, nil
+	case errors.As(err, &ce) && ce.Code == codeAuth:
+		return "", acc.Organization, failf(codeAuth, "ask whoever invited you for a new invitation", "svc login: %s refused the invitation code: it is wrong, expired, was used or revoked (or the account signed in here was signed out)", base)
+	case errors.As(err, &ae) && ae.Status == http.StatusForbidden:
+		return "", acc.Organization, failf(codeAuth, "sign in as the invited account first (svc login), then run svc login --invitation again", "svc login: %s", ae.Message)
+	case errors.As(err, &ae):
+		return "", acc.Organization, failf(codeGeneric, "ask whoever invited you", "svc login: %s", ae.Message)
+	}
+	return "", acc.Organization, err
 }
 
 // loginOrgSuffix is " (organization <slug>)", or "" without one.

@@ -180,12 +180,14 @@ func (s *cpServer) handleNewSignInCode(w http.ResponseWriter, r *http.Request) {
 func (s *cpServer) redeem(w http.ResponseWriter, r *http.Request, code, kind string) (string, bool) {
 	user, err := s.store.redeemSignInCode(r.Context(), code)
 	if errors.Is(err, errCPNotFound) {
+		s.audit(r, cpAuditEvent{Action: "signin.failed", Outcome: cpAuditRefused, Detail: "one-time sign-in code wrong, expired or used"})
 		cpError(w, http.StatusUnauthorized, codeAuth, "the sign-in code is wrong, expired or was already used: `svc login --browser` mints a new one")
 		return "", false
 	}
 	if err == nil {
 		var cred string
-		if cred, err = s.store.createCredential(r.Context(), user, kind); err == nil {
+		if cred, err = s.store.createCredential(r.Context(), user.ID, kind); err == nil {
+			s.audit(r, cpAuditEvent{ActorID: user.ID, Actor: user.Email, Action: "signin", Target: user.Email, Detail: "one-time code, " + kind + " credential"})
 			return cred, true
 		}
 	}
@@ -211,6 +213,7 @@ func (s *cpServer) handleDeviceApprove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("device sign-in approved", "user", caller(r).user.ID)
+	s.audit(r, cpAuditEvent{Action: "signin.device_approved", Target: caller(r).user.Email, Detail: "user code " + cpNormalizeCode(in.UserCode)})
 	writeJSON(w, http.StatusOK, map[string]bool{"approved": true})
 }
 
@@ -411,6 +414,7 @@ func (s *cpServer) handleDevicePageApprove(w http.ResponseWriter, r *http.Reques
 		return
 	}
 	s.log.Info("device sign-in "+status, "user", u.ID)
+	s.audit(r, cpAuditEvent{ActorID: u.ID, Actor: u.Email, Action: "signin.device_" + status, Target: u.Email, Detail: "user code " + cpNormalizeCode(code)})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	cpDevicePage.Execute(w, cpDevicePageData{Done: done})
 }

@@ -78,6 +78,7 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.log.Info("link refused", "org", o.Slug, "agent", a.Slug, "url", in.URL, "code", be.Code, "reason", be.Message)
+		s.audit(r, cpAuditEvent{Org: o.ID, Action: "deployment.link", Outcome: cpAuditRefused, Target: a.Slug, Detail: "url " + in.URL + ", " + be.Code})
 		var outside *cpNetworkError
 		switch {
 		case errors.As(err, &outside):
@@ -113,6 +114,7 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 		boxFailed(err)
 		return
 	}
+	s.audit(r, cpAuditEvent{Org: o.ID, Action: "box.taught", Target: a.Slug, Detail: fmt.Sprintf("url %s taught organization %s, installation %s", in.URL, o.ID, inst.ID)})
 	d, inst, err := s.store.recordDeployment(ctx, o, a.ID, in.URL, in.ImageTag, secret)
 	if err != nil {
 		s.internal(w, r, err)
@@ -124,6 +126,8 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("linked", "org", o.Slug, "agent", a.Slug, "deployment", d.ID, "url", d.URL, "image_tag", d.ImageTag, "identity", taught.Identity)
+	s.audit(r, cpAuditEvent{Org: o.ID, Action: "deployment.linked", Target: a.Slug, Detail: fmt.Sprintf("deployment %s, url %s, image_tag %s, identity %s",
+		d.ID, d.URL, d.ImageTag, taught.Identity)})
 	writeJSON(w, http.StatusOK, cpLinkResult{Agent: a, OrganizationID: o.ID, LocalDevInstallation: local, Installation: inst,
 		Deployment: d, IdentityVerification: linkIdentityOf(taught, in.URL, s.url)})
 }

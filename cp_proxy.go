@@ -111,16 +111,25 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	c, d, err := s.store.proxyTarget(ctx, cred, r.PathValue("org"), r.PathValue("agent"))
 	var miss *cpProxyMiss
-	if errors.As(err, &miss) {
+	if errors.As(err, &miss) && miss.status == http.StatusUnauthorized {
 		cpError(w, miss.status, miss.code, miss.msg)
 		return
 	}
-	if err != nil {
+	if err != nil && miss == nil {
 		s.internal(w, r, err)
 		return
 	}
+	// A known caller's every request counts, its misses too: they may be
+	// audited, and the log must not grow faster than the limit.
 	if ok, wait := s.limit.allow(c.principal()); !ok {
 		rateLimitRefuse(w, wait, fmt.Sprintf("this credential sent more than %d proxied requests a second (bursts of %d)", cpProxyRate, cpProxyBurst))
+		return
+	}
+	if miss != nil {
+		if miss.stranger {
+			s.auditProxyRefused(r, c, c.apiKeyOrg, "not a member of the organization")
+		}
+		cpError(w, miss.status, miss.code, miss.msg)
 		return
 	}
 	rest, ok := cpProxyRest(r.URL.EscapedPath())
@@ -130,10 +139,12 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	clean := path.Clean("/" + rest.decoded)
 	if clean == boxWellKnown || strings.HasPrefix(clean, boxWellKnown+"/") {
+		s.auditProxyRefused(r, c, d.org, boxWellKnown+" is not proxied")
 		cpError(w, http.StatusForbidden, "forbidden", boxWellKnown+" is the control plane's own channel to the box: it is not proxied")
 		return
 	}
 	if c.apiKeyOrg != "" && httpGuardWire(clean) == nil {
+		s.auditProxyRefused(r, c, d.org, "an API key reaches the chat wires only")
 		cpError(w, http.StatusForbidden, "forbidden", "an API key reaches the chat wires only (/openai/, /anthropic/, /agui/, /chat): use a user credential (svc login) for "+clean)
 		return
 	}
@@ -192,6 +203,18 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	cpProxyCopy(w, answer)
+}
+
+// auditProxyRefused appends a proxied call refused to the known caller c
+// in organization org ("" when it is not theirs) for why. An unknown
+// credential is not appended: it names nobody, and anyone could fill the
+// log with such calls.
+func (s *cpServer) auditProxyRefused(r *http.Request, c cpProxyCaller, org, why string) {
+	e := cpAuditEvent{Org: org, ActorID: c.userID, Action: "proxy.refused", Outcome: cpAuditRefused, Target: r.Method + " " + r.URL.Path, Detail: why}
+	if c.apiKeyID != "" {
+		e.ActorID, e.Actor = c.apiKeyID, "API key"
+	}
+	s.audit(r, e)
 }
 
 // cpProxyCopy copies an answer to w, flushing each read. A box that breaks

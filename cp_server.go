@@ -6,7 +6,8 @@ package main
 // {"error":{"code","message"}}. Every route but the sign-in ones, the
 // device page, the console at svc dev's deeplink and a deployment's
 // (cp_console.go) and the JWKS needs a user credential: "Authorization: Bearer
-// <credential>", or the console cookie on the device page. Any other path
+// <credential>", or the console cookie on the device page; each route of
+// the table names the role it needs in its organization (cp_members.go). Any other path
 // /{org}/{agent}/... is the signed proxy to the agent's deployment
 // (cp_proxy.go), which takes the organization's API keys too.
 
@@ -45,11 +46,14 @@ type cpCaller struct {
 // cpCallerKey is the context key of the request's *cpCaller.
 type cpCallerKey struct{}
 
-// cpRoute is one route of the control plane; public routes need no
-// credential (or check their own); "" as method means any.
+// cpRoute is one route of the control plane: "" as method means any;
+// access is who may call it (cp_members.go); own marks a route whose
+// handler checks its callers itself (the proxy takes API keys, the pages
+// the console cookie), which the credential middleware lets through.
 type cpRoute struct {
 	method, path string
-	public       bool
+	access       cpAccess
+	own          bool
 	handler      http.HandlerFunc
 }
 
@@ -63,7 +67,7 @@ type cpServer struct {
 	now    func() time.Time
 
 	mux    *http.ServeMux
-	public map[string]bool // patterns of the public routes
+	public map[string]bool // patterns the credential check lets through: public routes, and those checking their own callers
 	guard  *httpGuard
 	proxy  *http.Transport // the proxy's and link's connections to the boxes, inside SVC_DEPLOYMENT_NETWORKS (cp_network.go)
 	signer *signSender     // this process signing to the boxes (sign.go)
@@ -87,47 +91,69 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 		signer: newSignSender(cpSignLanes), limit: newRateLimiter(cpProxyRate, cpProxyBurst, cpProxyMaxKeys),
 		signInLimit: newRateLimiter(cpSignInRate, cpSignInBurst, cpSignInKeys)}
 	for _, r := range s.routes() {
+		if r.access == 0 {
+			return nil, fmt.Errorf("new control plane server: route %s %s has no access rule", r.method, r.path)
+		}
 		pattern := strings.TrimSpace(r.method + " " + r.path)
-		s.mux.HandleFunc(pattern, r.handler)
-		s.public[pattern] = r.public
+		s.mux.HandleFunc(pattern, s.enforce(r))
+		s.public[pattern] = r.access == cpPublic || r.own
 	}
 	var err error
 	s.guard, err = newHTTPGuard(http.HandlerFunc(s.authenticate), httpGuardConfig{})
 	return s, err
 }
 
-// routes is the one route table of the control plane.
+// routes is the one route table of the control plane, each route with who
+// may call it (TestCPRoleRoutes sends every role to every route).
 func (s *cpServer) routes() []cpRoute {
 	return []cpRoute{
-		{"GET", identJWKS, true, s.handleJWKS},
-		{"POST", "/api/login/device", true, s.limitSignIn(s.handleDeviceStart)},
-		{"POST", "/api/login/device/token", true, s.limitSignIn(s.handleDevicePoll)},
-		{"POST", "/api/login/code", true, s.limitSignIn(s.handleSignInCode)},
-		{"POST", "/api/login/codes", false, s.handleNewSignInCode},
-		{"GET", "/device", true, s.handleDevicePage},
-		{"POST", "/device/sign-in", true, s.limitSignIn(s.handleDevicePageSignIn)},
+		{"GET", identJWKS, cpPublic, false, s.handleJWKS},
+		{"POST", "/api/login/device", cpPublic, false, s.limitSignIn(s.handleDeviceStart)},
+		{"POST", "/api/login/device/token", cpPublic, false, s.limitSignIn(s.handleDevicePoll)},
+		{"POST", "/api/login/code", cpPublic, false, s.limitSignIn(s.handleSignInCode)},
+		// A signed-in caller accepts as itself: the handler reads the bearer.
+		{"POST", "/api/login/invitation", cpPublic, true, s.limitSignIn(s.handleAcceptInvitation)},
+		{"POST", "/api/login/codes", cpUserOnly, false, s.handleNewSignInCode},
+		{"GET", "/device", cpPublic, false, s.handleDevicePage},
+		{"POST", "/device/sign-in", cpPublic, false, s.limitSignIn(s.handleDevicePageSignIn)},
 		// The device page's forms check the console cookie themselves, and
 		// answer a browser without it with the page, not JSON.
-		{"POST", "/device/approve", true, s.handleDevicePageApprove},
-		{"POST", "/api/login/device/approve", false, s.handleDeviceApprove},
-		{"POST", "/api/logout", false, s.handleLogout},
-		{"GET", "/api/whoami", false, s.handleWhoami},
-		{"GET", "/api/orgs/{org}/agents", false, s.handleListAgents},
-		{"POST", "/api/orgs/{org}/agents", false, s.handleCreateAgent},
-		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", false, s.handleLocalDevInstallation},
-		{"GET", "/api/orgs/{org}/agents/{agent}/deployment", false, s.handleGetDeployment},
-		{"POST", "/api/orgs/{org}/agents/{agent}/link", false, s.handleLink},
-		{"POST", "/api/installations/{id}/resolve", false, s.handleResolve},
-		{"POST", "/api/installations/{id}/token", false, s.handleToken},
-		{"POST", "/api/installations/{id}/tunnel", false, s.handleTunnelToken},
-		{"GET", "/api/orgs/{org}/api-keys", false, s.handleListAPIKeys},
-		{"POST", "/api/orgs/{org}/api-keys", false, s.handleCreateAPIKey},
-		{"GET", "/dev/{installation}", true, s.handleConsole},
-		{"GET", "/dev/console/{file...}", true, cpHandleConsoleFile},
-		{"GET", cpBoxConsolePath + "{installation}", true, s.handleBoxConsole},
-		{"GET", cpBoxConsolePath + "console/{file...}", true, cpHandleConsoleFile},
-		// The proxy checks its own callers: user credentials and API keys.
-		{"", "/{org}/{agent}/{path...}", true, s.handleProxy},
+		{"POST", "/device/approve", cpUserOnly, true, s.handleDevicePageApprove},
+		{"POST", "/api/login/device/approve", cpUserOnly, false, s.handleDeviceApprove},
+		{"POST", "/api/logout", cpUserOnly, false, s.handleLogout},
+		{"GET", "/api/whoami", cpUserOnly, false, s.handleWhoami},
+		{"GET", "/api/orgs/{org}/agents", cpMember, false, s.handleListAgents},
+		{"POST", "/api/orgs/{org}/agents", cpAdmin, false, s.handleCreateAgent},
+		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", cpMember, false, s.handleLocalDevInstallation},
+		{"GET", "/api/orgs/{org}/agents/{agent}/deployment", cpMember, false, s.handleGetDeployment},
+		{"POST", "/api/orgs/{org}/agents/{agent}/link", cpAdmin, false, s.handleLink},
+		// The installation routes act in the installation's organization:
+		// their store queries join the caller's memberships.
+		{"POST", "/api/installations/{id}/resolve", cpMember, false, s.handleResolve},
+		{"POST", "/api/installations/{id}/token", cpMember, false, s.handleToken},
+		{"POST", "/api/installations/{id}/tunnel", cpMember, false, s.handleTunnelToken},
+		{"GET", "/api/orgs/{org}/api-keys", cpAdmin, false, s.handleListAPIKeys},
+		{"POST", "/api/orgs/{org}/api-keys", cpAdmin, false, s.handleCreateAPIKey},
+		{"GET", "/api/orgs/{org}/members", cpMember, false, s.handleListMembers},
+		{"PATCH", "/api/orgs/{org}/members/{member}", cpAdmin, false, s.handleSetRole},
+		{"DELETE", "/api/orgs/{org}/members/{member}", cpAdmin, false, s.handleRemoveMember},
+		{"GET", "/api/orgs/{org}/invitations", cpAdmin, false, s.handleListInvitations},
+		{"POST", "/api/orgs/{org}/invitations", cpAdmin, false, s.handleInvite},
+		{"DELETE", "/api/orgs/{org}/invitations/{id}", cpAdmin, false, s.handleRevokeInvitation},
+		{"GET", "/api/orgs/{org}/audit", cpAdmin, false, s.handleListAudit},
+		{"GET", "/api/orgs/{org}/audit/verify", cpAdmin, false, s.handleVerifyAudit},
+		// The team page holds no data: its script calls the routes above.
+		{"GET", "/team/{org}", cpPublic, false, cpHandleTeamPage},
+		{"GET", "/team/team.js", cpPublic, false, cpHandleTeamScript},
+		{"GET", "/dev/{installation}", cpPublic, false, s.handleConsole},
+		{"GET", "/dev/console/{file...}", cpPublic, false, cpHandleConsoleFile},
+		// A deployment's console is served to a member with the console
+		// cookie (cpServer.deployed joins the memberships).
+		{"GET", cpBoxConsolePath + "{installation}", cpMember, true, s.handleBoxConsole},
+		{"GET", cpBoxConsolePath + "console/{file...}", cpPublic, false, cpHandleConsoleFile},
+		// The proxy checks its own callers: a member's credential or the
+		// organization's API key (cpStore.proxyTarget).
+		{"", "/{org}/{agent}/{path...}", cpMember, true, s.handleProxy},
 	}
 }
 
@@ -209,21 +235,6 @@ func cpDecode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// org resolves the {org} path value for the caller; on failure it answers
-// and returns false.
-func (s *cpServer) org(w http.ResponseWriter, r *http.Request) (cpOrg, bool) {
-	o, err := s.store.userOrg(r.Context(), caller(r).user.ID, r.PathValue("org"))
-	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no organization %q of yours", r.PathValue("org")))
-		return o, false
-	}
-	if err != nil {
-		s.internal(w, r, err)
-		return o, false
-	}
-	return o, true
-}
-
 // orgAgent resolves the {org} and {agent} path values; on failure it
 // answers and returns false.
 func (s *cpServer) orgAgent(w http.ResponseWriter, r *http.Request) (cpOrg, cpAgent, bool) {
@@ -272,6 +283,7 @@ func (s *cpServer) handleLogout(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
+	s.audit(r, cpAuditEvent{Action: "signout", Target: caller(r).user.Email, Detail: "credential " + caller(r).credID + " revoked"})
 	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
 }
 
@@ -315,6 +327,7 @@ func (s *cpServer) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
+	s.audit(r, cpAuditEvent{Org: o.ID, Action: "agent.created", Target: a.Slug, Detail: "agent " + a.ID})
 	writeJSON(w, http.StatusCreated, a)
 }
 
@@ -461,6 +474,7 @@ func (s *cpServer) handleCreateAPIKey(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
+	s.audit(r, cpAuditEvent{Org: o.ID, Action: "api_key.created", Target: rec.Name, Detail: "key " + rec.ID})
 	writeJSON(w, http.StatusCreated, struct {
 		cpAPIKey
 		Key string `json:"key"`

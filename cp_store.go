@@ -59,7 +59,7 @@ var cpSlugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // cpReservedOrgSlugs are the control plane's own first path segments: an
 // organization of that slug would lose its proxy paths (/{org}/{agent}/…)
 // to them.
-var cpReservedOrgSlugs = []string{"api", "box", "dev", "device"}
+var cpReservedOrgSlugs = []string{"api", "box", "dev", "device", "team"}
 
 // cpStore is the control plane's database and the key its secrets are
 // sealed under.
@@ -295,15 +295,16 @@ func (s *cpStore) newSignInCode(ctx context.Context, user string, expires time.T
 
 // redeemSignInCode spends a one-time sign-in code that has not expired and
 // returns its user.
-func (s *cpStore) redeemSignInCode(ctx context.Context, code string) (string, error) {
-	var user string
-	err := s.db.QueryRow(ctx, `UPDATE cp.signin_codes SET used_at = now()
-		WHERE code_hash = $1 AND used_at IS NULL AND (expires_at IS NULL OR expires_at > now()) RETURNING user_id`,
-		cpHash(cpNormalizeCode(code))).Scan(&user)
+func (s *cpStore) redeemSignInCode(ctx context.Context, code string) (cpUser, error) {
+	var u cpUser
+	err := s.db.QueryRow(ctx, `UPDATE cp.signin_codes c SET used_at = now() FROM cp.users u
+		WHERE c.code_hash = $1 AND c.used_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > now()) AND u.id = c.user_id
+		RETURNING u.id, u.email, u.name`,
+		cpHash(cpNormalizeCode(code))).Scan(&u.ID, &u.Email, &u.Name)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", errCPNotFound
+		return u, errCPNotFound
 	}
-	return user, err
+	return u, err
 }
 
 // createCredential mints a credential of kind ("cli", "console") for user
@@ -319,12 +320,14 @@ func (s *cpStore) createCredential(ctx context.Context, user, kind string) (stri
 }
 
 // userByCredential returns the user a live credential belongs to and the
-// credential's id, noting its use.
+// credential's id, noting its use. A user in no organization (removed from
+// the last one) has no access: errCPNotFound, whatever their credential.
 func (s *cpStore) userByCredential(ctx context.Context, tok string) (cpUser, string, error) {
 	var u cpUser
 	var cred string
 	err := s.db.QueryRow(ctx, `UPDATE cp.credentials c SET last_used_at = now() FROM cp.users u
 		WHERE c.token_hash = $1 AND c.revoked_at IS NULL AND u.id = c.user_id
+			AND EXISTS (SELECT 1 FROM cp.memberships m WHERE m.user_id = u.id)
 		RETURNING u.id, u.email, u.name, c.id`, cpHash(tok)).Scan(&u.ID, &u.Email, &u.Name, &cred)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return u, "", errCPNotFound
@@ -647,16 +650,19 @@ func (c cpProxyCaller) principal() string {
 // status the proxy last recorded and its decrypted signing secret.
 type cpProxyDeployment struct {
 	id, url, status string
+	org             string // the organization's id
 	lastActive      *time.Time
 	secret          []byte
 }
 
 // cpProxyMiss is why a proxied request goes nowhere: its status (401 for
 // an unknown credential, 404 for a missing organization, agent or
-// deployment), code and message.
+// deployment), code and message; stranger marks a known caller asking for
+// an organization not theirs (audited).
 type cpProxyMiss struct {
 	status    int
 	code, msg string
+	stranger  bool
 }
 
 // Error is the message.
@@ -671,22 +677,22 @@ func (e *cpProxyMiss) Error() string { return e.msg }
 func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string) (cpProxyCaller, cpProxyDeployment, error) {
 	var c cpProxyCaller
 	var d cpProxyDeployment
-	var keyOrg, keyID, user, orgSlug, agentID, depID, depURL, status *string
+	var keyOrg, keyID, user, orgID, orgSlug, agentID, depID, depURL, status *string
 	var sealed []byte
 	err := s.db.QueryRow(ctx, `WITH caller AS (
 			SELECT org_id, id AS key_id, NULL AS user_id FROM cp.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
 			UNION ALL SELECT NULL, NULL, user_id FROM cp.credentials WHERE token_hash = $1 AND revoked_at IS NULL
 			LIMIT 1)
-		SELECT c.org_id, c.key_id, c.user_id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
+		SELECT c.org_id, c.key_id, c.user_id, o.id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
 		FROM caller c
 		LEFT JOIN cp.organizations o ON (o.id = $2 OR o.slug = $2)
 			AND (o.id = c.org_id OR EXISTS (SELECT 1 FROM cp.memberships m WHERE m.org_id = o.id AND m.user_id = c.user_id))
 		LEFT JOIN cp.agents a ON a.org_id = o.id AND (a.id = $3 OR a.slug = $3)
 		LEFT JOIN cp.deployments d ON d.agent_id = a.id`,
-		cpHash(tok), orgRef, agentRef).Scan(&keyOrg, &keyID, &user, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
+		cpHash(tok), orgRef, agentRef).Scan(&keyOrg, &keyID, &user, &orgID, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown or revoked"}
+		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown or revoked", false}
 	case err != nil:
 		return c, d, fmt.Errorf("proxy target: %w", err)
 	case keyOrg != nil:
@@ -696,13 +702,13 @@ func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string)
 	}
 	switch {
 	case orgSlug == nil:
-		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no organization %q of yours", orgRef)}
+		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no organization %q of yours", orgRef), true}
 	case agentID == nil:
-		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no agent %q in organization %s", agentRef, *orgSlug)}
+		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no agent %q in organization %s", agentRef, *orgSlug), false}
 	case depID == nil:
-		return c, d, &cpProxyMiss{http.StatusNotFound, "no_deployment", fmt.Sprintf("agent %s of organization %s has no deployment: run svc link", agentRef, *orgSlug)}
+		return c, d, &cpProxyMiss{http.StatusNotFound, "no_deployment", fmt.Sprintf("agent %s of organization %s has no deployment: run svc link", agentRef, *orgSlug), false}
 	}
-	d.id, d.url, d.status = *depID, *depURL, *status
+	d.id, d.url, d.status, d.org = *depID, *depURL, *status, *orgID
 	d.secret, err = s.openDeploymentSecret(d.id, sealed)
 	return c, d, err
 }

@@ -107,7 +107,9 @@
 //	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_link.go, cp_proxy.go (the signed
 //	             proxy to deployments), cp_network.go (SVC_DEPLOYMENT_NETWORKS, checked at dial time),
 //	             cp_console.go (the console at deeplinks and for boxes), cp_client.go
-//	             (the control plane's client), link.go (the box contract's client side: handshake,
+//	             (the control plane's client), cp_members.go (roles on every route, members,
+//	             invitations), cp_audit.go (the hash-chained audit log), cp_team.go (the team page,
+//	             cp_pages/), cli_members.go (svc members, svc audit), link.go (the box contract's client side: handshake,
 //	             secret proof, teaching), sign.go (request signing), sign_window.go (its per-sender replay
 //	             windows in the box's PostgreSQL), ident.go and ident_verify.go (identity and tunnel
 //	             registration tokens, JWKS)

@@ -1,0 +1,77 @@
+// The control plane's team page (/team/{org}, cp_team.go) in headless
+// Chromium (Debian's chromium, driven by playwright-core), run by
+// TestCPTeamPageInChromium (cp_team_test.go) against a real control plane
+// whose owner ("admin") and member (bob@example.com) the test made with the
+// CLI. A member signs in (sent to the sign-in page and back) and sees the
+// members only; the owner signs in, is refused a hostile email, invites
+// carol@example.com as admin (the one-time code shown once), sees the
+// invitation and the audit log (intact), removes bob, and sees the
+// removal in the log.
+//
+// Environment: SVC_CP_URL, SVC_OWNER_CODE and SVC_MEMBER_CODE (one-time
+// browser sign-in codes of `svc login --browser`), SVC_ARTIFACTS. Any
+// browser console error fails the test but the 401 that sends a browser
+// to sign in and the 400 the hostile email provokes.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { useBrowser } from "./browser.mjs";
+
+const env = process.env;
+const cp = env.SVC_CP_URL;
+const { newPage, noConsoleErrors, expectConsoleError, shot } = useBrowser();
+
+/** signIn opens the team page of default, is sent to sign in with code, and comes back. */
+async function signIn(code) {
+  const page = await newPage();
+  expectConsoleError(/status of 401 .*\/api\/whoami/); // the page's first call, before the sign-in
+  await page.goto(`${cp}/team/default`);
+  await page.waitForURL(new RegExp(`^${cp}/device\\?return=%2Fteam%2Fdefault`));
+  await page.getByLabel("One-time sign-in code").fill(code);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${cp}/team/default`);
+  return page;
+}
+
+/** cells is the text of column i of table sel's rows. */
+const cells = (page, sel, i) => page.locator(`${sel} tbody tr td:nth-child(${i})`).allTextContents();
+
+test("a member sees the members, not the invitations or the audit log", async () => {
+  const page = await signIn(env.SVC_MEMBER_CODE);
+  await page.getByText("Signed in as bob@example.com: member of organization default.").waitFor();
+  assert.deepEqual((await cells(page, "#members", 1)).sort(), ["admin", "bob@example.com"]);
+  assert.equal(await page.locator("#admin").isHidden(), true);
+  assert.equal(await page.getByRole("button", { name: /Remove/ }).count(), 0);
+  await shot(page, "member");
+  noConsoleErrors();
+});
+
+test("the owner invites, reads the audit log and removes a member", async () => {
+  const page = await signIn(env.SVC_OWNER_CODE);
+  await page.getByText("Signed in as admin: owner of organization default.").waitFor();
+  await page.locator("#audit-verify.ok").waitFor();
+  assert.match(await page.locator("#audit-verify").textContent(), /intact/);
+
+  expectConsoleError(/400/);
+  await page.getByLabel("Email").fill("carol@@example.com");
+  await page.evaluate(() => document.querySelector("#invite input[name=email]").setAttribute("type", "text"));
+  await page.getByRole("button", { name: "Invite" }).click();
+  await page.locator("#notice").getByText(/want a plain address/).waitFor();
+
+  await page.getByLabel("Email").fill("carol@example.com");
+  await page.getByLabel("Role", { exact: true }).selectOption("admin");
+  await page.getByRole("button", { name: "Invite" }).click();
+  const code = await page.locator("#invitation-code").textContent();
+  assert.match(code, /^[A-Z]{4}(-[A-Z]{4}){4}$/);
+  await page.locator("#invitations tbody tr", { hasText: "carol@example.com" }).waitFor();
+  await page.locator("#audit tbody tr", { hasText: "member.invited" }).first().waitFor();
+  await shot(page, "owner-invited");
+
+  page.on("dialog", (d) => d.accept());
+  await page.getByRole("button", { name: "Remove bob@example.com" }).click();
+  await page.locator("#audit tbody tr", { hasText: "member.removed" }).waitFor();
+  assert.deepEqual(await cells(page, "#members", 1), ["admin"]);
+  const text = await page.locator("#audit").textContent();
+  assert.ok(!text.includes(code.replaceAll("-", "")) && !text.includes(code), "the invitation's code is in the audit log");
+  await shot(page, "owner-removed");
+  noConsoleErrors();
+});

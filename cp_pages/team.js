@@ -1,0 +1,123 @@
+// The team page of the control plane (cp_team.go): the members of one
+// organization (/team/{org}) and, for its owners and admins, the invite
+// form, the pending invitations and the audit log with its verification.
+// Every call is the JSON API with the console cookie, which enforces the
+// roles; text is set with textContent only, never parsed as HTML.
+"use strict";
+
+const org = decodeURIComponent(location.pathname.split("/")[2] || "");
+const $ = (sel) => document.querySelector(sel);
+
+/** call sends method path (of the API) with body as JSON; a 401 goes to the sign-in page, which comes back here. */
+async function call(method, path, body) {
+  const r = await fetch(path, {
+    method,
+    credentials: "same-origin",
+    headers: body ? { "Content-Type": "application/json" } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const j = await r.json().catch(() => ({}));
+  if (r.status === 401) {
+    location.href = "/device?return=" + encodeURIComponent(location.pathname);
+    throw new Error("not signed in");
+  }
+  if (!r.ok) throw new Error(j.error?.message ?? `${r.status} ${r.statusText}`);
+  return j;
+}
+
+const orgPath = (rest) => `/api/orgs/${encodeURIComponent(org)}${rest}`;
+
+/** row appends a row of cells (strings or nodes) to the body of table sel. */
+function row(sel, cells, cls = []) {
+  const tr = document.createElement("tr");
+  cells.forEach((c, i) => {
+    const td = document.createElement("td");
+    if (cls[i]) td.className = cls[i];
+    if (c instanceof Node) td.append(c);
+    else td.textContent = c;
+    tr.append(td);
+  });
+  $(sel + " tbody").append(tr);
+}
+
+/** say shows an error, or hides the notice for "". */
+function say(msg) {
+  $("#notice").textContent = msg;
+  $("#notice").hidden = msg === "";
+}
+
+/** button returns a button labelled label that runs act, saying what failed. */
+function button(label, act) {
+  const b = document.createElement("button");
+  b.textContent = label;
+  b.addEventListener("click", () => act().then(() => say(""), (e) => say(e.message)));
+  return b;
+}
+
+const when = (t) => new Date(t).toLocaleString();
+
+/** load shows everything the signed-in user may see. */
+async function load() {
+  const who = await call("GET", "/api/whoami");
+  const mine = who.organizations.find((o) => o.slug === org || o.id === org);
+  if (!mine) {
+    $("#who").textContent = `Signed in as ${who.user.email}, who is no member of organization ${org}.`;
+    return;
+  }
+  const admin = mine.role === "owner" || mine.role === "admin";
+  $("#who").textContent = `Signed in as ${who.user.email}: ${mine.role} of organization ${mine.slug}.`;
+  const { members } = await call("GET", orgPath("/members"));
+  $("#members tbody").replaceChildren();
+  for (const m of members) {
+    const acts = document.createElement("span");
+    if (admin && m.user_id !== who.user.id && (m.role !== "owner" || mine.role === "owner")) {
+      const pick = document.createElement("select");
+      pick.setAttribute("aria-label", `Role of ${m.email}`);
+      for (const r of ["member", "admin", ...(mine.role === "owner" ? ["owner"] : [])]) pick.append(new Option(r, r, false, r === m.role));
+      acts.append(pick, " ", button("Change role", async () => {
+        await call("PATCH", orgPath("/members/" + encodeURIComponent(m.email)), { role: pick.value });
+        await load();
+      }), " ", button(`Remove ${m.email}`, async () => {
+        if (!confirm(`Remove ${m.email} from ${mine.slug}? Their access ends at once.`)) return;
+        await call("DELETE", orgPath("/members/" + encodeURIComponent(m.email)));
+        await load();
+      }));
+    }
+    row("#members", [m.email, m.role, when(m.joined_at), acts]);
+  }
+  $("#admin").hidden = !admin;
+  if (!admin) return;
+  const { invitations } = await call("GET", orgPath("/invitations"));
+  $("#invitations tbody").replaceChildren();
+  for (const i of invitations) row("#invitations", [i.email, i.role, i.invited_by, when(i.expires_at)]);
+  const { entries } = await call("GET", orgPath("/audit"));
+  $("#audit tbody").replaceChildren();
+  for (const e of entries.reverse()) {
+    row("#audit", [String(e.seq), when(e.at), e.action, e.outcome, e.actor || e.actor_id || "-", e.target || "-", e.source || "-", e.detail], ["", "", "", e.outcome === "refused" ? "bad" : "", "", "", "", "detail"]);
+  }
+  const v = await call("GET", orgPath("/audit/verify"));
+  $("#audit-verify").className = v.ok ? "ok" : "bad";
+  $("#audit-verify").textContent = v.ok
+    ? `The hash chain is intact: ${v.rows} rows, head row ${v.head_seq}, hash ${v.head_hash}.`
+    : `The audit log was tampered with: ${v.problem}`;
+}
+
+$("#invite").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  call("POST", orgPath("/invitations"), { email: f.get("email"), role: f.get("role") }).then(
+    async (inv) => {
+      say("");
+      const code = document.createElement("code");
+      code.id = "invitation-code";
+      code.textContent = inv.code;
+      $("#invitation").replaceChildren(`Invited ${inv.email} as ${inv.role}. Hand them this one-time code (shown only now, valid until ${when(inv.expires_at)}): `, code, `. They run: ${inv.accept}`);
+      $("#invitation").hidden = false;
+      ev.target.reset();
+      await load();
+    },
+    (e) => say(e.message),
+  );
+});
+
+load().catch((e) => say(e.message));
