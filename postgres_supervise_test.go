@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -307,4 +308,98 @@ func TestDevRestartsItsPostgres(t *testing.T) {
 		since := d.stderr.String()[logged:]
 		return strings.Contains(since, "PostgreSQL was restarted by something else") || strings.Contains(since, "PostgreSQL restarted")
 	})
+}
+
+// pgFaultLaterWorkflow reaches its sql step after a sleep, so that runs
+// started before a fault run their statement during it.
+const pgFaultLaterWorkflow = `import { sleep, sql } from "svc";
+async function read(tag: string) {
+  "use step";
+  const [row] = await sql` + "`select ${tag}::text as tag`" + `;
+  return row.tag;
+}
+export default async function later(input: { tag: string }) {
+  "use workflow";
+  await sleep("2s");
+  return { tag: await read(input.tag) };
+}
+`
+
+// TestBoxSurvivesDatabaseRestart runs a box (svc serve) on an external
+// DATABASE_URL, a cluster the test starts and then restarts underneath
+// (pg_ctl restart) and kills and starts again, with runs whose sql step
+// falls in the outage: health answers 503 while the database is down and
+// 200 once it is back, and every acknowledged run completes. Before, a
+// run whose step met the outage failed once its three attempts (within a
+// second) were spent.
+func TestBoxSurvivesDatabaseRestart(t *testing.T) {
+	port, err := pgTestFreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgDir := t.TempDir()
+	t.Cleanup(func() { pgTestRemoveRootCluster(pgDir) })
+	pg, err := startPostgres(t.Context(), pgOptions{ProjectDir: pgDir, Port: port, Getenv: func(string) string { return "" }, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop(context.Background()) })
+	dir, data := projectDir(t), t.TempDir()
+	writeFile(t, dir, "workflows/later.workflow.ts", pgFaultLaterWorkflow)
+	secret := []byte("box-restart-secret-0123456789abc")
+	box := startBox(t, dir, data, baseEnv("DATABASE_URL="+pg.URL, "HMAC_SECRET="+string(secret), "OPENAI_API_KEY=sk-test", "SVC_CONTROL_PLANE_URL=http://127.0.0.1:1"))
+	signed := func(method, path, body string) boxReply {
+		return boxDo(t, method, box.url+path, []byte(body), secret, time.Now(), "", nil)
+	}
+	health := func() int { return signed("GET", "/api/health", "").status }
+	if st := health(); st != http.StatusOK {
+		t.Fatalf("health = %d; want 200", st)
+	}
+	acked := map[string]bool{}
+	start := func(tag string) {
+		rep := signed("POST", "/api/workflows/later/start", `{"tag":"`+tag+`"}`)
+		var rc struct{ RunID string }
+		if rep.status == http.StatusAccepted && json.Unmarshal(rep.body, &rc) == nil {
+			acked[rc.RunID] = true
+		}
+	}
+	waitHealthy := func(what string) {
+		eventually(t, 60*time.Second, what, func() bool { return health() == http.StatusOK })
+	}
+
+	// Fault 1: an operator restarts the database underneath.
+	for i := range 3 {
+		start(fmt.Sprintf("restart-%d", i))
+	}
+	pgTestRestartUnderneath(t, pg.DataDir)
+	waitHealthy("health 200 after pg_ctl restart")
+	for i := range 3 {
+		start(fmt.Sprintf("after-restart-%d", i))
+	}
+
+	// Fault 2: the database dies and stays down past the runs' sleep; the
+	// operator brings it back.
+	pgTestKillServer(t, pg.DataDir)
+	if st := health(); st != http.StatusServiceUnavailable {
+		t.Errorf("health with the database killed = %d; want 503", st)
+	}
+	time.Sleep(4 * time.Second) // the runs' sql steps fall in the outage
+	if st := health(); st != http.StatusServiceUnavailable {
+		t.Errorf("health with the database still down = %d; want 503", st)
+	}
+	if err := pg.watched.restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitHealthy("health 200 once the database is back")
+
+	if len(acked) != 6 {
+		t.Errorf("acknowledged starts = %d; want 6 (the database was up for each)", len(acked))
+	}
+	for id := range acked {
+		rep := signed("GET", "/api/runs/"+id+"?wait=60s", "")
+		var got struct{ Run runRecord }
+		if json.Unmarshal(rep.body, &got); rep.status != http.StatusOK || got.Run.Status != runCompleted {
+			t.Errorf("run %s = %d %s %+v; want completed", id, rep.status, got.Run.Status, got.Run.Error)
+		}
+	}
 }
