@@ -70,7 +70,7 @@
 //	             storage, agents, gate, compile)
 //	dev boot     devenv.go (svc dev: services, typegen, auto-migrate, dev routes), dev_services.go (the
 //	             console's local services and keys), project.go, postgres.go (the local cluster),
-//	             postgres_root.go (the clusters of root sessions), childenv.go, watch.go, gate.go
+//	             postgres_root.go (the clusters of root sessions), postgres_supervise.go (restarting it when it dies), childenv.go, watch.go, gate.go
 //	box          box.go (handshake, signing secret, challenge, teaching, identity), box_auth.go (the
 //	             box's credential check)
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
