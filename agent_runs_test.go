@@ -2,8 +2,6 @@ package main
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,11 +16,7 @@ func TestAgentTurnsNamedInRunList(t *testing.T) {
 	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
 	fake := newFakeProvider(t)
 	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake"))
-	key, err := os.ReadFile(filepath.Join(dir, ".svc", devAPIKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &pgFaultClient{t: t, base: d.payload.EmulatorURL, key: strings.TrimSpace(string(key)), runs: map[string]string{}}
+	c := newPgFaultClient(t, dir, d.payload.EmulatorURL)
 	if st := c.chat("hello"); st != http.StatusOK {
 		t.Fatalf("chat turn = %d", st)
 	}

@@ -44,7 +44,7 @@ func TestHealthReportsObjectStorage(t *testing.T) {
 	dir := projectDir(t)
 	writeFile(t, dir, ".env", "S3_ACCESS_KEY_ID="+access+"\nS3_SECRET_ACCESS_KEY="+secret+"\n")
 	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk-test", "SVC_S3_ENDPOINT="+endpoint))
-	c := &pgFaultClient{t: t, base: d.payload.EmulatorURL}
+	c := newPgFaultClient(t, dir, d.payload.EmulatorURL)
 	health := func() (int, map[string]any, string) {
 		st, raw := c.health()
 		var body map[string]any

@@ -45,6 +45,17 @@ type pgFaultClient struct {
 	said []string          // chat messages answered 200
 }
 
+// newPgFaultClient is a client of the svc dev serving dir at base, with
+// its dev key.
+func newPgFaultClient(t *testing.T, dir, base string) *pgFaultClient {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(dir, ".svc", devAPIKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pgFaultClient{t: t, base: base, key: strings.TrimSpace(string(key)), runs: map[string]string{}}
+}
+
 // post sends body to path and returns the status and the decoded answer.
 func (c *pgFaultClient) post(path, body string, header map[string]string) (int, map[string]any) {
 	req, _ := http.NewRequest("POST", c.base+path, strings.NewReader(body))
@@ -202,11 +213,7 @@ func TestDevRestartsItsPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := os.ReadFile(filepath.Join(dir, ".svc", devAPIKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &pgFaultClient{t: t, base: d.payload.EmulatorURL, key: strings.TrimSpace(string(key)), runs: map[string]string{}}
+	c := newPgFaultClient(t, dir, d.payload.EmulatorURL)
 	if st := c.chat("hello before"); st != http.StatusOK {
 		t.Fatalf("chat turn with the database up = %d", st)
 	}
