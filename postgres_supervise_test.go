@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -408,5 +410,50 @@ func TestBoxSurvivesDatabaseRestart(t *testing.T) {
 		if json.Unmarshal(rep.body, &got); rep.status != http.StatusOK || got.Run.Status != runCompleted {
 			t.Errorf("run %s = %d %s %+v; want completed", id, rep.status, got.Run.Status, got.Run.Error)
 		}
+	}
+}
+
+// TestPgSuperviseBacksOff kills a cluster svc started whose next start
+// fails (a bad setting in postgresql.auto.conf) until the setting is
+// fixed: the supervisor says the death once and the first failure once,
+// retries with backoff, and restarts the server once it can. Before, a
+// dead server stayed dead.
+func TestPgSuperviseBacksOff(t *testing.T) {
+	port, err := pgTestFreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgDir := t.TempDir()
+	t.Cleanup(func() { pgTestRemoveRootCluster(pgDir) })
+	pg, err := startPostgres(t.Context(), pgOptions{ProjectDir: pgDir, Port: port, Getenv: func(string) string { return "" }, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop(context.Background()) })
+	logs := &syncBuffer{}
+	stop := pg.supervise(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { stop(context.Background()) })
+
+	auto := filepath.Join(pg.DataDir, "postgresql.auto.conf")
+	good, err := os.ReadFile(auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auto, append(append([]byte(nil), good...), "max_connections = 'many'\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pgTestKillServer(t, pg.DataDir)
+	eventually(t, 60*time.Second, "a failed restart in the log", func() bool { return strings.Contains(logs.String(), "restart PostgreSQL failed") })
+	if err := os.WriteFile(auto, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, "the restart in the log", func() bool { return strings.Contains(logs.String(), "PostgreSQL restarted") })
+	if err := pgPing(t.Context(), pg.URL); err != nil {
+		t.Errorf("the restarted server does not answer: %v", err)
+	}
+	out := logs.String()
+	restarted := regexp.MustCompile(`msg="PostgreSQL restarted" pid=\d+ attempt=(\d+)`).FindStringSubmatch(out)
+	if strings.Count(out, "PostgreSQL stopped") != 1 || strings.Count(out, "restart PostgreSQL failed") != 1 || restarted == nil || restarted[1] == "1" {
+		t.Errorf("want the death and the first failure once each, then a restart after it:\n%s", out)
 	}
 }
