@@ -37,6 +37,26 @@ export default async function outage(input: { tag: string }) {
 }
 `
 
+// pgFaultAgent has a tool that writes a row after a moment, so that a
+// chat turn is in flight, inside its tool's sql, while the database fails.
+const pgFaultAgent = `import { defineAgent, tool, sql } from "svc";
+export default defineAgent({
+  instructions: "You keep notes.",
+  maxTurns: 3,
+  tools: {
+    note: tool({
+      description: "Write a note after a moment",
+      parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+      execute: async ({ text }) => {
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        const [row] = await sql` + "`insert into greetings (name, greeting) values ('note', ${text}) returning id`" + `;
+        return { id: row.id };
+      },
+    }),
+  },
+});
+`
+
 // pgFaultClient drives a runtime under faults: it starts runs and chat
 // turns and remembers what the runtime acknowledged.
 type pgFaultClient struct {
@@ -204,6 +224,7 @@ func TestDevRestartsItsPostgres(t *testing.T) {
 	dir := projectDir(t)
 	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
 	writeFile(t, dir, "workflows/outage.workflow.ts", pgFaultWorkflow)
+	writeFile(t, dir, "deep-agents/keeper/index.ts", pgFaultAgent)
 	fake := newFakeProvider(t)
 	d := startDevProcess(t, dir, freePortBase(t), baseEnv("OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake"))
 	d.payload = d.nextPayload(120 * time.Second)
@@ -224,7 +245,16 @@ func TestDevRestartsItsPostgres(t *testing.T) {
 		c.start("greet", fmt.Sprintf(`{"name":"before-kill-%d"}`, i))
 	}
 
-	// Fault 1: the postmaster and its processes are killed.
+	// Fault 1: the postmaster and its processes are killed, with a chat
+	// turn in flight (its tool waits, then writes).
+	asked := len(fake.requests())
+	inflight := make(chan int, 1)
+	go func() {
+		st, _ := c.post("/openai/v1/chat/completions", wiresOpenAIBody("keeper", `call note {"text":"in flight"}`, false),
+			map[string]string{"x-svc-session": "s2", "Authorization": "Bearer " + c.key})
+		inflight <- st
+	}()
+	eventually(t, 30*time.Second, "the in-flight turn to reach the model", func() bool { return len(fake.requests()) > asked })
 	pgTestKillServer(t, dataDir)
 	if st, body := c.health(); st != http.StatusServiceUnavailable {
 		t.Errorf("health with the postmaster killed = %d %s; want 503", st, body)
@@ -241,6 +271,12 @@ func TestDevRestartsItsPostgres(t *testing.T) {
 	}
 	if st := c.chat("hello after the kill"); st != http.StatusOK {
 		t.Errorf("chat turn after the restart = %d", st)
+	}
+	if st := <-inflight; st != http.StatusOK {
+		t.Errorf("the chat turn in flight during the kill = %d; want 200 once the database is back", st)
+	}
+	if n := pgTestQuery(t, d.payload.Services.PostgresURL, "SELECT count(*)::text FROM greetings WHERE name = 'note' AND greeting = 'in flight'"); n != "1" {
+		t.Errorf("the in-flight turn's tool wrote %s rows; want 1", n)
 	}
 	resumed := map[string]bool{}
 	c.resumeHooks(resumed)
