@@ -408,8 +408,10 @@ func (rt *runtimeCore) toolEnv() map[string]string {
 	return env
 }
 
-// runtimeHealthTimeout bounds each part's check in the health report.
-const runtimeHealthTimeout = 2 * time.Second
+// runtimeHealthTimeout bounds each part's check in the health report (the
+// parts are checked at once), under the CLI's targetHealthTimeout: a part
+// that hangs (a paused server) must not make svc dev look gone.
+const runtimeHealthTimeout = 1500 * time.Millisecond
 
 // runtimeHealthKey is the object the health check asks object storage
 // about; it need not exist (not found is an answer).
