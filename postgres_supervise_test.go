@@ -370,14 +370,11 @@ export default async function later(input: { tag: string }) {
 }
 `
 
-// TestBoxSurvivesDatabaseRestart runs a box (svc serve) on an external
-// DATABASE_URL, a cluster the test starts and then restarts underneath
-// (pg_ctl restart) and kills and starts again, with runs whose sql step
-// falls in the outage: health answers 503 while the database is down and
-// 200 once it is back, and every acknowledged run completes. Before, a
-// run whose step met the outage failed once its three attempts (within a
-// second) were spent.
-func TestBoxSurvivesDatabaseRestart(t *testing.T) {
+// pgTestPrivateCluster starts a local cluster of the test's own (not the
+// shared test server, which other tests use), stopped and removed when the
+// test ends.
+func pgTestPrivateCluster(t *testing.T) *pgService {
+	t.Helper()
 	port, err := pgTestFreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -389,6 +386,18 @@ func TestBoxSurvivesDatabaseRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pg.Stop(context.Background()) })
+	return pg
+}
+
+// TestBoxSurvivesDatabaseRestart runs a box (svc serve) on an external
+// DATABASE_URL, a cluster the test starts and then restarts underneath
+// (pg_ctl restart) and kills and starts again, with runs whose sql step
+// falls in the outage: health answers 503 while the database is down and
+// 200 once it is back, and every acknowledged run completes. Before, a
+// run whose step met the outage failed once its three attempts (within a
+// second) were spent.
+func TestBoxSurvivesDatabaseRestart(t *testing.T) {
+	pg := pgTestPrivateCluster(t)
 	dir, data := projectDir(t), t.TempDir()
 	writeFile(t, dir, "workflows/later.workflow.ts", pgFaultLaterWorkflow)
 	secret := []byte("box-restart-secret-0123456789abc")
@@ -455,17 +464,7 @@ func TestBoxSurvivesDatabaseRestart(t *testing.T) {
 // retries with backoff, and restarts the server once it can. Before, a
 // dead server stayed dead.
 func TestPgSuperviseBacksOff(t *testing.T) {
-	port, err := pgTestFreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pgDir := t.TempDir()
-	t.Cleanup(func() { pgTestRemoveRootCluster(pgDir) })
-	pg, err := startPostgres(t.Context(), pgOptions{ProjectDir: pgDir, Port: port, Getenv: func(string) string { return "" }, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop(context.Background()) })
+	pg := pgTestPrivateCluster(t)
 	logs := &syncBuffer{}
 	stop := pg.supervise(slog.New(slog.NewTextHandler(logs, nil)))
 	t.Cleanup(func() { stop(context.Background()) })
