@@ -238,7 +238,7 @@ func (b *boxRuntime) startPostgres(ctx context.Context, c *cmd, verbose io.Write
 		}
 		return "", fmt.Errorf("svc serve: start PostgreSQL: %w", err)
 	}
-	b.closers = append(b.closers, pg.Stop)
+	b.closers = append(b.closers, pg.Stop, pg.supervise(b.log))
 	b.log.Info("postgres up", "provider", pg.Provider, "url", redactURL(pg.URL))
 	return pg.URL, nil
 }

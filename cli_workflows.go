@@ -474,10 +474,11 @@ func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 }
 
 // runShownName is what the WORKFLOW column of `svc runs list` shows of a
-// run: its workflow, or for an agent's turn the agent, as the console does.
+// run: its workflow, or for an agent's turn the agent and the wire (which
+// a turn recorded by an earlier version lacks in its workflowName).
 func runShownName(r runRecord) string {
-	if r.WorkflowName == "" {
-		return r.Agent
+	if r.WorkflowName == "" && r.Agent != "" {
+		return agentTurnName(r.Agent, r.Wire)
 	}
 	return r.WorkflowName
 }
@@ -567,8 +568,8 @@ func showRun(ctx context.Context, c *cmd, t *target, method, path string) (runRe
 	}
 	c.emit(map[string]any{"schema_version": schemaVersion, "run": r}, func(w io.Writer) {
 		label, name := "workflow", runShownName(r)
-		if r.WorkflowName == "" && r.Agent != "" {
-			label, name = "agent", name+" ("+r.Wire
+		if r.Agent != "" {
+			label, name = "agent", r.Agent+" ("+r.Wire
 			if r.SessionID != "" {
 				name += ", session " + r.SessionID
 			}

@@ -307,7 +307,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		}
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
-	rt.closers = append(rt.closers, rt.pg.Stop)
+	rt.closers = append(rt.closers, rt.pg.Stop, rt.pg.supervise(rt.log))
 	rt.log.Info("postgres up", "provider", rt.pg.Provider, "url", redactURL(rt.pg.URL))
 
 	// 2. and 3. Migrations, engine, secrets, object storage, agents, gate.

@@ -167,7 +167,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		if calls == nil {
 			calls = []*durableCall{}
 		}
-		e.st.Runs[ev.Run] = &runRecord{RunID: ev.Run, TraceID: ev.WRun, Status: ev.Status, Trigger: triggerAgent,
+		e.st.Runs[ev.Run] = &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: agentTurnName(ev.Agent, ev.Wire), Status: ev.Status, Trigger: triggerAgent,
 			Input: ev.Input, Output: ev.Result, Error: ev.Error, Agent: ev.Agent, Wire: ev.Wire, SessionID: ev.Session,
 			ConversationID: ev.Conv, CreatedAt: micros(ev.StartedAt), EndedAt: &at, Steps: calls, done: newRunSignal()}
 	case evEnd:
@@ -301,4 +301,12 @@ func (e *engine) advanceQueue(workflow string) {
 	}
 	e.log.Info("run started", "workflow", workflow, "run", ev.Run, "queue", head.QueueID)
 	e.schedule(ev.Run)
+}
+
+// agentTurnName is the name an agent's turn has in the run list, where a
+// workflow's run has its workflow: the agent and the wire, "helper
+// (openai)". A workflow's name is an identifier, so the two never meet
+// under the workflow= filter; agent= filters turns by their agent.
+func agentTurnName(agent, wire string) string {
+	return agent + " (" + wire + ")"
 }

@@ -34,6 +34,13 @@ const (
 	// abandoned (a timed-out step); past it the connection is closed, which
 	// rolls back too.
 	sqlRollbackTimeout = 5 * time.Second
+	// sqlDatabaseWait bounds how long a statement waits for the database to
+	// accept connections (longer than svc's restarts of its own cluster,
+	// postgres_supervise.go); sqlReconnectFirst, doubling up to
+	// sqlReconnectMax, spaces the attempts.
+	sqlDatabaseWait   = 5 * time.Minute
+	sqlReconnectFirst = 250 * time.Millisecond
+	sqlReconnectMax   = 5 * time.Second
 )
 
 // sqlHost runs the SQL of user code (import { sql } from "svc") on the
@@ -188,6 +195,34 @@ func (h *sqlHost) work(l *jsLoop, fn func(ctx context.Context) (*sqlResult, erro
 			l.post(func() { done(res, err) })
 		}
 	}()
+}
+
+// acquire takes a connection of the pool for a statement or a
+// transaction. While the database cannot be reached (down, restarting,
+// paused) it waits for it, up to sqlDatabaseWait or until ctx ends (the
+// step's attempt is over): nothing was sent yet, so waiting is safe, and a
+// step does not fail, nor its run, for an outage that is repaired
+// meanwhile. A connection lost with a statement in flight is not retried
+// here (the statement's outcome is unknown): that attempt fails and the
+// step's retry waits here.
+func (h *sqlHost) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	deadline := time.Now().Add(sqlDatabaseWait)
+	delay := sqlReconnectFirst
+	for {
+		c, err := h.pool.Acquire(ctx)
+		if err == nil || !pgUnreachable(err) || ctx.Err() != nil {
+			return c, err
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return nil, fmt.Errorf("sql: the database did not accept connections for %v: %w", sqlDatabaseWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, sqlReconnectMax)
+	}
 }
 
 // sqlStatement is what a worker runs: text with $1…$n, and the parameters
@@ -490,7 +525,7 @@ func (h *sqlHost) install(l *jsLoop, ambient *goja.Object) {
 	vm := l.vm
 	sql := h.newQueryFunc(l, func(st *sqlStatement, done func(*sqlResult, error)) {
 		h.work(l, func(ctx context.Context) (*sqlResult, error) {
-			c, err := h.pool.Acquire(ctx)
+			c, err := h.acquire(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -518,7 +553,7 @@ func (h *sqlHost) begin(l *jsLoop, fn goja.Value) goja.Value {
 	tx := &sqlTx{last: make(chan struct{})}
 	close(tx.last)
 	h.work(l, func(ctx context.Context) (*sqlResult, error) {
-		c, err := h.pool.Acquire(ctx)
+		c, err := h.acquire(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -72,7 +72,8 @@
 //	             console's local services and keys), dev_tls.go (--tls: the project's certificate,
 //	             the CLI's pinned client), project.go, postgres.go (the local cluster),
 //	             postgres_root.go (the clusters of root sessions), postgres_role.go (the project's
-//	             role: what the URL svc hands out may do), childenv.go, watch.go, gate.go
+//	             role: what the URL svc hands out may do), postgres_supervise.go (restarting it when
+//	             it dies), childenv.go, watch.go, gate.go
 //	box          box.go (handshake, signing secret, challenge, teaching, identity), box_auth.go (the
 //	             box's credential check)
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),

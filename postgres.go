@@ -177,6 +177,9 @@ type pgService struct {
 
 	stop func(context.Context) error // nil once stopped, and for "env"
 	lock *os.File                    // the project lock held until Stop; nil for "env"
+	// watched is the server svc restarts when it dies (postgres_supervise.go);
+	// nil where svc does not own the process.
+	watched pgWatched
 }
 
 // Stop stops what startPostgres started and waits for it. It is a no-op for
@@ -490,6 +493,7 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 		URL:      pgAppURL(appPassword, o.Port),
 		Provider: "local",
 		DataDir:  l.dataDir,
+		watched:  pgLocalWatch{l: l, port: o.Port},
 		stop: func(ctx context.Context) error {
 			err := l.stop(ctx)
 			tail.close()
@@ -759,6 +763,9 @@ func pgStartLogTail(path string, w io.Writer) *pgLogTail {
 		ticker := time.NewTicker(pgLogTailInterval)
 		defer ticker.Stop()
 		for {
+			if pgLogRewritten(f, path) { // a restart rewrote it (postgres_supervise.go)
+				f.Seek(0, io.SeekStart)
+			}
 			io.Copy(w, f) // from where the last copy stopped
 			select {
 			case <-ctx.Done():

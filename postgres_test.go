@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -610,15 +609,7 @@ func TestPostgresRootMovesProjectCluster(t *testing.T) {
 // SIGKILL, as a crash would, and waits until they are gone.
 func pgTestKillServer(t *testing.T, dataDir string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(first)
-	if err != nil {
-		t.Fatalf("postmaster.pid: %v", err)
-	}
+	pid := pgTestPostmasterPid(t, dataDir)
 	// pg_ctl starts the postmaster in a session of its own: its process
 	// group holds the server's processes.
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {

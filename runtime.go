@@ -408,8 +408,14 @@ func (rt *runtimeCore) toolEnv() map[string]string {
 	return env
 }
 
-// runtimeHealthTimeout bounds the health check's ping of PostgreSQL.
-const runtimeHealthTimeout = 2 * time.Second
+// runtimeHealthTimeout bounds each part's check in the health report (the
+// parts are checked at once), under the CLI's targetHealthTimeout: a part
+// that hangs (a paused server) must not make svc dev look gone.
+const runtimeHealthTimeout = 1500 * time.Millisecond
+
+// runtimeHealthKey is the object the health check asks object storage
+// about; it need not exist (not found is an answer).
+const runtimeHealthKey = ".svc-health"
 
 // partHealth is one part's state in the health report: "ok", or
 // "unavailable" with what to know (never the cause's detail, which names
@@ -431,4 +437,36 @@ func (rt *runtimeCore) databaseHealth(ctx context.Context) partHealth {
 		return partHealth{State: "unavailable", Message: "PostgreSQL does not answer: runs that use sql, chat sessions and the run history wait for it (the log has the cause)"}
 	}
 	return partHealth{State: "ok"}
+}
+
+// storageHealth asks the object storage of user code (the built-in one, or
+// SVC_S3_ENDPOINT's) about one object, bounded: any answer but a refusal
+// of the keys or the bucket is "ok" (not found included). The answer
+// never names the endpoint or the keys: the log has the cause.
+func (rt *runtimeCore) storageHealth(ctx context.Context) partHealth {
+	if rt.platform == nil {
+		return partHealth{State: "ok"} // a runtime without user code
+	}
+	c := rt.platform.storage.Load()
+	if c == nil {
+		return partHealth{State: "unavailable", Message: "object storage is not configured: fix the S3_* variables of .env (the log has the cause)"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, runtimeHealthTimeout)
+	defer cancel()
+	if _, err := c.head(ctx, runtimeHealthKey); err != nil && !storageIsNotFound(err) {
+		rt.log.Debug("health: object storage does not answer", "err", err)
+		return partHealth{State: "unavailable", Message: "object storage does not answer or refuses the runtime's keys: storage in steps and tools fails until it does (the log has the cause)"}
+	}
+	return partHealth{State: "ok"}
+}
+
+// gateHealth is the model gate as a part of the health report: "open" or
+// "closed", with the gate's reason. A closed gate does not make the
+// runtime unhealthy: it serves, and its settings open the gate.
+func (rt *runtimeCore) gateHealth() partHealth {
+	g := rt.gateState()
+	if g.Open {
+		return partHealth{State: "open", Message: g.Reason}
+	}
+	return partHealth{State: "closed", Message: g.Reason}
 }

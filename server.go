@@ -52,7 +52,7 @@ func newServer(rt *runtimeCore, guard httpGuardConfig, hostRoutes []route) (*ser
 func routeTable(s *server) []route {
 	return []route{
 		{"GET", "/api/contract", "the contract the CLI advertises (same payload as `svc dev --print-contract`)", s.handleContract},
-		{"GET", "/api/health", "health and identity of the running runtime: project_dir, local_dev_installation_id, gate, journal, postgres (503 when the journal or PostgreSQL is down)", s.handleHealth},
+		{"GET", "/api/health", "health and identity of the running runtime: project_dir, local_dev_installation_id, gate; each part's state: journal, postgres, storage, model_gate (503 when the journal, PostgreSQL or object storage is down)", s.handleHealth},
 		{"PUT", "/api/settings/model-provider", "store a model-provider credential (encrypted); opens a closed boot gate", s.handleStoreProvider},
 		{"GET", "/api/workflows", "list workflows (what `svc workflows list` prints)", s.handleListWorkflows},
 		{"GET", "/api/workflows/{name}/schema", "a workflow's input and output JSON Schemas", s.handleWorkflowSchema},
@@ -151,9 +151,12 @@ func (s *server) handleContract(w http.ResponseWriter, r *http.Request) {
 // handleHealth tells CLI verbs that this runtime is up and which project it serves.
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	jh := s.rt.engine.journalHealth()
+	storage := make(chan partHealth, 1) // checked beside PostgreSQL: each is bounded
+	go func() { storage <- s.rt.storageHealth(r.Context()) }()
 	pg := s.rt.databaseHealth(r.Context())
+	st := <-storage
 	status := http.StatusOK
-	if jh.State != "ok" || pg.State != "ok" {
+	if jh.State != "ok" || pg.State != "ok" || st.State != "ok" {
 		status = http.StatusServiceUnavailable
 	}
 	installation := "" // a project that is not linked has none
@@ -161,7 +164,8 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		installation = s.rt.proj.Link.LocalDevInstallationID
 	}
 	writeJSON(w, status, map[string]any{"ok": status == http.StatusOK, "project_dir": s.rt.proj.Dir,
-		"local_dev_installation_id": installation, "gate": s.rt.gateState(), "journal": jh, "postgres": pg})
+		"local_dev_installation_id": installation, "gate": s.rt.gateState(), "journal": jh, "postgres": pg,
+		"storage": st, "model_gate": s.rt.gateHealth()})
 }
 
 // handleStoreProvider stores a model-provider credential and opens the gate.

@@ -13,17 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Wire names, as recorded on agent turns.
@@ -92,7 +87,7 @@ func wireErrorFor(err error) *wireError {
 		return &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrGate, Message: err.Error()}
 	case errors.Is(err, errSessionNotFound):
 		return &wireError{Status: http.StatusNotFound, Kind: wireErrPrevious, Param: "previous_response_id", Message: err.Error()}
-	case wireDatabaseDown(err):
+	case pgUnreachable(err):
 		return &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrDatabase,
 			Message: "the runtime's database is unavailable; retry shortly (the server's log has the detail)"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -101,24 +96,6 @@ func wireErrorFor(err error) *wireError {
 	// Internal errors carry what a caller must not see (the database's
 	// address, user and name, paths): the detail is in the log.
 	return &wireError{Status: http.StatusInternalServerError, Kind: wireErrInternal, Message: "the turn failed inside the runtime (the server's log has the detail)"}
-}
-
-// wireDatabaseDown reports whether err is a failure to reach PostgreSQL
-// (refused or reset connection, a timeout, a connection lost mid-query)
-// rather than an answer of it.
-func wireDatabaseDown(err error) bool {
-	var ce *pgconn.ConnectError
-	var ne net.Error
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &pe):
-		// The database answered, even if with an error. Its
-		// admin_shutdown and cannot_connect_now are it going away.
-		return pe.Code == "57P01" || pe.Code == "57P03"
-	case errors.As(err, &ce), errors.As(err, &ne), pgconn.Timeout(err):
-		return true
-	}
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // wireCodec is one wire's request decoding and response encoding.

@@ -327,6 +327,7 @@ test("settings stores a model-provider credential", async () => {
   await page.locator("#gate-state", { hasText: "open" }).waitFor();
   assert.equal(await page.locator("#health-postgres").textContent(), "ok");
   assert.equal(await page.locator("#health-journal").textContent(), "ok");
+  assert.equal(await page.locator("#health-storage").textContent(), "ok");
   await page.getByLabel("API key").fill("sk-console-test");
   await page.getByRole("button", { name: "Store credential" }).click();
   await page.locator("#provider-result", { hasText: "Stored." }).waitFor();

@@ -1,5 +1,5 @@
 // The settings page: the project, the boot gate, the health of
-// PostgreSQL and the journal, the model-provider
+// PostgreSQL, the journal and object storage, the model-provider
 // credential (stored encrypted; opens a closed gate without a restart),
 // and svc dev's local services (URLs; keys on request).
 
@@ -28,7 +28,8 @@ export async function settingsPage(ctx, onGate) {
     el("h1", {}, "Settings"),
     el("dl", { class: "facts" }, el("dt", {}, "Project"), el("dd", {}, el("code", {}, health.project_dir)), el("dt", {}, "Boot gate"), el("dd", {}, gate),
       el("dt", {}, "PostgreSQL"), el("dd", { id: "health-postgres" }, partText(health.postgres)),
-      el("dt", {}, "Journal"), el("dd", { id: "health-journal" }, partText(health.journal))),
+      el("dt", {}, "Journal"), el("dd", { id: "health-journal" }, partText(health.journal)),
+      el("dt", {}, "Object storage"), el("dd", { id: "health-storage" }, partText(health.storage))),
     el("h2", {}, "Model provider"),
     el("form", { id: "provider", class: "stack", onsubmit: submit },
       el("label", {}, "Provider ", el("select", { name: "provider" }, el("option", { value: "openai" }, "openai"), el("option", { value: "anthropic" }, "anthropic"), el("option", { value: "openai-compatible" }, "OpenAI-compatible server"))),
