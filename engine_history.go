@@ -38,10 +38,10 @@ const (
 func (e *engine) maybeCompactLocked() {
 	// Past the threshold, and past twice the last snapshot, so a large
 	// active set is not rewritten over and over.
-	if e.compacting || e.j.Size() < max(e.opts.CompactBytes, 2*int64(e.snapBytes)) || time.Now().Before(e.compactRetry) {
+	if e.compacting || e.j.size() < max(e.opts.CompactBytes, 2*int64(e.snapBytes)) || time.Now().Before(e.compactRetry) {
 		return
 	}
-	c, err := e.j.BeginCompact()
+	c, err := e.j.beginCompact()
 	if err != nil {
 		e.log.Error("journal compaction failed", "err", err)
 		e.compactRetry = time.Now().Add(compactRetryDelay)

@@ -1,0 +1,211 @@
+package main
+
+// One engine suite, two stores (STYLE 20): eachEngineStore runs a test body
+// on the file journal and on PostgreSQL, and the helpers below read and
+// write a store's records whichever it is, so the bodies never name one.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// engineTestStores are the stores the engine suite runs on.
+var engineTestStores = []string{engineKindFile, engineKindPostgres}
+
+// eachEngineStore runs body once per store, as subtests named by it.
+func eachEngineStore(t *testing.T, body func(t *testing.T, store string)) {
+	for _, s := range engineTestStores {
+		t.Run(s, func(t *testing.T) { body(t, s) })
+	}
+}
+
+// engineTestLease is the lease of test engines on PostgreSQL: short, so
+// that takeover tests are quick.
+var engineTestLease = engineSettings{Kind: engineKindPostgres, Lease: 2 * time.Second, Renew: 500 * time.Millisecond}
+
+// storeFor returns te's store: the journal under its project, or the
+// svc_engine schema of its database (a fresh one per test).
+func (te *testEngine) storeFor(t *testing.T) engineStore {
+	if te.store != engineKindPostgres {
+		return engineStoreFile{dir: te.journalDir()}
+	}
+	if te.pool == nil {
+		te.pool = historyTestDB(t)
+	}
+	return newEngineStorePG(te.pool, engineTestLease, discardLogger())
+}
+
+// journalDir is the file store's directory.
+func (te *testEngine) journalDir() string { return te.dir + "/.svc/journal" }
+
+// records calls fn with every record of the closed engine's log after its
+// snapshot, in order.
+func (te *testEngine) records(t *testing.T, fn func([]byte)) {
+	t.Helper()
+	if te.store != engineKindPostgres {
+		j, err := openJournal(te.journalDir(), journalOptions{}, func([]byte) error { return nil }, func(b []byte) error { fn(b); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Close()
+		return
+	}
+	rows, err := te.pool.Query(context.Background(), `SELECT data FROM svc_engine.events ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range recs {
+		fn(b)
+	}
+}
+
+// appendRaw writes records, as they are, to the closed engine's log.
+func (te *testEngine) appendRaw(t *testing.T, recs ...string) {
+	t.Helper()
+	if te.store != engineKindPostgres {
+		j, err := openJournal(te.journalDir(), journalOptions{}, func([]byte) error { return nil }, func([]byte) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		for _, r := range recs {
+			if err := j.AppendDurable([]byte(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	for _, r := range recs {
+		if _, err := te.pool.Exec(context.Background(), `INSERT INTO svc_engine.events (data) VALUES ($1)`, []byte(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// lastSnapshot returns the newest snapshot of the log (nil: none).
+func (te *testEngine) lastSnapshot(t *testing.T) []byte {
+	t.Helper()
+	if te.store != engineKindPostgres {
+		snaps, _ := filepath.Glob(te.journalDir() + "/*.snap")
+		if len(snaps) == 0 {
+			return nil
+		}
+		slices.Sort(snaps)
+		b, err := os.ReadFile(snaps[len(snaps)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var b []byte
+	err := te.pool.QueryRow(context.Background(), `SELECT data FROM svc_engine.snapshot WHERE id = 1`).Scan(&b)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// savedVersions lists the versions the store keeps.
+func (te *testEngine) savedVersions(t *testing.T) []string {
+	t.Helper()
+	if te.store != engineKindPostgres {
+		files, _ := filepath.Glob(te.journalDir() + "/" + versionsDir + "/*.json")
+		for i, f := range files {
+			files[i] = strings.TrimSuffix(filepath.Base(f), ".json")
+		}
+		return files
+	}
+	rows, err := te.pool.Query(context.Background(), `SELECT hash FROM svc_engine.versions`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hashes
+}
+
+// TestEngineStorePGFencing checks the lease of the PostgreSQL store: a
+// second opener stands by while the first holds it; once the first stalls
+// past its lease and the second claims it (a new epoch), every write of
+// the first is refused and it reports the lease lost; a graceful close
+// releases the lease so the next claim is immediate.
+func TestEngineStorePGFencing(t *testing.T) {
+	pool := historyTestDB(t)
+	nop := func([]byte) error { return nil }
+	lost := make(chan error, 1)
+	a := newEngineStorePG(pool, engineSettings{Lease: time.Hour, Renew: time.Hour}, discardLogger())
+	la, err := a.open(func(err error) { lost <- err }, nop, nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.append([]byte(`{"t":"probe","n":1}`), true).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	b := newEngineStorePG(pool, engineTestLease, discardLogger())
+	var sb *engineStandbyError
+	if _, err := b.open(nil, nop, nop); !errors.As(err, &sb) || sb.Holder != a.owner || b.health().Lease != engineLeaseStandby {
+		t.Fatalf("second open while the lease is held = %v, health %+v; want standby naming %s", err, b.health(), a.owner)
+	}
+	// A stall: a's lease runs out without a renewal (its renewer waits an
+	// hour), and b claims it.
+	if _, err := pool.Exec(context.Background(), `UPDATE svc_engine.lease SET lease_until = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	var replayed []string
+	lb, err := b.open(nil, nop, func(r []byte) error { replayed = append(replayed, string(r)); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.close()
+	if len(replayed) != 1 || b.health().Epoch != a.health().Epoch+1 {
+		t.Fatalf("takeover replayed %q at epoch %d (a's %d); want a's one event, the next epoch", replayed, b.health().Epoch, a.health().Epoch)
+	}
+	// a wakes and writes: refused, nothing lands.
+	if err := la.append([]byte(`{"t":"probe","n":2}`), true).Wait(); !errors.Is(err, errEngineLeaseLost) {
+		t.Fatalf("stalled holder's write = %v; want errEngineLeaseLost", err)
+	}
+	if err := <-lost; !errors.Is(err, errEngineLeaseLost) || a.health().Lease != engineLeaseLost {
+		t.Fatalf("stalled holder told %v, health %+v; want the lease lost", err, a.health())
+	}
+	var n int
+	pool.QueryRow(context.Background(), `SELECT count(*) FROM svc_engine.events`).Scan(&n)
+	if n != 1 {
+		t.Fatalf("%d events; want only the one written under the lease", n)
+	}
+	la.close() // releases nothing: the lease is b's
+	if err := lb.append([]byte(`{"t":"probe","n":3}`), false).Wait(); err != nil {
+		t.Fatalf("new holder's write = %v", err)
+	}
+	// A graceful close releases the lease: the next open claims it at once.
+	lb.close()
+	c := newEngineStorePG(pool, engineTestLease, discardLogger())
+	lc, err := c.open(nil, nop, nop)
+	if err != nil {
+		t.Fatalf("open after a graceful close = %v; want the lease", err)
+	}
+	lc.close()
+}
+
+// historyPool is the database of te's run history: its store's on
+// PostgreSQL, else a fresh one.
+func (te *testEngine) historyPool(t *testing.T) *pgxpool.Pool {
+	if te.pool != nil {
+		return te.pool
+	}
+	return historyTestDB(t)
+}
