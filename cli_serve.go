@@ -81,7 +81,7 @@ func parseServeOptions(c *cmd, fs *flag.FlagSet) (boxOptions, string, error) {
 	o.s3Endpoint = c.getenv("SVC_S3_ENDPOINT")
 	if o.engine.Kind == engineKindPostgres && o.s3Endpoint == "" && !o.engine.LocalStorageOK {
 		return o, "", failf(codeGeneric, "set SVC_S3_ENDPOINT (with SVC_S3_ACCESS_KEY_ID and SVC_S3_SECRET_ACCESS_KEY) to object storage every replica reaches, or SVC_STORAGE_LOCAL_OK=1 if files on this replica's disk are acceptable",
-			"svc serve: SVC_ENGINE=postgres shares the engine's state across replicas, but the built-in object storage keeps files on this replica's disk: another replica would not see them")
+			"svc serve: SVC_ENGINE=postgres shares the engine's state across replicas, but the built-in object storage keeps files on this replica's disk, where another replica would not see them: set SVC_S3_ENDPOINT, or SVC_STORAGE_LOCAL_OK=1 to accept that")
 	}
 	if o.imageTag == "" {
 		o.imageTag = "dev"

@@ -209,3 +209,51 @@ func (te *testEngine) historyPool(t *testing.T) *pgxpool.Pool {
 	}
 	return historyTestDB(t)
 }
+
+// TestEngineSelection checks SVC_ENGINE and its settings as svc serve and
+// svc dev read them: file by default, postgres on request, anything else
+// refused before anything starts, naming the variable; svc serve refuses
+// the PostgreSQL engine with the built-in object storage unless
+// SVC_S3_ENDPOINT or SVC_STORAGE_LOCAL_OK=1 says otherwise.
+func TestEngineSelection(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	if s, err := readEngineSettings(env()); err != nil || s.Kind != engineKindFile || s.Lease != engineLeaseDefault || s.Renew != engineLeaseRenewDefault {
+		t.Errorf("defaults = %+v %v; want the file journal, 10s/3s", s, err)
+	}
+	if s, err := readEngineSettings(env("SVC_ENGINE", "postgres", "SVC_ENGINE_LEASE", "20s", "SVC_ENGINE_LEASE_RENEW", "5s")); err != nil ||
+		s.Kind != engineKindPostgres || s.Lease != 20*time.Second || s.Renew != 5*time.Second {
+		t.Errorf("postgres 20s/5s = %+v %v", s, err)
+	}
+	for _, bad := range [][]string{{"SVC_ENGINE", "Postgres"}, {"SVC_ENGINE", "sqlite"}, {"SVC_ENGINE", strings.Repeat("x", 10000)},
+		{"SVC_ENGINE_LEASE", "10"}, {"SVC_ENGINE_LEASE", "-1s"}, {"SVC_ENGINE_LEASE", "2s"}, {"SVC_ENGINE_LEASE_RENEW", "9s"}} {
+		_, err := readEngineSettings(env(bad...))
+		if err == nil || !strings.Contains(err.Error(), bad[0]) || len(err.Error()) > 400 {
+			t.Errorf("%s=%.20q: %v; want a bounded refusal naming the variable", bad[0], bad[1], err)
+		}
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"--json", "serve", "--data", t.TempDir(), dir}, []string{"SVC_ENGINE", "nosuch"}, "SVC_ENGINE"},
+		{[]string{"--json", "dev"}, []string{"SVC_ENGINE", "nosuch"}, "SVC_ENGINE"},
+		{[]string{"--json", "serve", "--data", t.TempDir(), dir}, []string{"SVC_ENGINE", "postgres"}, "SVC_STORAGE_LOCAL_OK=1"},
+	} {
+		var out, errOut strings.Builder
+		code := run(context.Background(), tc.args, cliIO{stdout: &out, stderr: &errOut, getenv: env(tc.env...), dir: dir})
+		if code != 1 || !strings.Contains(out.String(), tc.want) || !strings.Contains(out.String(), `"ok":false`) {
+			t.Errorf("%v with %v: exit %d %s; want exit 1 naming %s", tc.args, tc.env, code, out.String(), tc.want)
+		}
+	}
+}
