@@ -148,7 +148,14 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	var store engineStore = engineStoreFile{dir: journal}
 	hint := "the journal under " + journal + " is damaged before its tail; move it aside to start fresh"
 	if o.Engine.Kind == engineKindPostgres {
-		store = newEngineStorePG(rt.db, o.Engine, rt.log)
+		// A pool of its own: lease renewals and commits never queue behind
+		// the runtime's other queries.
+		engineDB, err := pgxpool.New(ctx, o.PostgresURL)
+		if err != nil {
+			return fmt.Errorf("connect PostgreSQL for the engine: %w", err)
+		}
+		rt.closers = append(rt.closers, func(context.Context) error { engineDB.Close(); return nil })
+		store = newEngineStorePG(engineDB, o.Engine, rt.log)
 		hint = "check that the database accepts connections and that schema svc_engine is the engine's"
 		rt.log.Info("engine on PostgreSQL (SVC_ENGINE=postgres): schema svc_engine, one engine-wide lease", "lease", o.Engine.Lease, "renew", o.Engine.Renew)
 	}
