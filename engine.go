@@ -251,8 +251,10 @@ const (
 	defaultBusyLimit    = 5 * time.Second // far above what orchestration takes; an endless loop fails instead of holding a core
 )
 
-// openEngine opens the journal, rebuilds the state and resumes every
-// unfinished run.
+// openEngine opens the store (the file journal in Dir unless Store says
+// otherwise), rebuilds the state and resumes every unfinished run. When
+// another process owns the store's state (PostgreSQL's lease), the engine
+// stands by instead: it refuses changes and takes over once it can.
 func openEngine(opts engineOptions) (*engine, error) {
 	if opts.RetryBase == 0 {
 		opts.RetryBase = defaultRetryBase

@@ -418,13 +418,13 @@ func (l *engineStorePGLog) write(b *engineStorePGBatch) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
 	defer cancel()
-	sync := "off"
+	commitMode := "off" // synchronous_commit
 	if b.durable {
-		sync = "on"
+		commitMode = "on"
 	}
 	var n, last int64
 	err := pgx.BeginFunc(ctx, l.s.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('synchronous_commit', $1, true)`, sync); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT set_config('synchronous_commit', $1, true)`, commitMode); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, engineStorePGAppendSQL, b.records, l.s.owner, l.epoch).Scan(&n, &last)
