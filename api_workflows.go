@@ -132,6 +132,9 @@ func (s *server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runs, queued, next, err := s.rt.engine.listRuns(r.Context(), q)
+	if writeUnavailable(w, err) {
+		return
+	}
 	if err != nil {
 		s.log.Error("list runs", "err", err)
 		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
@@ -166,6 +169,9 @@ func (s *server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 		cancel()
 	}
 	run, ok, err := s.rt.engine.find(r.Context(), id)
+	if writeUnavailable(w, err) {
+		return
+	}
 	if err != nil {
 		s.log.Error("get run", "err", err)
 		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})

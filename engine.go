@@ -720,6 +720,9 @@ func (e *engine) resumeHook(token string, payload json.RawMessage) (string, erro
 	ref, ok := e.st.Hooks[token]
 	if !ok {
 		e.mu.Unlock()
+		if err := e.standbyErr(); err != nil {
+			return "", err
+		}
 		return "", e.spentHook(token)
 	}
 	r := e.st.Runs[ref.RunID]

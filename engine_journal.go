@@ -50,6 +50,20 @@ func (e *engine) journalHealth() journalHealth {
 	return journalHealth{State: "ok"}
 }
 
+// standbyErr returns, while another process owns the store's state (the
+// engine stands by), the error of a read or change of a run this process
+// does not hold: it knows none of the active runs, so "not found" would be
+// a lie. Nil otherwise (a failed file journal's state was rebuilt from
+// disk, so memory is right).
+func (e *engine) standbyErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if errors.As(e.failed, new(*engineStandbyError)) {
+		return fmt.Errorf("%w: %v", errJournalUnavailable, e.failed)
+	}
+	return nil
+}
+
 // storeHealth reports the engine's store: its kind and, on PostgreSQL,
 // its lease.
 func (e *engine) storeHealth() engineStoreHealth { return e.opts.Store.health() }

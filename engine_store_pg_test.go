@@ -130,6 +130,12 @@ func TestEnginePostgresTakeover(t *testing.T) {
 	token := <-counter.tokens
 	eventually(t, 20*time.Second, "the napper asleep on the first replica", func() bool { return counter.count("nap-before") == 1 })
 
+	// The standby knows no active run: it says so rather than "not found".
+	for _, req := range [][2]string{{"GET", "/api/runs/" + ids[0]}, {"GET", "/api/runs"}, {"POST", "/api/hooks/" + token}, {"POST", "/api/runs/" + ids[3] + "/cancel"}} {
+		if code := b.do(t, req[0], req[1], `{}`, nil); code != 503 {
+			t.Errorf("%s %s on the standby = %d; want 503", req[0], req[1], code)
+		}
+	}
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	<-a.exited
 	eventually(t, 30*time.Second, "the second replica takes over once the lease expires", func() bool {
