@@ -68,8 +68,9 @@ func (b *pgBox) engineHealth(t *testing.T) (journal, lease string) {
 // the hook resumed through it. Then a third replica stands by, the holder
 // is stalled (SIGSTOP) past its lease, the third takes over and finishes
 // the run that slept through the stall; the stalled one, woken (SIGCONT),
-// writes nothing, steps down and says so. A graceful stop releases the
-// lease: the next holder claims it before it would have expired.
+// writes nothing, steps down and says so. A graceful stop (SIGTERM)
+// releases the lease: the next holder claims it before it would have
+// expired.
 func TestEnginePostgresTakeover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three svc serve processes")
@@ -214,7 +215,12 @@ func TestEnginePostgresTakeover(t *testing.T) {
 	if err := db.QueryRow(context.Background(), `SELECT lease_until FROM svc_engine.lease`).Scan(&until); err != nil {
 		t.Fatal(err)
 	}
-	c.stop()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the holder did not stop within 30s of SIGTERM")
+	}
 	eventually(t, 30*time.Second, "the standby takes over after the graceful stop", func() bool {
 		j, l := b.engineHealth(t)
 		return j == "ok" && l == engineLeaseHeld
