@@ -510,7 +510,7 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		return errEngineClosed
 	}
 	if e.failed != nil {
-		err := fmt.Errorf("%w: %v", errJournalUnavailable, e.failed)
+		err := fmt.Errorf("%w: %w", errJournalUnavailable, e.failed)
 		e.mu.Unlock()
 		return err
 	}

@@ -59,7 +59,7 @@ func (e *engine) standbyErr() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if errors.As(e.failed, new(*engineStandbyError)) {
-		return fmt.Errorf("%w: %v", errJournalUnavailable, e.failed)
+		return fmt.Errorf("%w: %w", errJournalUnavailable, e.failed)
 	}
 	return nil
 }

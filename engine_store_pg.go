@@ -138,6 +138,14 @@ func (s *engineStorePG) setState(state string, epoch int64) {
 	s.mu.Unlock()
 }
 
+// fault logs a driver error (which can name the database's host, user and
+// name) and returns one that says what failed without it: the store's
+// errors reach the health route and 503 answers.
+func (s *engineStorePG) fault(what string, err error) error {
+	s.log.Warn("PostgreSQL engine: "+what, "err", err)
+	return fmt.Errorf("%s: PostgreSQL did not answer or refused (the log has the cause)", what)
+}
+
 // ensureSchema creates svc_engine once per process.
 func (s *engineStorePG) ensureSchema(ctx context.Context) error {
 	s.schemaMu.Lock()
@@ -146,7 +154,7 @@ func (s *engineStorePG) ensureSchema(ctx context.Context) error {
 		return nil
 	}
 	if _, err := s.db.Exec(ctx, engineStorePGSchemaSQL); err != nil {
-		return fmt.Errorf("create schema svc_engine: %w", err)
+		return s.fault("create schema svc_engine", err)
 	}
 	s.schemaOK = true
 	return nil
@@ -166,13 +174,13 @@ func (s *engineStorePG) open(onFail func(error), onSnapshot, onRecord func([]byt
 	if errors.Is(err, pgx.ErrNoRows) {
 		sb := &engineStandbyError{Poll: engineStorePGStandbyPoll}
 		if err := s.db.QueryRow(ctx, `SELECT owner, lease_until FROM svc_engine.lease WHERE id = 1`).Scan(&sb.Holder, &sb.Until); err != nil {
-			return nil, fmt.Errorf("read the engine lease: %w", err)
+			return nil, s.fault("read the engine lease", err)
 		}
 		s.setState(engineLeaseStandby, 0)
 		return nil, sb
 	}
 	if err != nil {
-		return nil, fmt.Errorf("claim the engine lease: %w", err)
+		return nil, s.fault("claim the engine lease", err)
 	}
 	l := &engineStorePGLog{s: s, epoch: epoch, onFail: onFail, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{})}
@@ -203,8 +211,10 @@ func (s *engineStorePG) release(epoch int64) {
 func (s *engineStorePG) saveVersion(v string, data []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
 	defer cancel()
-	_, err := s.db.Exec(ctx, `INSERT INTO svc_engine.versions (hash, data) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING`, v, data)
-	return err
+	if _, err := s.db.Exec(ctx, `INSERT INTO svc_engine.versions (hash, data) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING`, v, data); err != nil {
+		return s.fault("save a workflow version", err)
+	}
+	return nil
 }
 
 // loadVersion reads version v.
@@ -213,10 +223,13 @@ func (s *engineStorePG) loadVersion(v string) ([]byte, error) {
 	defer cancel()
 	var data []byte
 	err := s.db.QueryRow(ctx, `SELECT data FROM svc_engine.versions WHERE hash = $1`, v).Scan(&data)
-	if errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("version %s is not in svc_engine.versions", v)
+	case err != nil:
+		return nil, s.fault("load a workflow version", err)
 	}
-	return data, err
+	return data, nil
 }
 
 // removeVersions deletes the versions keep refuses.
@@ -310,7 +323,7 @@ func (l *engineStorePGLog) replay(ctx context.Context, onSnapshot, onRecord func
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
-			return fmt.Errorf("read the engine snapshot: %w", err)
+			return l.s.fault("read the engine snapshot", err)
 		default:
 			if err := onSnapshot(snap); err != nil {
 				return fmt.Errorf("replay the engine snapshot: %w", err)
@@ -318,14 +331,14 @@ func (l *engineStorePGLog) replay(ctx context.Context, onSnapshot, onRecord func
 		}
 		rows, err := tx.Query(ctx, `SELECT seq, data FROM svc_engine.events WHERE seq > $1 ORDER BY seq`, l.lastSeq)
 		if err != nil {
-			return fmt.Errorf("read the engine events: %w", err)
+			return l.s.fault("read the engine events", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var seq int64
 			var data []byte
 			if err := rows.Scan(&seq, &data); err != nil {
-				return fmt.Errorf("read the engine events: %w", err)
+				return l.s.fault("read the engine events", err)
 			}
 			if err := onRecord(data); err != nil {
 				return fmt.Errorf("replay event %d: %w", seq, err)
@@ -334,7 +347,7 @@ func (l *engineStorePGLog) replay(ctx context.Context, onSnapshot, onRecord func
 			l.bytes.Add(int64(len(data)))
 		}
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read the engine events: %w", err)
+			return l.s.fault("read the engine events", err)
 		}
 		return nil
 	})
@@ -430,7 +443,7 @@ func (l *engineStorePGLog) write(b *engineStorePGBatch) error {
 		return tx.QueryRow(ctx, engineStorePGAppendSQL, b.records, l.s.owner, l.epoch).Scan(&n, &last)
 	})
 	if err != nil {
-		return fmt.Errorf("append to svc_engine.events: %w", err)
+		return l.s.fault("append to svc_engine.events", err)
 	}
 	if n != int64(len(b.records)) {
 		return errEngineLeaseLost
@@ -487,7 +500,7 @@ func (l *engineStorePGLog) renewLoop() {
 			l.fail(errEngineLeaseLost)
 			return
 		case time.Now().After(*l.deadline.Load()):
-			l.fail(fmt.Errorf("%w (renewing it failed: %v)", errEngineLeaseLost, err))
+			l.fail(fmt.Errorf("%w (%v)", errEngineLeaseLost, l.s.fault("renew the engine lease", err)))
 			return
 		default:
 			l.s.log.Warn("renew the engine lease; retrying", "err", err)
@@ -538,6 +551,8 @@ func (c *engineStorePGCompaction) Finish(snap []byte) error {
 		l.bytes.Add(c.covered)
 		if errors.Is(err, errEngineLeaseLost) {
 			l.fail(err)
+		} else {
+			err = l.s.fault("write the engine snapshot", err)
 		}
 		return fmt.Errorf("compact svc_engine.events: %w", err)
 	}

@@ -99,8 +99,9 @@ func TestEnginePostgresTakeover(t *testing.T) {
 		t.Fatalf("second replica: journal %q lease %q; want standby while the first holds the lease", j, l)
 	}
 	var refused struct{ Error apiError }
-	if code := b.do(t, "POST", "/api/workflows/chain/start", `{"id":"on-standby"}`, &refused); code != 503 || refused.Error.Code != "journal_unavailable" {
-		t.Errorf("start on the standby = %d %+v; want 503 journal_unavailable", code, refused)
+	if code := b.do(t, "POST", "/api/workflows/chain/start", `{"id":"on-standby"}`, &refused); code != 503 || refused.Error.Code != "journal_unavailable" ||
+		!strings.Contains(refused.Error.Message, "standby") || strings.Contains(refused.Error.Message, "disk") {
+		t.Errorf("start on the standby = %d %+v; want 503 journal_unavailable saying it stands by", code, refused)
 	}
 
 	startRun := func(b *pgBox, wf, input string) string {

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -254,6 +255,34 @@ func TestEngineSelection(t *testing.T) {
 		code := run(context.Background(), tc.args, cliIO{stdout: &out, stderr: &errOut, getenv: env(tc.env...), dir: dir})
 		if code != 1 || !strings.Contains(out.String(), tc.want) || !strings.Contains(out.String(), `"ok":false`) {
 			t.Errorf("%v with %v: exit %d %s; want exit 1 naming %s", tc.args, tc.env, code, out.String(), tc.want)
+		}
+	}
+}
+
+// TestEngineStorePGHidesTheDatabase opens the PostgreSQL store on a
+// database that does not answer: the error, which reaches the health
+// route and 503 answers, names what failed but not the database's host,
+// user or name.
+func TestEngineStorePGHidesTheDatabase(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	pool, err := pgxpool.New(context.Background(), "postgres://secretuser:pw@"+addr+"/secretdb?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	nop := func([]byte) error { return nil }
+	_, err = newEngineStorePG(pool, engineTestLease, discardLogger()).open(nil, nop, nop)
+	if err == nil || !strings.Contains(err.Error(), "svc_engine") {
+		t.Fatalf("open on a database that does not answer = %v; want an error naming what failed", err)
+	}
+	for _, leak := range []string{"secretuser", "secretdb", addr} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("the error names %q: %v", leak, err)
 		}
 	}
 }
