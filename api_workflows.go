@@ -116,9 +116,12 @@ func writeUnavailable(w http.ResponseWriter, err error) bool {
 	if !errors.Is(err, errJournalUnavailable) {
 		return false
 	}
+	hint := "free disk space under .svc/journal, then retry (the runtime recovers by itself)"
+	if errors.As(err, new(*engineStandbyError)) {
+		hint = "retry: this process takes over when the holder stops; until then send it to the process that holds the lease"
+	}
 	w.Header().Set("Retry-After", journalRetryAfter)
-	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "journal_unavailable",
-		Message: "nothing was recorded: " + err.Error() + "; free disk space under .svc/journal, then retry (the runtime recovers by itself)"})
+	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "journal_unavailable", Message: "nothing was recorded: " + err.Error() + "; " + hint})
 	return true
 }
 
@@ -132,6 +135,9 @@ func (s *server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runs, queued, next, err := s.rt.engine.listRuns(r.Context(), q)
+	if writeUnavailable(w, err) {
+		return
+	}
 	if err != nil {
 		s.log.Error("list runs", "err", err)
 		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
@@ -166,6 +172,9 @@ func (s *server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 		cancel()
 	}
 	run, ok, err := s.rt.engine.find(r.Context(), id)
+	if writeUnavailable(w, err) {
+		return
+	}
 	if err != nil {
 		s.log.Error("get run", "err", err)
 		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})

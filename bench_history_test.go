@@ -121,6 +121,17 @@ func BenchmarkLongLife(b *testing.B) {
 // benchEngine opens an in-process engine on the benchmark project, its
 // journal under the working directory (a real disk), with compactBytes.
 func benchEngine(b *testing.B, compactBytes int64) *engine {
+	journalDir, err := os.MkdirTemp(".", ".bench-journal-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(journalDir) })
+	return benchEngineOn(b, compactBytes, engineStoreFile{dir: journalDir})
+}
+
+// benchEngineOn opens an in-process engine on the benchmark project and
+// store, with compactBytes.
+func benchEngineOn(b *testing.B, compactBytes int64, store engineStore) *engine {
 	dir := benchProject(b, 4, 1)
 	writeFile(b, dir, "workflows/hold.workflow.ts", `
 import { createHook } from "svc";
@@ -129,12 +140,7 @@ export default async function hold() { "use workflow"; return await createHook()
 	if cerr != nil {
 		b.Fatal(cerr)
 	}
-	journalDir, err := os.MkdirTemp(".", ".bench-journal-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(journalDir) })
-	e, err := openEngine(engineOptions{Dir: journalDir, Catalog: func() *catalog { return cat },
+	e, err := openEngine(engineOptions{Store: store, Catalog: func() *catalog { return cat },
 		Env: func() map[string]string { return nil }, Log: discardLogger(), CompactBytes: compactBytes})
 	if err != nil {
 		b.Fatal(err)

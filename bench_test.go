@@ -200,8 +200,18 @@ func BenchmarkWorkflows(b *testing.B) {
 // BenchmarkEngineInProcess runs W1-W3 against the engine in-process, as
 // the peers' figures in TARGETS.md were taken (their clients ran
 // in-process), on the file journal in the working directory's disk.
-func BenchmarkEngineInProcess(b *testing.B) {
-	e := benchEngine(b, 0)
+func BenchmarkEngineInProcess(b *testing.B) { benchW1W3(b, benchEngine(b, 0)) }
+
+// BenchmarkEngineInProcessPostgres is BenchmarkEngineInProcess on the
+// PostgreSQL store (SVC_ENGINE=postgres, one process holding the lease), on
+// the tests' PostgreSQL.
+func BenchmarkEngineInProcessPostgres(b *testing.B) {
+	pool := historyTestDB(b)
+	benchW1W3(b, benchEngineOn(b, 0, newEngineStorePG(pool, engineSettings{Lease: engineLeaseDefault, Renew: engineLeaseRenewDefault}, discardLogger())))
+}
+
+// benchW1W3 runs W1-W3 against e and reports them.
+func benchW1W3(b *testing.B, e *engine) {
 	defer debug.SetGCPercent(debug.SetGCPercent(devGCPercent)) // as svc dev runs
 	startAndWait := func(wf, input string) {
 		rc, err := e.start(startRequest{Workflow: wf, Input: json.RawMessage(input), Trigger: triggerHTTP})

@@ -113,6 +113,11 @@ type boxOptions struct {
 	// masterKey is SVC_MASTER_KEY, the secret store's key; nil keeps the
 	// key in dataDir/master.key.
 	masterKey []byte
+	// s3Endpoint is SVC_S3_ENDPOINT: external object storage ("": the
+	// built-in one).
+	s3Endpoint string
+	// engine is SVC_ENGINE and its lease settings (engine_store.go).
+	engine engineSettings
 }
 
 // boxRuntime is a running box: the shared runtime, the signature verifier

@@ -75,6 +75,14 @@ func parseServeOptions(c *cmd, fs *flag.FlagSet) (boxOptions, string, error) {
 				"svc serve: %v", err)
 		}
 	}
+	if o.engine, err = readEngineSettings(c.getenv); err != nil {
+		return o, "", failf(codeGeneric, "unset SVC_ENGINE or set it to file or postgres; leases are durations such as 10s and 3s", "svc serve: %v", err)
+	}
+	o.s3Endpoint = c.getenv("SVC_S3_ENDPOINT")
+	if o.engine.Kind == engineKindPostgres && o.s3Endpoint == "" && !o.engine.LocalStorageOK {
+		return o, "", failf(codeGeneric, "set SVC_S3_ENDPOINT (with SVC_S3_ACCESS_KEY_ID and SVC_S3_SECRET_ACCESS_KEY) to object storage every replica reaches, or SVC_STORAGE_LOCAL_OK=1 if files on this replica's disk are acceptable",
+			"svc serve: SVC_ENGINE=postgres shares the engine's state across replicas, but the built-in object storage keeps files on this replica's disk, where another replica would not see them: set SVC_S3_ENDPOINT, or SVC_STORAGE_LOCAL_OK=1 to accept that")
+	}
 	if o.imageTag == "" {
 		o.imageTag = "dev"
 	}
@@ -162,8 +170,9 @@ func bootBox(ctx context.Context, c *cmd, opts boxOptions, proj *project) (_ *bo
 	if err != nil {
 		return nil, err
 	}
-	ro := runtimeOptions{Command: "svc serve", PostgresURL: pgURL, StateDir: opts.dataDir, MasterKey: opts.masterKey, Getenv: c.getenv, Verbose: verbose}
-	if ext := c.getenv("SVC_S3_ENDPOINT"); ext != "" {
+	ro := runtimeOptions{Command: "svc serve", PostgresURL: pgURL, StateDir: opts.dataDir, MasterKey: opts.masterKey, Getenv: c.getenv, Verbose: verbose,
+		Engine: opts.engine}
+	if ext := opts.s3Endpoint; ext != "" {
 		ro.S3Endpoint = ext
 		ro.S3Keys = [2]string{c.getenv("SVC_S3_ACCESS_KEY_ID"), c.getenv("SVC_S3_SECRET_ACCESS_KEY")}
 	} else {

@@ -60,12 +60,19 @@ func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash loop skipped in -short mode")
 	}
+	eachEngineStore(t, testCrashSafety)
+}
+
+// testCrashSafety is TestCrashSafety on one store. On PostgreSQL each
+// restart waits for the killed process's lease to expire (1 s here).
+func testCrashSafety(t *testing.T, store string) {
 	dir := projectDir(t)
 	for f, src := range crashWorkflows {
 		writeFile(t, dir, f, src)
 	}
 	counter := newStepCounter(t)
-	env := baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk", "COUNTER="+counter.URL)
+	env := baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk", "COUNTER="+counter.URL, "SVC_ENGINE="+store,
+		"SVC_ENGINE_LEASE=1s", "SVC_ENGINE_LEASE_RENEW=250ms")
 	writeFile(t, dir, ".env", "COUNTER="+counter.URL+"\n")
 	port := freePortBase(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
@@ -82,6 +89,13 @@ func TestCrashSafety(t *testing.T) {
 		d := startDevProcess(t, dir, port, env)
 		d.payload = d.nextPayload(60 * time.Second) // the journal reopened cleanly
 		base := d.payload.EmulatorURL
+		if cycle == cycles { // on PostgreSQL, once the killed process's lease expired
+			eventually(t, 30*time.Second, "the engine to take its state over", func() bool {
+				var h struct{ Journal journalHealth }
+				httpJSON(t, "GET", base+"/api/health", nil, &h)
+				return h.Journal.State == "ok"
+			})
+		}
 		client := &http.Client{Timeout: 5 * time.Second}
 		post := func(path, body string) (int, []byte) {
 			resp, err := client.Post(base+path, "application/json", strings.NewReader(body))

@@ -62,6 +62,9 @@ type devOptions struct {
 	// s3Endpoint is SVC_S3_ENDPOINT: the external object storage user code
 	// uses ("": the built-in one, on s3Port).
 	s3Endpoint string
+
+	// engine is SVC_ENGINE and its lease settings (engine_store.go).
+	engine engineSettings
 }
 
 // parseDevOptions validates the flags and SVC_DEV_PORT_OFFSET before
@@ -102,6 +105,9 @@ func parseDevOptions(c *cmd, fs *flag.FlagSet) (devOptions, error) {
 		}
 	}
 	o.s3Endpoint = c.getenv("SVC_S3_ENDPOINT")
+	if o.engine, err = readEngineSettings(c.getenv); err != nil {
+		return o, failf(codeGeneric, "unset SVC_ENGINE or set it to file or postgres; leases are durations such as 10s and 3s", "svc dev: %v", err)
+	}
 	o.printContract = get("print-contract") == "true"
 	o.tls = get("tls") == "true"
 	fs.Visit(func(f *flag.Flag) {
@@ -312,7 +318,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 
 	// 2. and 3. Migrations, engine, secrets, object storage, agents, gate.
 	if err := rt.open(ctx, runtimeOptions{Command: "svc dev", PostgresURL: rt.pg.URL, StateDir: proj.stateDir(), Getenv: c.getenv,
-		Verbose: verbose, S3Listener: s3Ln, S3Endpoint: s3Endpoint}); err != nil {
+		Verbose: verbose, S3Listener: s3Ln, S3Endpoint: s3Endpoint, Engine: opts.engine}); err != nil {
 		return nil, err
 	}
 	rt.onGateOpen = rt.announce

@@ -198,7 +198,8 @@ type engineState struct {
 
 // engineOptions configure an engine.
 type engineOptions struct {
-	Dir          string          // journal directory
+	Dir          string          // journal directory of the file store, when Store is nil
+	Store        engineStore     // where the state lasts (engine_store.go); nil: the file journal in Dir
 	Catalog      func() *catalog // the current compiled project (nil while the gate is closed)
 	Env          func() map[string]string
 	Platform     *jsPlatform // globals and data of step VMs; nil: fetch only
@@ -218,7 +219,7 @@ type engineOptions struct {
 type engine struct {
 	opts  engineOptions
 	log   *slog.Logger
-	j     *journal
+	j     engineLog // nil while the store cannot be written (failed or standby)
 	steps *stepRunner
 
 	mu     sync.Mutex
@@ -226,11 +227,11 @@ type engine struct {
 	active map[string]string // serial workflow → its active run
 	timers map[string]*time.Timer
 	closed bool
-	failed error // non-nil while the journal cannot write (engine_journal.go)
+	failed error // non-nil while the journal cannot write, or the engine stands by (engine_journal.go)
 
 	versions     map[string]*pinnedVersion // workflow versions of active runs (engine_versions.go)
 	versionMu    sync.Mutex                // guards saved
-	saved        map[string]bool           // versions already on disk
+	saved        map[string]bool           // versions already saved in the store
 	ended        []string                  // runs whose end is durable, for the archiver (engine_history.go)
 	epoch        int                       // bumped when recovery replaces the state (and ended)
 	compacting   bool                      // a compaction is being written
@@ -250,8 +251,10 @@ const (
 	defaultBusyLimit    = 5 * time.Second // far above what orchestration takes; an endless loop fails instead of holding a core
 )
 
-// openEngine opens the journal, rebuilds the state and resumes every
-// unfinished run.
+// openEngine opens the store (the file journal in Dir unless Store says
+// otherwise), rebuilds the state and resumes every unfinished run. When
+// another process owns the store's state (PostgreSQL's lease), the engine
+// stands by instead: it refuses changes and takes over once it can.
 func openEngine(opts engineOptions) (*engine, error) {
 	if opts.RetryBase == 0 {
 		opts.RetryBase = defaultRetryBase
@@ -265,18 +268,30 @@ func openEngine(opts engineOptions) (*engine, error) {
 	if opts.BusyLimit == 0 {
 		opts.BusyLimit = defaultBusyLimit
 	}
+	if opts.Store == nil {
+		opts.Store = engineStoreFile{dir: opts.Dir}
+	}
 	e := newEngineShell(opts)
 	e.stop = make(chan struct{})
 	e.steps = newStepRunner(opts.Env, opts.Platform, opts.Log)
 	j, poisoned, err := e.replayJournal(e.journalFailed)
-	if err != nil {
+	var standby *engineStandbyError
+	switch {
+	case errors.As(err, &standby):
+		// Another process owns the state: refuse changes until it is ours.
+		e.log.Info("the engine stands by: another process holds its state", "holder", standby.Holder)
+		e.failed = err
+		e.bg.Add(1)
+		go e.recoverJournal()
+	case err != nil:
 		return nil, err
+	default:
+		e.j = j
+		e.opts.Store.removeVersions(func(v string) bool { return e.versions[v] != nil })
+		e.settleReplay(poisoned)
+		e.resumeAll()
 	}
-	e.j = j
-	e.removeUnusedVersions()
-	e.settleReplay(poisoned)
 	e.startHistory()
-	e.resumeAll()
 	return e, nil
 }
 
@@ -343,10 +358,13 @@ func (e *engine) close() error {
 	e.mu.Unlock()
 	e.wg.Wait()
 	e.bg.Wait()
-	if e.j == nil { // recovery could not reopen it
+	if e.j == nil { // recovery could not reopen it, or the engine stood by
+		if errors.As(e.failed, new(*engineStandbyError)) {
+			return nil
+		}
 		return e.failed
 	}
-	return e.j.Close()
+	return e.j.close()
 }
 
 // startRequest is a request to start a run.
@@ -492,7 +510,7 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		return errEngineClosed
 	}
 	if e.failed != nil {
-		err := fmt.Errorf("%w: %v", errJournalUnavailable, e.failed)
+		err := fmt.Errorf("%w: %w", errJournalUnavailable, e.failed)
 		e.mu.Unlock()
 		return err
 	}
@@ -513,7 +531,7 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		e.mu.Unlock()
 		return fmt.Errorf("encode journal event: %w", err)
 	}
-	pending := e.j.Append(b)
+	pending := e.j.append(b, durable)
 	after := e.apply(ev)
 	e.maybeCompactLocked()
 	e.mu.Unlock()
@@ -702,6 +720,9 @@ func (e *engine) resumeHook(token string, payload json.RawMessage) (string, erro
 	ref, ok := e.st.Hooks[token]
 	if !ok {
 		e.mu.Unlock()
+		if err := e.standbyErr(); err != nil {
+			return "", err
+		}
 		return "", e.spentHook(token)
 	}
 	r := e.st.Runs[ref.RunID]

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -17,16 +16,16 @@ import (
 	"time"
 )
 
-// journalEndCounts reads the journal in dir (the engine must be closed) and
+// journalEndCounts reads te's log (the engine must be closed) and
 // returns how many end records each run has. A record of a run after its
 // end fails the test.
-func journalEndCounts(t *testing.T, dir string) map[string]int {
+func (te *testEngine) journalEndCounts(t *testing.T) map[string]int {
 	t.Helper()
 	ends := map[string]int{}
-	j, err := openJournal(dir, journalOptions{}, func([]byte) error { return nil }, func(b []byte) error {
+	te.records(t, func(b []byte) {
 		var ev journalEvent
 		if json.Unmarshal(b, &ev) != nil {
-			return nil // an undecodable record (TestUndecodableRecordCostsOneRun)
+			return // an undecodable record (TestUndecodableRecordCostsOneRun)
 		}
 		if ends[ev.Run] > 0 && runScoped(ev.Type) && ev.Type != evEnd {
 			t.Errorf("journal: %s record of run %s after its end", ev.Type, ev.Run)
@@ -34,12 +33,7 @@ func journalEndCounts(t *testing.T, dir string) map[string]int {
 		if ev.Type == evEnd {
 			ends[ev.Run]++
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Close()
 	return ends
 }
 
@@ -47,7 +41,7 @@ func journalEndCounts(t *testing.T, dir string) map[string]int {
 // journal (in dir) ended at most once and nothing followed an end, reopens
 // it and checks that the replayed runs are the ones memory held, ended the
 // same way or still active.
-func (te *testEngine) checkReplayMatches(t *testing.T, dir string) {
+func (te *testEngine) checkReplayMatches(t *testing.T) {
 	t.Helper()
 	runs, _ := te.list()
 	before := map[string]string{}
@@ -55,7 +49,7 @@ func (te *testEngine) checkReplayMatches(t *testing.T, dir string) {
 		before[r.RunID] = r.Status
 	}
 	te.close()
-	for id, n := range journalEndCounts(t, dir) {
+	for id, n := range te.journalEndCounts(t) {
 		if n > 1 || (n == 0) != !terminal(before[id]) {
 			t.Errorf("run %s (%s) has %d end records", id, before[id], n)
 		}
@@ -78,8 +72,11 @@ func (te *testEngine) checkReplayMatches(t *testing.T, dir string) {
 // of them parents of children, then recompiles (an edit) and restarts: no
 // run executes after its cancel, every run ends exactly once, and the state
 // in memory equals the state replayed from the journal.
-func TestEngineCancelRace(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineCancelRace(t *testing.T) { eachEngineStore(t, testEngineCancelRace) }
+
+// testEngineCancelRace is TestEngineCancelRace on one store.
+func testEngineCancelRace(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	const clients, pairs = 8, 150
 	var mu sync.Mutex
 	var ids []string
@@ -140,7 +137,7 @@ func TestEngineCancelRace(t *testing.T) {
 			t.Errorf("run %s is %s; want cancelled", id, before[id])
 		}
 	}
-	te.checkReplayMatches(t, te.dir+"/.svc/journal")
+	te.checkReplayMatches(t)
 	// A cancelled run never ran a step after its cancel: a step of a
 	// cancelled run ran at most once (the one in flight when it landed).
 	for c := range clients {
@@ -195,7 +192,12 @@ func sameJSON(a, b []byte) bool {
 // each is answered 400 and nothing is journaled, on the start route and on
 // hook resumes.
 func TestEdgeRejectsWhatCannotReplay(t *testing.T) {
-	te := newTestEngine(t)
+	eachEngineStore(t, testEdgeRejectsWhatCannotReplay)
+}
+
+// testEdgeRejectsWhatCannotReplay is TestEdgeRejectsWhatCannotReplay on one store.
+func testEdgeRejectsWhatCannotReplay(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	h := te.server(t)
 	bad := map[string]string{
 		"10,000 deep":        `{"a":` + nestedJSON(10000) + `}`,
@@ -263,8 +265,11 @@ func waitHookToken(t *testing.T, te *testEngine, id string) string {
 // (a start input and a hook payload at the depth limit, near the size
 // limit, with extreme numbers and every kind of character) and replays them
 // from the segments and then from a snapshot.
-func TestWorstAcceptedValueReplays(t *testing.T) {
-	te := newTestEngine(t)
+func TestWorstAcceptedValueReplays(t *testing.T) { eachEngineStore(t, testWorstAcceptedValueReplays) }
+
+// testWorstAcceptedValueReplays is TestWorstAcceptedValueReplays on one store.
+func testWorstAcceptedValueReplays(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	h := te.server(t)
 	input := `{"wait":true,"v":` + worstJSON(jsonMaxDepth-1, maxRequestBody-64) + `}`
 	payload := worstJSON(jsonMaxDepth, maxRequestBody-16)
@@ -299,8 +304,7 @@ func TestWorstAcceptedValueReplays(t *testing.T) {
 	te.open(t)
 	te.startWait(t, "three", `{"id":"after"}`) // its records trigger a compaction
 	te.close()
-	snaps, _ := filepath.Glob(te.dir + "/.svc/journal/*.snap")
-	if len(snaps) == 0 {
+	if te.lastSnapshot(t) == nil {
 		t.Fatal("no snapshot was written")
 	}
 	te.compactBytes = 0
@@ -312,27 +316,22 @@ func TestWorstAcceptedValueReplays(t *testing.T) {
 // cannot be decoded (written past the limits by hand): boot fails the runs
 // they belong to, with the reason, and brings up the rest.
 func TestUndecodableRecordCostsOneRun(t *testing.T) {
-	te := newTestEngine(t)
+	eachEngineStore(t, testUndecodableRecordCostsOneRun)
+}
+
+// testUndecodableRecordCostsOneRun is TestUndecodableRecordCostsOneRun on one store.
+func testUndecodableRecordCostsOneRun(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	te.close()
-	dir := te.dir + "/.svc/journal"
-	j, err := openJournal(dir, journalOptions{}, func([]byte) error { return nil }, func([]byte) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UnixMicro()
 	deep := nestedJSON(10000)
-	for _, rec := range []string{
+	te.appendRaw(t, []string{
 		fmt.Sprintf(`{"t":"start","at":%d,"r":"run-a","w":"wrun_a","wf":"three","in":{"id":%s},"tr":"http"}`, now, deep),
 		fmt.Sprintf(`{"t":"start","at":%d,"r":"run-b","w":"wrun_b","wf":"three","in":{"id":"poison-b"},"tr":"http"}`, now),
 		fmt.Sprintf(`{"t":"start","at":%d,"r":"run-c","w":"wrun_c","wf":"three","in":{"id":"poison-c"},"tr":"http"}`, now),
 		fmt.Sprintf(`{"t":"step","at":%d,"r":"run-c","s":1,"n":"hit","a":1,"sa":%d,"f":true,"res":%s}`, now, now, deep),
 		fmt.Sprintf(`{"t":"start","at":%d,"r":"run-d","w":"wrun_d","wf":"three","in":{"n":1e999999},"tr":"http"}`, now),
-	} {
-		if err := j.AppendDurable([]byte(rec)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	j.Close()
+	}...)
 	for boot := 1; boot <= 2; boot++ {
 		te.open(t)
 		for _, id := range []string{"run-a", "run-c", "run-d"} {
@@ -346,7 +345,7 @@ func TestUndecodableRecordCostsOneRun(t *testing.T) {
 		}
 		te.close()
 	}
-	for id, n := range journalEndCounts(t, dir) {
+	for id, n := range te.journalEndCounts(t) {
 		if n != 1 {
 			t.Errorf("run %s has %d end records; want 1", id, n)
 		}
@@ -497,14 +496,17 @@ func TestJournalFullDisk(t *testing.T) {
 	if r := te.startWait(t, "three", `{"id":"after"}`); r.Status != runCompleted {
 		t.Fatalf("run after recovery = %s", r.Status)
 	}
-	te.checkReplayMatches(t, mnt)
+	te.checkReplayMatches(t)
 }
 
 // TestEngineTimelinesAreHonest checks that a run's timeline never says a
 // call goes on once the run has ended, and that a step attempt cut short
 // by a shutdown is recorded as interrupted.
-func TestEngineTimelinesAreHonest(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineTimelinesAreHonest(t *testing.T) { eachEngineStore(t, testEngineTimelinesAreHonest) }
+
+// testEngineTimelinesAreHonest is TestEngineTimelinesAreHonest on one store.
+func testEngineTimelinesAreHonest(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	open := func(r runRecord) []string {
 		var calls []string
 		for _, c := range r.Steps {
@@ -571,7 +573,12 @@ func TestEngineTimelinesAreHonest(t *testing.T) {
 // entries by their q_ id, across a restart, and checks that a parent
 // waiting on a cancelled entry fails with the reason.
 func TestEngineQueueEntriesAreFirstClass(t *testing.T) {
-	te := newTestEngine(t)
+	eachEngineStore(t, testEngineQueueEntriesAreFirstClass)
+}
+
+// testEngineQueueEntriesAreFirstClass is TestEngineQueueEntriesAreFirstClass on one store.
+func testEngineQueueEntriesAreFirstClass(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	start := func(wf string) startReceipt {
 		t.Helper()
 		rc, err := te.start(startRequest{Workflow: wf, Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
@@ -632,14 +639,19 @@ func TestEngineQueueEntriesAreFirstClass(t *testing.T) {
 		code, out := get(third.QueueID)
 		return code == http.StatusOK && out["run"].(map[string]any)["status"] == runWaiting
 	})
-	te.checkReplayMatches(t, te.dir+"/.svc/journal")
+	te.checkReplayMatches(t)
 }
 
 // TestEngineEditKeepsInFlightRuns edits a workflow while runs of it sleep:
 // they finish on the code they started with, live and after a restart
 // (the version is loaded from disk), while new runs take the new code.
 func TestEngineEditKeepsInFlightRuns(t *testing.T) {
-	te := newTestEngine(t)
+	eachEngineStore(t, testEngineEditKeepsInFlightRuns)
+}
+
+// testEngineEditKeepsInFlightRuns is TestEngineEditKeepsInFlightRuns on one store.
+func testEngineEditKeepsInFlightRuns(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	compile := func(src string) {
 		t.Helper()
 		writeFile(t, te.dir, "workflows/edited.workflow.ts", src)
@@ -684,7 +696,7 @@ export default async function edited(input: { ms: number }) { "use workflow"; aw
 	}
 	te.close()
 	te.open(t)
-	if left, _ := filepath.Glob(te.dir + "/.svc/journal/versions/*.json"); len(left) != 0 {
+	if left := te.savedVersions(t); len(left) != 0 {
 		t.Errorf("saved versions left with no active run: %v", left)
 	}
 }
@@ -693,8 +705,11 @@ export default async function edited(input: { ms: number }) { "use workflow"; aw
 // its run after the busy limit, that a step past its timeout (set in
 // svc.config.ts) fails, whether it spins or waits, and that fetch and
 // setTimeout in workflow code fail saying where such code belongs.
-func TestEngineRunawayCode(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineRunawayCode(t *testing.T) { eachEngineStore(t, testEngineRunawayCode) }
+
+// testEngineRunawayCode is TestEngineRunawayCode on one store.
+func testEngineRunawayCode(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	te.close()
 	for f, src := range map[string]string{
 		"workflows/spin.workflow.ts": `
@@ -742,8 +757,11 @@ export default async function slowstep(input: { wait?: boolean }) { "use workflo
 // TestEngineLogsRunsAndStacks checks the run log lines (one per start and
 // end, and per step attempt at debug level) and that an error thrown by
 // user code keeps a stack with TypeScript file:line.
-func TestEngineLogsRunsAndStacks(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineLogsRunsAndStacks(t *testing.T) { eachEngineStore(t, testEngineLogsRunsAndStacks) }
+
+// testEngineLogsRunsAndStacks is TestEngineLogsRunsAndStacks on one store.
+func testEngineLogsRunsAndStacks(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	te.close()
 	var out syncBuffer
 	te.logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -774,7 +792,12 @@ func TestEngineLogsRunsAndStacks(t *testing.T) {
 // code is replayed after its sleep, with the step and attempt, and that
 // they replay from the journal.
 func TestEngineKeepsConsoleWithTheRun(t *testing.T) {
-	te := newTestEngine(t)
+	eachEngineStore(t, testEngineKeepsConsoleWithTheRun)
+}
+
+// testEngineKeepsConsoleWithTheRun is TestEngineKeepsConsoleWithTheRun on one store.
+func testEngineKeepsConsoleWithTheRun(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	r := te.startWait(t, "chatty", `{}`)
 	want := []string{"info  before", `info talk#1 step says 1 {"n":1}`, "warn  between", "info  napping", "error  after"}
 	got := func(r runRecord) []string {

@@ -38,10 +38,10 @@ const (
 func (e *engine) maybeCompactLocked() {
 	// Past the threshold, and past twice the last snapshot, so a large
 	// active set is not rewritten over and over.
-	if e.compacting || e.j.Size() < max(e.opts.CompactBytes, 2*int64(e.snapBytes)) || time.Now().Before(e.compactRetry) {
+	if e.compacting || e.j.size() < max(e.opts.CompactBytes, 2*int64(e.snapBytes)) || time.Now().Before(e.compactRetry) {
 		return
 	}
-	c, err := e.j.BeginCompact()
+	c, err := e.j.beginCompact()
 	if err != nil {
 		e.log.Error("journal compaction failed", "err", err)
 		e.compactRetry = time.Now().Add(compactRetryDelay)
@@ -182,11 +182,19 @@ func (e *engine) prune() {
 // find returns a run from memory, else from the history.
 func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
 	if isQueueID(id) {
-		r, ok := e.findQueued(id)
-		return r, ok, nil
+		if r, ok := e.findQueued(id); ok {
+			return r, true, nil
+		}
+		return runRecord{}, false, e.standbyErr()
 	}
-	if r, ok := e.get(id); ok || e.opts.History == nil {
-		return r, ok, nil
+	if r, ok := e.get(id); ok {
+		return r, true, nil
+	}
+	if err := e.standbyErr(); err != nil {
+		return runRecord{}, false, err
+	}
+	if e.opts.History == nil {
+		return runRecord{}, false, nil
 	}
 	return e.opts.History.get(ctx, id)
 }
@@ -197,6 +205,9 @@ func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
 // on the last page. The queued triggers of the matching workflows come with
 // the first page.
 func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, queued []queuedTrigger, next *runCursor, err error) {
+	if err := e.standbyErr(); err != nil {
+		return nil, nil, nil, err
+	}
 	e.mu.Lock()
 	for _, r := range e.st.Runs {
 		if q.matches(r) {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,12 +14,11 @@ import (
 
 // newHistoryEngine opens a test engine whose ended runs go to a run
 // history in a fresh PostgreSQL database.
-func newHistoryEngine(t *testing.T) *testEngine {
+func newHistoryEngine(t *testing.T, store string) *testEngine {
 	t.Helper()
-	pool := historyTestDB(t)
-	te := newTestEngine(t)
+	te := newTestEngineOn(t, store)
 	te.close()
-	te.history = newPGRunHistory(pool)
+	te.history = newPGRunHistory(te.historyPool(t))
 	te.open(t)
 	return te
 }
@@ -30,8 +27,11 @@ func newHistoryEngine(t *testing.T) *testEngine {
 // runs leave memory (and snapshots) once archived, and stay readable one by
 // one, in pages through GET /api/runs, by wait and by cancel; a parent's
 // startAndWait gets its child's output even once the child has left memory.
-func TestEngineHistoryBoundsMemory(t *testing.T) {
-	te := newHistoryEngine(t)
+func TestEngineHistoryBoundsMemory(t *testing.T) { eachEngineStore(t, testEngineHistoryBoundsMemory) }
+
+// testEngineHistoryBoundsMemory is TestEngineHistoryBoundsMemory on one store.
+func testEngineHistoryBoundsMemory(t *testing.T, store string) {
+	te := newHistoryEngine(t, store)
 	const n = 60
 	var ids []string
 	for i := range n {
@@ -134,11 +134,10 @@ func TestEngineHistoryBoundsMemory(t *testing.T) {
 	})
 	eventually(t, 20*time.Second, "a snapshot without the archived runs", func() bool {
 		te.startWait(t, "three", `{"id":"compact"}`) // its records grow the log to the next compaction
-		snaps, _ := filepath.Glob(te.dir + "/.svc/journal/*.snap")
-		if len(snaps) == 0 {
+		b := te.lastSnapshot(t)
+		if b == nil {
 			return false
 		}
-		b, _ := os.ReadFile(snaps[len(snaps)-1])
 		for _, id := range ids {
 			if strings.Contains(string(b), id) {
 				return false
@@ -164,8 +163,11 @@ func TestEngineHistoryBoundsMemory(t *testing.T) {
 // produces may hold U+0000 and lone surrogates; a step's result, the run's
 // output, its logs and its error keep them through the journal, a replay
 // and the run history in PostgreSQL, and nothing is lost on the way.
-func TestEngineKeepsHostileStrings(t *testing.T) {
-	te := newHistoryEngine(t)
+func TestEngineKeepsHostileStrings(t *testing.T) { eachEngineStore(t, testEngineKeepsHostileStrings) }
+
+// testEngineKeepsHostileStrings is TestEngineKeepsHostileStrings on one store.
+func testEngineKeepsHostileStrings(t *testing.T, store string) {
+	te := newHistoryEngine(t, store)
 	ok := te.startWait(t, "hostile", `{}`)
 	failed := te.startWait(t, "hostile", `{"fail":true}`)
 	// JSON text of the evil string, however an encoder spells the surrogate.

@@ -33,7 +33,7 @@ var errJournalUnavailable = errors.New("the journal cannot write")
 
 // journalHealth is the journal's state as the health route reports it.
 type journalHealth struct {
-	State string `json:"state"`           // "ok" or "failed"
+	State string `json:"state"`           // "ok", "failed" or "standby" (another process owns the state)
 	Error string `json:"error,omitempty"` // why it cannot write
 }
 
@@ -41,18 +41,39 @@ type journalHealth struct {
 func (e *engine) journalHealth() journalHealth {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.failed != nil {
+	switch {
+	case errors.As(e.failed, new(*engineStandbyError)):
+		return journalHealth{State: "standby", Error: e.failed.Error()}
+	case e.failed != nil:
 		return journalHealth{State: "failed", Error: e.failed.Error()}
 	}
 	return journalHealth{State: "ok"}
 }
 
+// standbyErr returns, while another process owns the store's state (the
+// engine stands by), the error of a read or change of a run this process
+// does not hold: it knows none of the active runs, so "not found" would be
+// a lie. Nil otherwise (a failed file journal's state was rebuilt from
+// disk, so memory is right).
+func (e *engine) standbyErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if errors.As(e.failed, new(*engineStandbyError)) {
+		return fmt.Errorf("%w: %w", errJournalUnavailable, e.failed)
+	}
+	return nil
+}
+
+// storeHealth reports the engine's store: its kind and, on PostgreSQL,
+// its lease.
+func (e *engine) storeHealth() engineStoreHealth { return e.opts.Store.health() }
+
 // replayJournal opens the journal and rebuilds e's state, which must be
 // empty, from it; onFail is told when the journal later stops writing. It
 // returns the records that could not be decoded.
-func (e *engine) replayJournal(onFail func(error)) (*journal, []poisonedRecord, error) {
+func (e *engine) replayJournal(onFail func(error)) (engineLog, []poisonedRecord, error) {
 	var poisoned []poisonedRecord
-	j, err := openJournal(e.opts.Dir, journalOptions{OnFail: onFail}, e.restoreSnapshot, func(b []byte) error {
+	j, err := e.opts.Store.open(onFail, e.restoreSnapshot, func(b []byte) error {
 		var ev journalEvent
 		err := journalJSON.check(b)
 		if err == nil {
@@ -111,16 +132,20 @@ func (e *engine) recoverJournal() {
 	for delay := journalRetryMin; ; delay = min(2*delay, journalRetryMax) {
 		err := e.reopenJournal()
 		if err == nil {
-			e.log.Info("the journal writes again; unfinished runs resume")
+			e.log.Info("the journal writes again; unfinished runs resume", "store", e.opts.Store.kind())
 			return
 		}
 		e.mu.Lock()
 		e.failed = err
 		e.mu.Unlock()
+		wait := delay
+		if standby := (*engineStandbyError)(nil); errors.As(err, &standby) {
+			wait = standby.Poll // another process owns the state: ask again soon
+		}
 		select {
 		case <-e.stop:
 			return
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -135,7 +160,7 @@ func (e *engine) reopenJournal() error {
 	e.j = nil
 	e.mu.Unlock()
 	if old != nil {
-		old.Close() // its error is the failure being recovered from
+		old.close() // its error is the failure being recovered from
 	}
 	fresh := newEngineShell(e.opts)
 	j, poisoned, err := fresh.replayJournal(e.journalFailed)
@@ -151,7 +176,7 @@ func (e *engine) reopenJournal() error {
 		r.done.fire() // waiters on a replaced record read the rebuilt one
 	}
 	probe, _ := json.Marshal(&journalEvent{Type: evProbe, At: time.Now().UnixMicro()})
-	if err := j.AppendDurable(probe); err != nil {
+	if err := j.append(probe, true).Wait(); err != nil {
 		return fmt.Errorf("write to the reopened journal: %w", err)
 	}
 	e.mu.Lock()

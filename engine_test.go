@@ -8,12 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // stepCounter is a loopback HTTP server that steps call with fetch: it
@@ -196,10 +197,17 @@ type testEngine struct {
 	dir          string
 	cat          *catalog
 	counter      *stepCounter
+	store        string        // engineKindFile (also "") or engineKindPostgres (engine_store_test.go)
+	pool         *pgxpool.Pool // the PostgreSQL store's database
 }
 
-// newTestEngine writes the workflows into a project and opens the engine.
-func newTestEngine(t *testing.T) *testEngine {
+// newTestEngine writes the workflows into a project and opens the engine
+// on the file journal.
+func newTestEngine(t *testing.T) *testEngine { return newTestEngineOn(t, engineKindFile) }
+
+// newTestEngineOn writes the workflows into a project and opens the engine
+// on store.
+func newTestEngineOn(t *testing.T, store string) *testEngine {
 	dir := t.TempDir()
 	for f, src := range engineWorkflows {
 		writeFile(t, dir, f, src)
@@ -208,7 +216,7 @@ func newTestEngine(t *testing.T) *testEngine {
 	if cerr != nil || len(cat.Failed) > 0 {
 		t.Fatalf("compile: %v %v", cerr, cat.Failed)
 	}
-	te := &testEngine{dir: dir, cat: cat, counter: newStepCounter(t)}
+	te := &testEngine{dir: dir, cat: cat, counter: newStepCounter(t), store: store}
 	te.open(t)
 	return te
 }
@@ -217,7 +225,7 @@ func newTestEngine(t *testing.T) *testEngine {
 func (te *testEngine) open(t *testing.T) {
 	t.Helper()
 	e, err := openEngine(engineOptions{
-		Dir: te.dir + "/.svc/journal", Catalog: func() *catalog { return te.cat },
+		Store: te.storeFor(t), Catalog: func() *catalog { return te.cat },
 		Env: func() map[string]string { return map[string]string{"COUNTER": te.counter.URL} },
 		Log: cmp.Or(te.logger, discardLogger()), RetryBase: 10 * time.Millisecond, CompactBytes: te.compactBytes,
 		History: te.history, Retention: te.retention, BusyLimit: te.busyLimit,
@@ -257,7 +265,12 @@ func (te *testEngine) await(t *testing.T, id string) runRecord {
 }
 
 func TestEngineStepsRunOnceAndReplay(t *testing.T) {
-	te := newTestEngine(t)
+	eachEngineStore(t, testEngineStepsRunOnceAndReplay)
+}
+
+// testEngineStepsRunOnceAndReplay is TestEngineStepsRunOnceAndReplay on one store.
+func testEngineStepsRunOnceAndReplay(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	r := te.startWait(t, "three", `{"id":"x"}`)
 	if r.Status != runCompleted || string(r.Output) != `{"sum":3}` || len(r.Steps) != 3 {
 		t.Fatalf("run = %s %s %d steps; want completed {\"sum\":3} 3 steps", r.Status, r.Output, len(r.Steps))
@@ -284,8 +297,11 @@ func TestEngineStepsRunOnceAndReplay(t *testing.T) {
 	}
 }
 
-func TestEngineRetriesAndFatal(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineRetriesAndFatal(t *testing.T) { eachEngineStore(t, testEngineRetriesAndFatal) }
+
+// testEngineRetriesAndFatal is TestEngineRetriesAndFatal on one store.
+func testEngineRetriesAndFatal(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	te.counter.failN["flaky"] = 2
 	r := te.startWait(t, "retry", `{"key":"flaky"}`)
 	if r.Status != runCompleted || string(r.Output) != `{"n":3}` || len(r.Steps[0].Attempts) != 3 {
@@ -306,7 +322,12 @@ func TestEngineRetriesAndFatal(t *testing.T) {
 }
 
 func TestEngineSleepIsDurableAndDeterministic(t *testing.T) {
-	te := newTestEngine(t)
+	eachEngineStore(t, testEngineSleepIsDurableAndDeterministic)
+}
+
+// testEngineSleepIsDurableAndDeterministic is TestEngineSleepIsDurableAndDeterministic on one store.
+func testEngineSleepIsDurableAndDeterministic(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	rc, err := te.start(startRequest{Workflow: "sleepy", Input: json.RawMessage(`{"ms":300}`), Trigger: triggerHTTP})
 	if err != nil {
 		t.Fatal(err)
@@ -327,8 +348,11 @@ func TestEngineSleepIsDurableAndDeterministic(t *testing.T) {
 	}
 }
 
-func TestEngineHookResume(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineHookResume(t *testing.T) { eachEngineStore(t, testEngineHookResume) }
+
+// testEngineHookResume is TestEngineHookResume on one store.
+func testEngineHookResume(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	rc, err := te.start(startRequest{Workflow: "hooked", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
 	if err != nil {
 		t.Fatal(err)
@@ -363,8 +387,11 @@ func TestEngineHookResume(t *testing.T) {
 	}
 }
 
-func TestEngineChildWorkflows(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineChildWorkflows(t *testing.T) { eachEngineStore(t, testEngineChildWorkflows) }
+
+// testEngineChildWorkflows is TestEngineChildWorkflows on one store.
+func testEngineChildWorkflows(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	r := te.startWait(t, "parent", `{"id":"p"}`)
 	if r.Status != runCompleted || string(r.Output) != `{"started":"started","child":3}` {
 		t.Fatalf("parent = %s %s %+v", r.Status, r.Output, r.Error)
@@ -384,8 +411,11 @@ func TestEngineChildWorkflows(t *testing.T) {
 	}
 }
 
-func TestEngineCancel(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineCancel(t *testing.T) { eachEngineStore(t, testEngineCancel) }
+
+// testEngineCancel is TestEngineCancel on one store.
+func testEngineCancel(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	rc, _ := te.start(startRequest{Workflow: "forever", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
 	eventually(t, 5*time.Second, "the run to wait", func() bool { r, _ := te.get(rc.RunID); return r.Status == runWaiting })
 	r, err := te.cancelRun(rc.RunID)
@@ -418,8 +448,11 @@ func TestEngineCancel(t *testing.T) {
 	}
 }
 
-func TestEngineStartValidation(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineStartValidation(t *testing.T) { eachEngineStore(t, testEngineStartValidation) }
+
+// testEngineStartValidation is TestEngineStartValidation on one store.
+func testEngineStartValidation(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	for _, tt := range []struct{ name, input, code string }{
 		{"nope", `{}`, "workflow_not_found"},
 		{"lonely", `{"i":"x"}`, "schema_validation"},
@@ -437,8 +470,11 @@ func TestEngineStartValidation(t *testing.T) {
 	}
 }
 
-func TestEngineSerialQueue(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineSerialQueue(t *testing.T) { eachEngineStore(t, testEngineSerialQueue) }
+
+// testEngineSerialQueue is TestEngineSerialQueue on one store.
+func testEngineSerialQueue(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	const n = 8
 	var wg sync.WaitGroup
 	receipts := make([]startReceipt, n)
@@ -530,8 +566,11 @@ export default defineConfig({ workflows: { a: { serial: true }, custom: { file: 
 	}
 }
 
-func TestEngineParallelCallsReplay(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineParallelCallsReplay(t *testing.T) { eachEngineStore(t, testEngineParallelCallsReplay) }
+
+// testEngineParallelCallsReplay is TestEngineParallelCallsReplay on one store.
+func testEngineParallelCallsReplay(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	dir := te.dir
 	writeFile(t, dir, "workflows/fan.workflow.ts", `
 import { sleep, workflows } from "svc";
@@ -561,8 +600,11 @@ export default async function fan() {
 	}
 }
 
-func TestEngineCompactionKeepsState(t *testing.T) {
-	te := newTestEngine(t)
+func TestEngineCompactionKeepsState(t *testing.T) { eachEngineStore(t, testEngineCompactionKeepsState) }
+
+// testEngineCompactionKeepsState is TestEngineCompactionKeepsState on one store.
+func testEngineCompactionKeepsState(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
 	te.close()
 	te.compactBytes = 2048 // compact every few runs
 	te.open(t)
@@ -574,16 +616,7 @@ func TestEngineCompactionKeepsState(t *testing.T) {
 	hooked, _ := te.start(startRequest{Workflow: "hooked", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
 	token := <-te.counter.tokens
 	te.start(startRequest{Workflow: "forever", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
-	entries, _ := os.ReadDir(te.dir + "/.svc/journal")
-	snaps := 0
-	for _, en := range entries {
-		if strings.HasSuffix(en.Name(), ".snap") {
-			snaps++
-		}
-	}
-	if snaps == 0 {
-		t.Fatalf("no snapshot after 20 runs with CompactBytes 2048: %v", entries)
-	}
+	eventually(t, 10*time.Second, "a snapshot after 20 runs with CompactBytes 2048", func() bool { return te.lastSnapshot(t) != nil })
 	te.close()
 	te.open(t)
 	for _, r := range done {

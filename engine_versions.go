@@ -3,11 +3,12 @@ package main
 // Runs are pinned to the code they started with (DESIGN §9): a run records
 // the content hash of its workflow's compiled module, and every execution
 // of it uses that version, so an edit never breaks an in-flight run; new
-// runs take the new code. Each version a run starts on is saved under the
-// journal directory (versions/<hash>.json, fsynced before the start is
-// journaled), so a restart after an edit still finds it; a version leaves
-// memory when its last active run ends, and its file is removed at the
-// next boot once no active run needs it.
+// runs take the new code. Each version a run starts on is saved in the
+// engine's store (engine_store.go: a file under the journal directory, or
+// a row of svc_engine.versions) before the start is journaled, so a
+// restart after an edit, or another replica on a newer image, still finds
+// it; a version leaves memory when its last active run ends, and the store
+// drops it at the next boot once no active run needs it.
 
 import (
 	"crypto/sha256"
@@ -15,16 +16,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/dop251/goja"
 )
-
-// versionsDir is the directory, under the journal's, of saved versions.
-const versionsDir = "versions"
 
 // errNonDeterministic wraps a replay that made a different call than the
 // journal holds.
@@ -36,7 +31,7 @@ func moduleHash(src string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// savedVersion is a version's file: what it takes to run it again.
+// savedVersion is a saved version: what it takes to run it again.
 type savedVersion struct {
 	Workflow string `json:"workflow"`
 	File     string `json:"file"`
@@ -46,12 +41,7 @@ type savedVersion struct {
 	Source   string `json:"source"`
 }
 
-// versionPath returns the file of version v.
-func (e *engine) versionPath(v string) string {
-	return filepath.Join(e.opts.Dir, versionsDir, v+".json")
-}
-
-// saveVersion writes def's version to disk once (fsynced), so that a run
+// saveVersion saves def's version in the store once (durably), so that a run
 // started on it can resume after a restart whatever the code is then.
 func (e *engine) saveVersion(def *workflowDef) error {
 	v := def.Module.Hash
@@ -64,7 +54,7 @@ func (e *engine) saveVersion(def *workflowDef) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(e.versionPath(v), b, privateFileMode); err != nil {
+	if err := e.opts.Store.saveVersion(v, b); err != nil {
 		return fmt.Errorf("save workflow version %s: %w", v, err)
 	}
 	e.saved[v] = true
@@ -101,7 +91,7 @@ func (e *engine) releaseLocked(v string) {
 
 // defFor returns the workflow definition run r executes: its pinned
 // version (from memory, the current catalog when it is the same code, or
-// its saved file), or for a run started before versions were recorded the
+// the store), or for a run started before versions were recorded the
 // current code. Nil while the gate is closed or the workflow has not
 // compiled.
 func (e *engine) defFor(r *runRecord) (*workflowDef, error) {
@@ -142,7 +132,7 @@ func (e *engine) defFor(r *runRecord) (*workflowDef, error) {
 
 // loadVersion compiles a saved version.
 func (e *engine) loadVersion(v string) (*workflowDef, error) {
-	b, err := os.ReadFile(e.versionPath(v))
+	b, err := e.opts.Store.loadVersion(v)
 	if err != nil {
 		return nil, fmt.Errorf("load workflow version %s: %w", v, err)
 	}
@@ -161,15 +151,4 @@ func (e *engine) loadVersion(v string) (*workflowDef, error) {
 		def.StepTimeout = time.Duration(sv.Timeout) * time.Millisecond
 	}
 	return def, nil
-}
-
-// removeUnusedVersions deletes, at boot, the saved versions no active run
-// needs (the replay counted them).
-func (e *engine) removeUnusedVersions() {
-	entries, _ := os.ReadDir(filepath.Join(e.opts.Dir, versionsDir))
-	for _, ent := range entries {
-		if v, ok := strings.CutSuffix(ent.Name(), ".json"); ok && e.versions[v] == nil {
-			os.Remove(filepath.Join(e.opts.Dir, versionsDir, ent.Name()))
-		}
-	}
 }

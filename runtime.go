@@ -90,6 +90,9 @@ type runtimeOptions struct {
 	S3Listener net.Listener
 	S3Endpoint string
 	S3Keys     [2]string
+	// Engine selects the engine's store (readEngineSettings); the zero
+	// value is the file journal under StateDir.
+	Engine engineSettings
 }
 
 // runtimeBucket and runtimeS3Region are the bucket and region user code
@@ -142,13 +145,26 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_RESPONSE_RETENTION to a duration such as 720h or 30d, or 0 to keep responses forever"}
 	}
 	journal := filepath.Join(o.StateDir, "journal")
+	var store engineStore = engineStoreFile{dir: journal}
+	hint := "the journal under " + journal + " is damaged before its tail; move it aside to start fresh"
+	if o.Engine.Kind == engineKindPostgres {
+		// A pool of its own: lease renewals and commits never queue behind
+		// the runtime's other queries.
+		engineDB, err := pgxpool.New(ctx, o.PostgresURL)
+		if err != nil {
+			return fmt.Errorf("connect PostgreSQL for the engine: %w", err)
+		}
+		rt.closers = append(rt.closers, func(context.Context) error { engineDB.Close(); return nil })
+		store = newEngineStorePG(engineDB, o.Engine, rt.log)
+		hint = "check that the database accepts connections and that schema svc_engine is the engine's"
+		rt.log.Info("engine on PostgreSQL (SVC_ENGINE=postgres): schema svc_engine, one engine-wide lease", "lease", o.Engine.Lease, "renew", o.Engine.Renew)
+	}
 	rt.engine, err = openEngine(engineOptions{
-		Dir: journal, Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
+		Store: store, Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
 		OnRunDone: func(*runRecord) { rt.markFirstRun() },
 		History:   newPGRunHistory(rt.db), Retention: retention,
 	})
 	if err != nil {
-		hint := "the journal under " + journal + " is damaged before its tail; move it aside to start fresh"
 		if errors.Is(err, errJournalLocked) {
 			hint = "another " + o.Command + " serves this state; stop it first"
 		}

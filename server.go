@@ -164,7 +164,7 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		installation = s.rt.proj.Link.LocalDevInstallationID
 	}
 	writeJSON(w, status, map[string]any{"ok": status == http.StatusOK, "project_dir": s.rt.proj.Dir,
-		"local_dev_installation_id": installation, "gate": s.rt.gateState(), "journal": jh, "postgres": pg,
+		"local_dev_installation_id": installation, "gate": s.rt.gateState(), "journal": jh, "engine": s.rt.engine.storeHealth(), "postgres": pg,
 		"storage": st, "model_gate": s.rt.gateHealth()})
 }
 

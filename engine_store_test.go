@@ -1,0 +1,288 @@
+package main
+
+// One engine suite, two stores (STYLE 20): eachEngineStore runs a test body
+// on the file journal and on PostgreSQL, and the helpers below read and
+// write a store's records whichever it is, so the bodies never name one.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// engineTestStores are the stores the engine suite runs on.
+var engineTestStores = []string{engineKindFile, engineKindPostgres}
+
+// eachEngineStore runs body once per store, as subtests named by it.
+func eachEngineStore(t *testing.T, body func(t *testing.T, store string)) {
+	for _, s := range engineTestStores {
+		t.Run(s, func(t *testing.T) { body(t, s) })
+	}
+}
+
+// engineTestLease is the lease of test engines on PostgreSQL: short, so
+// that takeover tests are quick.
+var engineTestLease = engineSettings{Kind: engineKindPostgres, Lease: 2 * time.Second, Renew: 500 * time.Millisecond}
+
+// storeFor returns te's store: the journal under its project, or the
+// svc_engine schema of its database (a fresh one per test).
+func (te *testEngine) storeFor(t *testing.T) engineStore {
+	if te.store != engineKindPostgres {
+		return engineStoreFile{dir: te.journalDir()}
+	}
+	if te.pool == nil {
+		te.pool = historyTestDB(t)
+	}
+	return newEngineStorePG(te.pool, engineTestLease, discardLogger())
+}
+
+// journalDir is the file store's directory.
+func (te *testEngine) journalDir() string { return te.dir + "/.svc/journal" }
+
+// records calls fn with every record of the closed engine's log after its
+// snapshot, in order.
+func (te *testEngine) records(t *testing.T, fn func([]byte)) {
+	t.Helper()
+	if te.store != engineKindPostgres {
+		j, err := openJournal(te.journalDir(), journalOptions{}, func([]byte) error { return nil }, func(b []byte) error { fn(b); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Close()
+		return
+	}
+	rows, err := te.pool.Query(context.Background(), `SELECT data FROM svc_engine.events ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range recs {
+		fn(b)
+	}
+}
+
+// appendRaw writes records, as they are, to the closed engine's log.
+func (te *testEngine) appendRaw(t *testing.T, recs ...string) {
+	t.Helper()
+	if te.store != engineKindPostgres {
+		j, err := openJournal(te.journalDir(), journalOptions{}, func([]byte) error { return nil }, func([]byte) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		for _, r := range recs {
+			if err := j.AppendDurable([]byte(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	for _, r := range recs {
+		if _, err := te.pool.Exec(context.Background(), `INSERT INTO svc_engine.events (data) VALUES ($1)`, []byte(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// lastSnapshot returns the newest snapshot of the log (nil: none).
+func (te *testEngine) lastSnapshot(t *testing.T) []byte {
+	t.Helper()
+	if te.store != engineKindPostgres {
+		snaps, _ := filepath.Glob(te.journalDir() + "/*.snap")
+		if len(snaps) == 0 {
+			return nil
+		}
+		slices.Sort(snaps)
+		b, err := os.ReadFile(snaps[len(snaps)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var b []byte
+	err := te.pool.QueryRow(context.Background(), `SELECT data FROM svc_engine.snapshot WHERE id = 1`).Scan(&b)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// savedVersions lists the versions the store keeps.
+func (te *testEngine) savedVersions(t *testing.T) []string {
+	t.Helper()
+	if te.store != engineKindPostgres {
+		files, _ := filepath.Glob(te.journalDir() + "/" + versionsDir + "/*.json")
+		for i, f := range files {
+			files[i] = strings.TrimSuffix(filepath.Base(f), ".json")
+		}
+		return files
+	}
+	rows, err := te.pool.Query(context.Background(), `SELECT hash FROM svc_engine.versions`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hashes
+}
+
+// TestEngineStorePGFencing checks the lease of the PostgreSQL store: a
+// second opener stands by while the first holds it; once the first stalls
+// past its lease and the second claims it (a new epoch), every write of
+// the first is refused and it reports the lease lost; a graceful close
+// releases the lease so the next claim is immediate.
+func TestEngineStorePGFencing(t *testing.T) {
+	pool := historyTestDB(t)
+	nop := func([]byte) error { return nil }
+	lost := make(chan error, 1)
+	a := newEngineStorePG(pool, engineSettings{Lease: time.Hour, Renew: time.Hour}, discardLogger())
+	la, err := a.open(func(err error) { lost <- err }, nop, nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.append([]byte(`{"t":"probe","n":1}`), true).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	b := newEngineStorePG(pool, engineTestLease, discardLogger())
+	var sb *engineStandbyError
+	if _, err := b.open(nil, nop, nop); !errors.As(err, &sb) || sb.Holder != a.owner || b.health().Lease != engineLeaseStandby {
+		t.Fatalf("second open while the lease is held = %v, health %+v; want standby naming %s", err, b.health(), a.owner)
+	}
+	// A stall: a's lease runs out without a renewal (its renewer waits an
+	// hour), and b claims it.
+	if _, err := pool.Exec(context.Background(), `UPDATE svc_engine.lease SET lease_until = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	var replayed []string
+	lb, err := b.open(nil, nop, func(r []byte) error { replayed = append(replayed, string(r)); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.close()
+	if len(replayed) != 1 || b.health().Epoch != a.health().Epoch+1 {
+		t.Fatalf("takeover replayed %q at epoch %d (a's %d); want a's one event, the next epoch", replayed, b.health().Epoch, a.health().Epoch)
+	}
+	// a wakes and writes: refused, nothing lands.
+	if err := la.append([]byte(`{"t":"probe","n":2}`), true).Wait(); !errors.Is(err, errEngineLeaseLost) {
+		t.Fatalf("stalled holder's write = %v; want errEngineLeaseLost", err)
+	}
+	if err := <-lost; !errors.Is(err, errEngineLeaseLost) || a.health().Lease != engineLeaseLost {
+		t.Fatalf("stalled holder told %v, health %+v; want the lease lost", err, a.health())
+	}
+	var n int
+	pool.QueryRow(context.Background(), `SELECT count(*) FROM svc_engine.events`).Scan(&n)
+	if n != 1 {
+		t.Fatalf("%d events; want only the one written under the lease", n)
+	}
+	la.close() // releases nothing: the lease is b's
+	if err := lb.append([]byte(`{"t":"probe","n":3}`), false).Wait(); err != nil {
+		t.Fatalf("new holder's write = %v", err)
+	}
+	// A graceful close releases the lease: the next open claims it at once.
+	lb.close()
+	c := newEngineStorePG(pool, engineTestLease, discardLogger())
+	lc, err := c.open(nil, nop, nop)
+	if err != nil {
+		t.Fatalf("open after a graceful close = %v; want the lease", err)
+	}
+	lc.close()
+}
+
+// historyPool is the database of te's run history: its store's on
+// PostgreSQL, else a fresh one.
+func (te *testEngine) historyPool(t *testing.T) *pgxpool.Pool {
+	if te.pool != nil {
+		return te.pool
+	}
+	return historyTestDB(t)
+}
+
+// TestEngineSelection checks SVC_ENGINE and its settings as svc serve and
+// svc dev read them: file by default, postgres on request, anything else
+// refused before anything starts, naming the variable; svc serve refuses
+// the PostgreSQL engine with the built-in object storage unless
+// SVC_S3_ENDPOINT or SVC_STORAGE_LOCAL_OK=1 says otherwise.
+func TestEngineSelection(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	if s, err := readEngineSettings(env()); err != nil || s.Kind != engineKindFile || s.Lease != engineLeaseDefault || s.Renew != engineLeaseRenewDefault {
+		t.Errorf("defaults = %+v %v; want the file journal, 10s/3s", s, err)
+	}
+	if s, err := readEngineSettings(env("SVC_ENGINE", "postgres", "SVC_ENGINE_LEASE", "20s", "SVC_ENGINE_LEASE_RENEW", "5s")); err != nil ||
+		s.Kind != engineKindPostgres || s.Lease != 20*time.Second || s.Renew != 5*time.Second {
+		t.Errorf("postgres 20s/5s = %+v %v", s, err)
+	}
+	for _, bad := range [][]string{{"SVC_ENGINE", "Postgres"}, {"SVC_ENGINE", "sqlite"}, {"SVC_ENGINE", strings.Repeat("x", 10000)},
+		{"SVC_ENGINE_LEASE", "10"}, {"SVC_ENGINE_LEASE", "-1s"}, {"SVC_ENGINE_LEASE", "2s"}, {"SVC_ENGINE_LEASE_RENEW", "9s"}} {
+		_, err := readEngineSettings(env(bad...))
+		if err == nil || !strings.Contains(err.Error(), bad[0]) || len(err.Error()) > 400 {
+			t.Errorf("%s=%.20q: %v; want a bounded refusal naming the variable", bad[0], bad[1], err)
+		}
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"--json", "serve", "--data", t.TempDir(), dir}, []string{"SVC_ENGINE", "nosuch"}, "SVC_ENGINE"},
+		{[]string{"--json", "dev"}, []string{"SVC_ENGINE", "nosuch"}, "SVC_ENGINE"},
+		{[]string{"--json", "serve", "--data", t.TempDir(), dir}, []string{"SVC_ENGINE", "postgres"}, "SVC_STORAGE_LOCAL_OK=1"},
+	} {
+		var out, errOut strings.Builder
+		code := run(context.Background(), tc.args, cliIO{stdout: &out, stderr: &errOut, getenv: env(tc.env...), dir: dir})
+		if code != 1 || !strings.Contains(out.String(), tc.want) || !strings.Contains(out.String(), `"ok":false`) {
+			t.Errorf("%v with %v: exit %d %s; want exit 1 naming %s", tc.args, tc.env, code, out.String(), tc.want)
+		}
+	}
+}
+
+// TestEngineStorePGHidesTheDatabase opens the PostgreSQL store on a
+// database that does not answer: the error, which reaches the health
+// route and 503 answers, names what failed but not the database's host,
+// user or name.
+func TestEngineStorePGHidesTheDatabase(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	pool, err := pgxpool.New(context.Background(), "postgres://secretuser:pw@"+addr+"/secretdb?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	nop := func([]byte) error { return nil }
+	_, err = newEngineStorePG(pool, engineTestLease, discardLogger()).open(nil, nop, nop)
+	if err == nil || !strings.Contains(err.Error(), "svc_engine") {
+		t.Fatalf("open on a database that does not answer = %v; want an error naming what failed", err)
+	}
+	for _, leak := range []string{"secretuser", "secretdb", addr} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("the error names %q: %v", leak, err)
+		}
+	}
+}
