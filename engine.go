@@ -237,6 +237,7 @@ type engine struct {
 	compacting   bool                      // a compaction is being written
 	snapBytes    int                       // size of the last snapshot written
 	compactRetry time.Time                 // no compaction before this, after one failed
+	archiveDown  bool                      // the last archive failed (said once); only the archiver touches it
 
 	wg   sync.WaitGroup // executions
 	bg   sync.WaitGroup // journal recovery, compaction, archiver

@@ -130,7 +130,7 @@ func (e *engine) startHistory() {
 
 // archive moves the runs whose end is durable to the history, then drops
 // them from memory. A failed call keeps them in memory (and in snapshots)
-// for the next tick.
+// for the next tick; the log says so once per outage, and when it ends.
 func (e *engine) archive() {
 	for {
 		e.mu.Lock()
@@ -151,8 +151,15 @@ func (e *engine) archive() {
 		err := e.opts.History.archive(ctx, runs)
 		cancel()
 		if err != nil {
-			e.log.Warn("archive ended runs to the run history; they stay in memory until it works", "runs", len(runs), "err", err)
+			if !e.archiveDown { // said once per outage, not every tick
+				e.log.Warn("archive ended runs to the run history; they stay in memory until it works", "runs", len(runs), "err", err)
+			}
+			e.archiveDown = true
 			return
+		}
+		if e.archiveDown {
+			e.log.Info("the run history works again: archiving the ended runs kept in memory")
+			e.archiveDown = false
 		}
 		e.mu.Lock()
 		for _, r := range runs {

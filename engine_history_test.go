@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // newHistoryEngine opens a test engine whose ended runs go to a run
@@ -195,4 +199,39 @@ func testEngineKeepsHostileStrings(t *testing.T, store string) {
 		return r
 	}
 	check("after a restart", again(ok.RunID), again(failed.RunID))
+}
+
+// TestEngineHistoryOutageSaidOnce checks that while the run history's
+// PostgreSQL refuses connections (a closed port), ended runs stay readable
+// from memory and the archiver's warning is logged once, not at every tick.
+func TestEngineHistoryOutageSaidOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every connection is refused
+	pool, err := pgxpool.New(context.Background(), "postgres://svc:pw@"+addr+"/svc?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	te := newTestEngineOn(t, "file")
+	te.close()
+	var out syncBuffer
+	te.logger = slog.New(slog.NewTextHandler(&out, nil))
+	te.history = newPGRunHistory(pool)
+	te.open(t)
+	for i := range 3 {
+		if r := te.startWait(t, "three", fmt.Sprintf(`{"id":"o%d"}`, i)); r.Status != runCompleted {
+			t.Fatalf("run = %s %v", r.Status, r.Error)
+		}
+	}
+	time.Sleep(5 * archiveInterval) // several archiver ticks, each failing
+	if runs, _ := te.list(); len(runs) != 3 {
+		t.Errorf("runs in memory during the outage = %d; want the 3 ended ones kept", len(runs))
+	}
+	if n := strings.Count(out.String(), "archive ended runs to the run history"); n != 1 {
+		t.Errorf("the archive warning was logged %d times during one outage; want once:\n%s", n, out.String())
+	}
 }
