@@ -251,6 +251,9 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 		return
 	}
 	ag, e := s.chatAgent(wr.Agent)
+	if e == nil {
+		e = wireCheckToolPolicy(ag, wr.ToolPolicy)
+	}
 	p := s.rt.provider.Load()
 	if e == nil && p == nil {
 		e = &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrNoModel, Message: gateNoProviderMessage(s.rt.apiURL)}
@@ -271,6 +274,31 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 		return
 	}
 	answer.finish(res)
+}
+
+// wireCheckToolPolicy refuses a tool policy that names a tool the agent
+// does not have, or asks a tool its author requires approval for not to
+// wait for it; nil p passes.
+func wireCheckToolPolicy(ag *agentDef, p *agentToolPolicy) *wireError {
+	if p == nil {
+		return nil
+	}
+	for _, n := range p.Names {
+		t := ag.Spec.tool(n.Name)
+		switch {
+		case t == nil:
+			var names []string
+			for _, t := range ag.Spec.Tools {
+				names = append(names, t.Name)
+			}
+			return &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: n.Param,
+				Message: fmt.Sprintf("the agent %q has no tool %q (its tools: %s)", ag.Name, n.Name, strings.Join(names, ", "))}
+		case t.NeedsApproval && p.Lift[n.Name]:
+			return &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: n.Param,
+				Message: fmt.Sprintf("the tool %q always waits for the user's approval (its author set needsApproval); a request cannot lift it", n.Name)}
+		}
+	}
+	return nil
 }
 
 // wireNoRetry tells SDKs whether to retry: not an error that only the

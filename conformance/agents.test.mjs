@@ -1,0 +1,80 @@
+// Conformance of svc's chat wires with OpenAI's Agents SDK (@openai/agents):
+// an agent of the project is the SDK agent's model, through the SDK's
+// Responses model (its default) and its Chat Completions model. Run by
+// TestAgentsSDKConformance (conformance_agents_test.go) against `svc dev`
+// in front of the fake model provider, whose script is: "call <tool>
+// <json>" → a tool call; a tool result → "tool <name> said: <content>";
+// else "echo: <last user text>". SVC_URL is the emulator.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Agent, Runner, OpenAIProvider, hostedMcpTool, setTracingDisabled } from "@openai/agents";
+
+setTracingDisabled(true);
+const base = process.env.SVC_URL;
+const provider = (useResponses) => new OpenAIProvider({ baseURL: `${base}/openai/v1`, apiKey: "tok-agents", useResponses });
+const responses = new Runner({ modelProvider: provider(true) });
+const chat = new Runner({ modelProvider: provider(false) });
+
+// svcAgent is an SDK agent whose model is the project's agent "helper",
+// its tools declared as the hosted MCP server "svc".
+const svcAgent = (extra = {}) => new Agent({ name: "svc-helper", model: "helper", tools: [hostedMcpTool({ serverLabel: "svc", ...extra })] });
+
+for (const runner of [responses, chat]) {
+  const name = runner === responses ? "responses" : "chat completions";
+  test(`${name}: answers a plain run, whole and streamed`, async () => {
+    const agent = new Agent({ name: "plain", model: "helper" });
+    const whole = await runner.run(agent, "hello agents");
+    assert.equal(whole.finalOutput, "echo: hello agents");
+    const streamed = await runner.run(agent, "stream agents", { stream: true });
+    let text = "";
+    for await (const ev of streamed.toTextStream()) text += ev;
+    await streamed.completed;
+    assert.equal(text, "echo: stream agents");
+    assert.equal(streamed.finalOutput, "echo: stream agents");
+  });
+}
+
+for (const stream of [false, true]) {
+  for (const approve of [true, false]) {
+    test(`responses: an approval of the agent's tool, ${approve ? "approved" : "rejected"}, ${stream ? "streamed" : "whole"}`, async () => {
+      const agent = svcAgent();
+      const drain = async (r) => {
+        if (stream) {
+          for await (const _ of r) { /* events */ }
+          await r.completed;
+        }
+        return r;
+      };
+      const first = await drain(await responses.run(agent, 'call refund {"orderId":"o7"}', { stream }));
+      assert.equal(first.interruptions.length, 1, "one interruption: the approval request");
+      const [item] = first.interruptions;
+      assert.equal(item.rawItem.name, "refund");
+      assert.equal(item.rawItem.providerData.server_label, "svc");
+      if (approve) first.state.approve(item);
+      else first.state.reject(item);
+      const second = await drain(await responses.run(agent, first.state, { stream }));
+      assert.equal(second.interruptions?.length ?? 0, 0);
+      if (approve) assert.equal(second.finalOutput, 'tool refund said: {"refunded":"o7"}');
+      else assert.match(second.finalOutput, /refused/);
+    });
+  }
+}
+
+test("responses: require_approval always makes every tool of the agent wait", async () => {
+  const agent = svcAgent({ requireApproval: "always" });
+  const first = await responses.run(agent, 'call add {"a":1,"b":2}');
+  assert.equal(first.interruptions.length, 1);
+  assert.equal(first.interruptions[0].rawItem.name, "add");
+  first.state.approve(first.interruptions[0]);
+  const second = await responses.run(agent, first.state);
+  assert.match(second.finalOutput, /^tool add said: \{"sum":3/);
+});
+
+test("responses: an mcp tool of another server is refused naming it", async () => {
+  const agent = new Agent({ name: "other", model: "helper", tools: [hostedMcpTool({ serverLabel: "github", serverUrl: "https://example.invalid/mcp" })] });
+  await assert.rejects(responses.run(agent, "hi"), (err) => {
+    assert.equal(err.status, 400);
+    assert.equal(err.param, "tools[0].server_label");
+    return true;
+  });
+});
