@@ -69,6 +69,7 @@ type fakeProvider struct {
 	interrupts int   // streamed answers still to cut after their first content
 	callIDs    int   // tool calls issued so far
 	answerIDs  int   // answers issued so far
+	hangups    int   // "hang" requests whose caller hung up
 }
 
 // newFakeProvider starts a fake provider, closed when the test ends.
@@ -227,17 +228,28 @@ func (f *fakeProvider) script(turns []fakeProvTurn, system string, maxTokens int
 	return a
 }
 
-// fakeProvHang holds a request whose last message is the user's "hang"
-// until its caller hangs up (bounded), and reports whether it did.
-func fakeProvHang(r *http.Request, turns []fakeProvTurn) bool {
+// hang holds a request whose last message is the user's "hang" until its
+// caller hangs up (counted in hangups) or a minute passes, and reports
+// whether it was one.
+func (f *fakeProvider) hang(r *http.Request, turns []fakeProvTurn) bool {
 	if last := turns[len(turns)-1]; last.role != "user" || strings.TrimSpace(last.text) != "hang" {
 		return false
 	}
 	select {
 	case <-r.Context().Done():
+		f.mu.Lock()
+		f.hangups++
+		f.mu.Unlock()
 	case <-time.After(time.Minute):
 	}
 	return true
+}
+
+// hungUp returns how many "hang" requests their callers abandoned.
+func (f *fakeProvider) hungUp() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hangups
 }
 
 // fakeProvParseCalls finds the lines "call <tool> <json-object>" in text.
@@ -455,7 +467,7 @@ func (f *fakeProvider) handleOpenAI(w http.ResponseWriter, r *http.Request) {
 		fakeProvOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if fakeProvHang(r, turns) {
+	if f.hang(r, turns) {
 		return
 	}
 	a := f.script(turns, system, cmp.Or(req.MaxCompletionTokens, req.MaxTokens))
@@ -625,7 +637,7 @@ func (f *fakeProvider) handleAnthropic(w http.ResponseWriter, r *http.Request) {
 		fakeProvAnthropicError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if fakeProvHang(r, turns) {
+	if f.hang(r, turns) {
 		return
 	}
 	a := f.script(turns, fakeProvText(req.System), req.MaxTokens)
