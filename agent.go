@@ -162,6 +162,7 @@ type agentRequest struct {
 	Approvals       map[string]approvalAnswer // AG-UI resume entries, by tool call id
 	ThreadID, RunID string                    // AG-UI
 	ToolPolicy      *agentToolPolicy          // nil: the agent's tools as its author defined them
+	Format          *modelFormat              // nil: the reply is free text
 }
 
 // agentToolPolicy is what the client asked of the agent's own tools (the
@@ -374,7 +375,7 @@ func newAgentLoop(h *agentHost, ag *agentDef, client modelClient, p *modelProvid
 		l.req.Model = p.Model
 	}
 	l.req.System = strings.TrimSpace(strings.Join([]string{ag.Spec.Instructions, wr.System}, "\n\n"))
-	l.req.MaxTokens, l.req.Temperature = wr.MaxTokens, wr.Temperature
+	l.req.MaxTokens, l.req.Temperature, l.req.Format = wr.MaxTokens, wr.Temperature, wr.Format
 	for _, t := range ag.Spec.Tools {
 		if !wr.ToolPolicy.allows(t.Name) {
 			continue
@@ -450,6 +451,11 @@ func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pe
 		if len(resp.ToolCalls) == 0 {
 			if resp.StopReason == stopLength {
 				l.res.StopReason = stopLength
+			}
+			if l.req.Format != nil {
+				// The reply is the final call's text alone, in the format asked.
+				l.res.Texts = []string{resp.Text}
+				return &l.res, l.req.Format.check(resp.Text)
 			}
 			return &l.res, nil
 		}

@@ -15,7 +15,13 @@ package main
 //     after the object ("call add {} as dup1", as a hostile model may),
 //     stop reason tool_calls / tool_use;
 //   - a user message "hang": no answer until the caller hangs up (at
-//     most a minute), as a provider that never answers;
+//     most a minute, counted in hungUp), as a provider that never answers;
+//   - a user message "json <text>": <text> as the answer, as a model
+//     obeying a JSON format (tests read the format from requests());
+//   - an Anthropic request whose tool_choice is "any" or names a tool and
+//     whose answer is text: a call of that tool (for "any", the last tool
+//     offered) with the text as its input when it is a JSON object, else
+//     {"text": <text>}, as a model forced to call a tool;
 //   - anything else: "echo: <text of the last user message>".
 //
 // A text longer than the request's max tokens (max_completion_tokens,
@@ -209,6 +215,8 @@ func (f *fakeProvider) script(turns []fakeProvTurn, system string, maxTokens int
 			lines = append(lines, fmt.Sprintf("tool %s said: %s", names[r.ID], r.Content))
 		}
 		a.text = strings.Join(lines, "\n")
+	case last.role == "user" && strings.HasPrefix(last.text, "json "):
+		a.text = strings.TrimPrefix(last.text, "json ")
 	case last.role == "user" && len(calls) > 0:
 		for i := range calls {
 			if calls[i].ID == "" {
@@ -542,6 +550,32 @@ type fakeProvAnthropicRequest struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Stream bool `json:"stream"`
+	Tools  []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+	ToolChoice struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tool_choice"`
+}
+
+// forced turns a text answer into the call of the tool tool_choice forces
+// (for "any", the last tool offered), as a model that must call a tool.
+func (req *fakeProvAnthropicRequest) forced(f *fakeProvider, a *fakeProvAnswer) {
+	name := req.ToolChoice.Name
+	if req.ToolChoice.Type == "any" && len(req.Tools) > 0 {
+		name = req.Tools[len(req.Tools)-1].Name
+	}
+	if name == "" || len(a.calls) > 0 || a.text == "" {
+		return
+	}
+	input := a.text
+	var obj map[string]any
+	if json.Unmarshal([]byte(input), &obj) != nil || obj == nil {
+		b, _ := json.Marshal(map[string]string{"text": a.text})
+		input = string(b)
+	}
+	a.calls, a.text = []fakeProvCall{{ID: fmt.Sprintf("call_%d", f.next(&f.callIDs)), Name: name, Args: input}}, ""
 }
 
 // fakeProvAnthropicBlock is a content block of a request.
@@ -641,6 +675,7 @@ func (f *fakeProvider) handleAnthropic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := f.script(turns, fakeProvText(req.System), req.MaxTokens)
+	req.forced(f, &a)
 	id := fmt.Sprintf("msg_fake_%d", f.next(&f.answerIDs))
 	stop := "end_turn"
 	switch {

@@ -102,8 +102,8 @@ func parseResponsesItem(s string) (responsesID, string, bool) {
 }
 
 // responsesRequest is the body of POST /openai/v1/responses. Fields not
-// listed (tool_choice, parallel_tool_calls, text, reasoning, include, …)
-// are accepted and ignored.
+// listed (tool_choice, parallel_tool_calls, reasoning, include, …) are
+// accepted and ignored.
 type responsesRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
@@ -117,6 +117,18 @@ type responsesRequest struct {
 	Metadata           json.RawMessage   `json:"metadata"`
 	Conversation       json.RawMessage   `json:"conversation"`
 	Background         bool              `json:"background"`
+	Text               struct {
+		Format json.RawMessage `json:"format"`
+	} `json:"text"`
+}
+
+// responsesFormat is text.format: text, json_object or json_schema.
+type responsesFormat struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
 }
 
 // responsesTool is a tool of the request: a function tool the client runs,
@@ -320,6 +332,16 @@ func (c *responsesWire) decode(r *http.Request, body []byte) (*agentRequest, *wi
 		return nil, responsesInvalid("conversation", "conversations are not supported: continue with previous_response_id or an x-svc-session header")
 	}
 	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxOutputTokens, Temperature: req.Temperature}
+	if f := req.Text.Format; len(f) > 0 && string(f) != "null" {
+		var rf responsesFormat
+		if err := json.Unmarshal(f, &rf); err != nil {
+			return nil, responsesInvalid("text.format", "text.format must be an object: %v", err)
+		}
+		var e *wireError
+		if wr.Format, e = wireFormat("text.format", modelFormat{Type: rf.Type, Name: rf.Name, Description: rf.Description, Schema: rf.Schema, Strict: rf.Strict}); e != nil {
+			return nil, e
+		}
+	}
 	var system []string
 	if req.Instructions != "" {
 		system = append(system, req.Instructions)
@@ -487,6 +509,9 @@ func (a *responsesAnswer) response(status string, res *agentResult) map[string]a
 		"parallel_tool_calls": true, "previous_response_id": nil, "store": a.c.stored, "temperature": req.Temperature,
 		"tool_choice": "auto", "tools": tools, "top_p": nil, "truncation": "disabled", "text": map[string]any{"format": map[string]string{"type": "text"}},
 		"metadata": map[string]any{}, "usage": nil}
+	if f := req.Text.Format; len(f) > 0 && string(f) != "null" {
+		resp["text"] = map[string]any{"format": f} // the format the reply obeyed (checked before answering)
+	}
 	if req.Instructions != "" {
 		resp["instructions"] = req.Instructions
 	}

@@ -84,6 +84,8 @@ func wireErrorFor(err error) *wireError {
 			status = ue.Status
 		}
 		return &wireError{Status: status, Kind: wireErrUpstream, Message: ue.Error()}
+	case errors.Is(err, errReplyFormat):
+		return &wireError{Status: http.StatusBadGateway, Kind: wireErrUpstream, Message: err.Error()}
 	case errors.Is(err, errSessionBusy):
 		return &wireError{Status: http.StatusConflict, Kind: wireErrBusy, Message: err.Error()}
 	case errors.Is(err, errNoModelProvider):
@@ -274,6 +276,20 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 		return
 	}
 	answer.finish(res)
+}
+
+// wireFormat is the reply format a wire carried at param: nil for text
+// (or none), else checked; a format svc cannot serve is a 400 naming param.
+func wireFormat(param string, f modelFormat) (*modelFormat, *wireError) {
+	if f.Type == "" || f.Type == "text" {
+		return nil, nil
+	}
+	f.Param = param
+	mf, err := newModelFormat(f)
+	if err != nil {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: param, Message: param + ": " + err.Error()}
+	}
+	return mf, nil
 }
 
 // wireCheckToolPolicy refuses a tool policy that names a tool the agent
@@ -531,6 +547,15 @@ type openAIRequest struct {
 	MaxTokens           int      `json:"max_tokens"`
 	MaxCompletionTokens int      `json:"max_completion_tokens"`
 	Temperature         *float64 `json:"temperature"`
+	ResponseFormat      struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
 }
 
 // decode reads a chat-completions request: system and developer messages
@@ -551,6 +576,12 @@ func (openAIWire) decode(r *http.Request, body []byte) (*agentRequest, *wireErro
 		wr.MaxTokens = req.MaxCompletionTokens
 	}
 	wr.IncludeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	rf := req.ResponseFormat
+	var e *wireError
+	if wr.Format, e = wireFormat("response_format", modelFormat{Type: rf.Type, Name: rf.JSONSchema.Name, Description: rf.JSONSchema.Description,
+		Schema: rf.JSONSchema.Schema, Strict: rf.JSONSchema.Strict}); e != nil {
+		return nil, e
+	}
 	for _, t := range req.Tools {
 		if t.Type == "function" && t.Function.Name != "" {
 			wr.ClientTools = append(wr.ClientTools, t.Function)
@@ -785,8 +816,18 @@ type anthropicRequest struct {
 		Description string          `json:"description"`
 		InputSchema json.RawMessage `json:"input_schema"`
 	} `json:"tools"`
-	Stream      bool     `json:"stream"`
-	Temperature *float64 `json:"temperature"`
+	Stream       bool             `json:"stream"`
+	Temperature  *float64         `json:"temperature"`
+	OutputFormat *anthropicFormat `json:"output_format"` // structured outputs (beta)
+	OutputConfig struct {
+		Format *anthropicFormat `json:"format"`
+	} `json:"output_config"` // structured outputs
+}
+
+// anthropicFormat is a structured-output format of the messages wire.
+type anthropicFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema"`
 }
 
 // anthropicBlocks reads a message content: a string or an array of blocks.
@@ -814,6 +855,16 @@ func (anthropicWire) decode(r *http.Request, body []byte) (*agentRequest, *wireE
 		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "messages: at least one message is required"}
 	}
 	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature, System: wireText(req.System)}
+	param, format := "output_config.format", req.OutputConfig.Format
+	if req.OutputFormat != nil {
+		param, format = "output_format", req.OutputFormat
+	}
+	if format != nil {
+		var e *wireError
+		if wr.Format, e = wireFormat(param, modelFormat{Type: format.Type, Schema: format.Schema}); e != nil {
+			return nil, e
+		}
+	}
 	for _, t := range req.Tools {
 		if t.Name != "" {
 			wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})

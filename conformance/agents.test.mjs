@@ -8,6 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Agent, Runner, OpenAIProvider, hostedMcpTool, setTracingDisabled } from "@openai/agents";
+import { z } from "zod";
 
 setTracingDisabled(true);
 const base = process.env.SVC_URL;
@@ -31,6 +32,29 @@ for (const runner of [responses, chat]) {
     await streamed.completed;
     assert.equal(text, "echo: stream agents");
     assert.equal(streamed.finalOutput, "echo: stream agents");
+  });
+}
+
+const Weather = z.object({ city: z.string(), temp: z.number() });
+
+for (const runner of [responses, chat]) {
+  const name = runner === responses ? "responses" : "chat completions";
+  test(`${name}: structured output (outputType) reaches the model and comes back parsed`, async () => {
+    const agent = new Agent({ name: "weather", model: "helper", outputType: Weather });
+    const whole = await runner.run(agent, 'json {"city":"Oslo","temp":3}');
+    assert.deepEqual(whole.finalOutput, { city: "Oslo", temp: 3 });
+    const streamed = await runner.run(agent, 'json {"city":"Bergen","temp":9}', { stream: true });
+    for await (const _ of streamed) { /* events */ }
+    await streamed.completed;
+    assert.deepEqual(streamed.finalOutput, { city: "Bergen", temp: 9 });
+  });
+
+  test(`${name}: a reply that does not match the schema is an error, not a silent success`, async () => {
+    const agent = new Agent({ name: "weather", model: "helper", outputType: Weather });
+    await assert.rejects(runner.run(agent, 'json {"city":"Oslo"}'), (err) => {
+      assert.match(String(err.message), /schema|502/);
+      return true;
+    });
   });
 }
 
