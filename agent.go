@@ -155,6 +155,8 @@ type agentRequest struct {
 	IncludeUsage    bool // OpenAI stream_options.include_usage
 	MaxTokens       int
 	Temperature     *float64
+	TopP            *float64
+	Stop            []string
 	SessionKey      string                    // durable session ("" = none)
 	SessionFrom     string                    // the stored session a new one continues (Responses: the previous response)
 	Responses       bool                      // SessionKey and SessionFrom are kept responses (session_responses.go), not sessions
@@ -376,6 +378,7 @@ func newAgentLoop(h *agentHost, ag *agentDef, client modelClient, p *modelProvid
 	}
 	l.req.System = strings.TrimSpace(strings.Join([]string{ag.Spec.Instructions, wr.System}, "\n\n"))
 	l.req.MaxTokens, l.req.Temperature, l.req.Format = wr.MaxTokens, wr.Temperature, wr.Format
+	l.req.TopP, l.req.Stop = wr.TopP, wr.Stop
 	for _, t := range ag.Spec.Tools {
 		if !wr.ToolPolicy.allows(t.Name) {
 			continue

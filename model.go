@@ -83,6 +83,8 @@ type modelRequest struct {
 	Tools       []toolSpec
 	MaxTokens   int          // 0: provider default
 	Temperature *float64     // nil: provider default
+	TopP        *float64     // nil: provider default
+	Stop        []string     // stop sequences; nil: none
 	Format      *modelFormat // nil: free text
 }
 

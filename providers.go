@@ -487,6 +487,8 @@ type providerOpenAIRequest struct {
 	MaxTokens           int                          `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int                          `json:"max_completion_tokens,omitempty"`
 	Temperature         *float64                     `json:"temperature,omitempty"`
+	TopP                *float64                     `json:"top_p,omitempty"`
+	Stop                []string                     `json:"stop,omitempty"`
 	ResponseFormat      map[string]any               `json:"response_format,omitempty"`
 	Stream              bool                         `json:"stream,omitempty"`
 	StreamOptions       *providerOpenAIStreamOptions `json:"stream_options,omitempty"`
@@ -566,7 +568,7 @@ type providerOpenAIChunk struct {
 // messages; a tool result's IsError has no OpenAI field and is carried by
 // its content alone.
 func (w providerOpenAIWire) encode(model string, req modelRequest, stream bool) any {
-	out := providerOpenAIRequest{Model: model, Temperature: req.Temperature, Stream: stream, ResponseFormat: providerOpenAIFormat(req.Format)}
+	out := providerOpenAIRequest{Model: model, Temperature: req.Temperature, TopP: req.TopP, Stop: req.Stop, Stream: stream, ResponseFormat: providerOpenAIFormat(req.Format)}
 	if stream {
 		out.StreamOptions = &providerOpenAIStreamOptions{IncludeUsage: true}
 	}
@@ -730,14 +732,16 @@ type providerAnthropicWire struct{}
 
 // providerAnthropicRequest is the body of POST /v1/messages.
 type providerAnthropicRequest struct {
-	Model       string                     `json:"model"`
-	MaxTokens   int                        `json:"max_tokens"`
-	System      string                     `json:"system,omitempty"`
-	Messages    []providerAnthropicMessage `json:"messages"`
-	Tools       []providerAnthropicTool    `json:"tools,omitempty"`
-	ToolChoice  map[string]string          `json:"tool_choice,omitempty"`
-	Temperature *float64                   `json:"temperature,omitempty"`
-	Stream      bool                       `json:"stream,omitempty"`
+	Model         string                     `json:"model"`
+	MaxTokens     int                        `json:"max_tokens"`
+	System        string                     `json:"system,omitempty"`
+	Messages      []providerAnthropicMessage `json:"messages"`
+	Tools         []providerAnthropicTool    `json:"tools,omitempty"`
+	ToolChoice    map[string]string          `json:"tool_choice,omitempty"`
+	Temperature   *float64                   `json:"temperature,omitempty"`
+	TopP          *float64                   `json:"top_p,omitempty"`
+	StopSequences []string                   `json:"stop_sequences,omitempty"`
+	Stream        bool                       `json:"stream,omitempty"`
 }
 
 // providerReplyTool is the tool through which an Anthropic model gives a
@@ -832,11 +836,13 @@ type providerAnthropicEvent struct {
 // (several tool results in particular) merged into one message.
 func (providerAnthropicWire) encode(model string, req modelRequest, stream bool) any {
 	out := providerAnthropicRequest{
-		Model:       model,
-		MaxTokens:   cmp.Or(req.MaxTokens, providerAnthropicMaxTokens),
-		System:      req.System,
-		Temperature: req.Temperature,
-		Stream:      stream,
+		Model:         model,
+		MaxTokens:     cmp.Or(req.MaxTokens, providerAnthropicMaxTokens),
+		System:        req.System,
+		Temperature:   req.Temperature,
+		TopP:          req.TopP,
+		StopSequences: req.Stop,
+		Stream:        stream,
 	}
 	for _, m := range req.Messages {
 		role, blocks := providerAnthropicBlocks(m)

@@ -102,8 +102,8 @@ func parseResponsesItem(s string) (responsesID, string, bool) {
 }
 
 // responsesRequest is the body of POST /openai/v1/responses. Fields not
-// listed (tool_choice, parallel_tool_calls, reasoning, include, …) are
-// accepted and ignored.
+// listed are refused unless they ask for what svc does anyway
+// (wireParamsResponses), or accepted as hints without effect (README).
 type responsesRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
@@ -114,6 +114,7 @@ type responsesRequest struct {
 	Store              *bool             `json:"store"`
 	MaxOutputTokens    int               `json:"max_output_tokens"`
 	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
 	Metadata           json.RawMessage   `json:"metadata"`
 	Conversation       json.RawMessage   `json:"conversation"`
 	Background         bool              `json:"background"`
@@ -331,7 +332,10 @@ func (c *responsesWire) decode(r *http.Request, body []byte) (*agentRequest, *wi
 	case len(req.Conversation) > 0 && string(req.Conversation) != "null":
 		return nil, responsesInvalid("conversation", "conversations are not supported: continue with previous_response_id or an x-svc-session header")
 	}
-	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxOutputTokens, Temperature: req.Temperature}
+	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxOutputTokens, Temperature: req.Temperature, TopP: req.TopP}
+	if e := wireCheckParams(body, wireParamsResponses); e != nil {
+		return nil, e
+	}
 	if f := req.Text.Format; len(f) > 0 && string(f) != "null" {
 		var rf responsesFormat
 		if err := json.Unmarshal(f, &rf); err != nil {
@@ -507,7 +511,7 @@ func (a *responsesAnswer) response(status string, res *agentResult) map[string]a
 	resp := map[string]any{"id": a.c.id.String(), "object": "response", "created_at": a.created, "status": status, "model": a.agent,
 		"output": a.output, "error": nil, "incomplete_details": nil, "instructions": nil, "max_output_tokens": nil,
 		"parallel_tool_calls": true, "previous_response_id": nil, "store": a.c.stored, "temperature": req.Temperature,
-		"tool_choice": "auto", "tools": tools, "top_p": nil, "truncation": "disabled", "text": map[string]any{"format": map[string]string{"type": "text"}},
+		"tool_choice": "auto", "tools": tools, "top_p": req.TopP, "truncation": "disabled", "text": map[string]any{"format": map[string]string{"type": "text"}},
 		"metadata": map[string]any{}, "usage": nil}
 	if f := req.Text.Format; len(f) > 0 && string(f) != "null" {
 		resp["text"] = map[string]any{"format": f} // the format the reply obeyed (checked before answering)

@@ -292,6 +292,23 @@ func wireFormat(param string, f modelFormat) (*modelFormat, *wireError) {
 	return mf, nil
 }
 
+// wireStop reads stop sequences at param: a string or a list of strings,
+// passed to the agent's model.
+func wireStop(param string, raw json.RawMessage) ([]string, *wireError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: param, Message: param + " must be a string or a list of strings"}
+	}
+	return list, nil
+}
+
 // wireCheckToolPolicy refuses a tool policy that names a tool the agent
 // does not have, or asks a tool its author requires approval for not to
 // wait for it; nil p passes.
@@ -544,9 +561,11 @@ type openAIRequest struct {
 		Type     string   `json:"type"`
 		Function toolSpec `json:"function"`
 	} `json:"tools"`
-	MaxTokens           int      `json:"max_tokens"`
-	MaxCompletionTokens int      `json:"max_completion_tokens"`
-	Temperature         *float64 `json:"temperature"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	Stop                json.RawMessage `json:"stop"`
 	ResponseFormat      struct {
 		Type       string `json:"type"`
 		JSONSchema struct {
@@ -576,16 +595,25 @@ func (openAIWire) decode(r *http.Request, body []byte) (*agentRequest, *wireErro
 		wr.MaxTokens = req.MaxCompletionTokens
 	}
 	wr.IncludeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	rf := req.ResponseFormat
+	wr.TopP = req.TopP
 	var e *wireError
+	if e = wireCheckParams(body, wireParamsChat); e != nil {
+		return nil, e
+	}
+	if wr.Stop, e = wireStop("stop", req.Stop); e != nil {
+		return nil, e
+	}
+	rf := req.ResponseFormat
 	if wr.Format, e = wireFormat("response_format", modelFormat{Type: rf.Type, Name: rf.JSONSchema.Name, Description: rf.JSONSchema.Description,
 		Schema: rf.JSONSchema.Schema, Strict: rf.JSONSchema.Strict}); e != nil {
 		return nil, e
 	}
-	for _, t := range req.Tools {
-		if t.Type == "function" && t.Function.Name != "" {
-			wr.ClientTools = append(wr.ClientTools, t.Function)
+	for i, t := range req.Tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: fmt.Sprintf("tools[%d]", i),
+				Message: fmt.Sprintf("tools[%d]: only function tools with a name are supported ({\"type\":\"function\",\"function\":{\"name\":…}})", i)}
 		}
+		wr.ClientTools = append(wr.ClientTools, t.Function)
 	}
 	var system []string
 	for _, m := range req.Messages {
@@ -812,14 +840,17 @@ type anthropicRequest struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Tools []struct {
+		Type        string          `json:"type"`
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
 		InputSchema json.RawMessage `json:"input_schema"`
 	} `json:"tools"`
-	Stream       bool             `json:"stream"`
-	Temperature  *float64         `json:"temperature"`
-	OutputFormat *anthropicFormat `json:"output_format"` // structured outputs (beta)
-	OutputConfig struct {
+	TopP          *float64         `json:"top_p"`
+	StopSequences json.RawMessage  `json:"stop_sequences"`
+	Stream        bool             `json:"stream"`
+	Temperature   *float64         `json:"temperature"`
+	OutputFormat  *anthropicFormat `json:"output_format"` // structured outputs (beta)
+	OutputConfig  struct {
 		Format *anthropicFormat `json:"format"`
 	} `json:"output_config"` // structured outputs
 }
@@ -855,20 +886,29 @@ func (anthropicWire) decode(r *http.Request, body []byte) (*agentRequest, *wireE
 		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "messages: at least one message is required"}
 	}
 	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature, System: wireText(req.System)}
+	wr.TopP = req.TopP
+	var e *wireError
+	if e = wireCheckParams(body, wireParamsAnthropic); e != nil {
+		return nil, e
+	}
+	if wr.Stop, e = wireStop("stop_sequences", req.StopSequences); e != nil {
+		return nil, e
+	}
 	param, format := "output_config.format", req.OutputConfig.Format
 	if req.OutputFormat != nil {
 		param, format = "output_format", req.OutputFormat
 	}
 	if format != nil {
-		var e *wireError
 		if wr.Format, e = wireFormat(param, modelFormat{Type: format.Type, Schema: format.Schema}); e != nil {
 			return nil, e
 		}
 	}
-	for _, t := range req.Tools {
-		if t.Name != "" {
-			wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+	for i, t := range req.Tools {
+		if (t.Type != "" && t.Type != "custom") || t.Name == "" {
+			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: fmt.Sprintf("tools.%d", i),
+				Message: fmt.Sprintf("tools.%d: only client tools with a name are supported (type %q is a server tool svc does not have)", i, t.Type)}
 		}
+		wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
 	for i, m := range req.Messages {
 		blocks, err := anthropicBlocks(m.Content)
