@@ -7,7 +7,7 @@
 // else "echo: <last user text>". SVC_URL is the emulator.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Agent, Runner, OpenAIProvider, hostedMcpTool, setTracingDisabled } from "@openai/agents";
+import { Agent, Runner, OpenAIProvider, hostedMcpTool, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
 
 setTracingDisabled(true);
@@ -99,6 +99,44 @@ test("responses: an mcp tool of another server is refused naming it", async () =
   await assert.rejects(responses.run(agent, "hi"), (err) => {
     assert.equal(err.status, 400);
     assert.equal(err.param, "tools[0].server_label");
+    return true;
+  });
+});
+
+for (const runner of [responses, chat]) {
+  const name = runner === responses ? "responses" : "chat completions";
+  test(`${name}: a function tool of the SDK runs on the client and the reply continues`, async () => {
+    let ran = 0;
+    const pick = tool({ name: "pick_color", description: "Pick a color", parameters: z.object({ hint: z.string() }), execute: async () => { ran++; return "teal"; } });
+    const agent = new Agent({ name: "client-tools", model: "helper", tools: [pick] });
+    const r = await runner.run(agent, 'call pick_color {"hint":"sea"}');
+    assert.equal(ran, 1);
+    assert.equal(r.finalOutput, "tool pick_color said: teal");
+  });
+
+  test(`${name}: a model setting svc cannot serve is refused naming it`, async () => {
+    const agent = new Agent({ name: "settings", model: "helper", modelSettings: { toolChoice: "required" }, tools: [tool({ name: "noop", description: "n", parameters: z.object({}), execute: async () => "" })] });
+    await assert.rejects(runner.run(agent, "hi"), (err) => {
+      assert.equal(err.status, 400);
+      assert.equal(err.param ?? err.error?.param, "tool_choice");
+      return true;
+    });
+  });
+}
+
+test("responses: multi-turn through previousResponseId", async () => {
+  const agent = new Agent({ name: "plain", model: "helper" });
+  const first = await responses.run(agent, "first turn");
+  assert.ok(first.lastResponseId?.startsWith("resp_"));
+  const second = await responses.run(agent, "second turn", { previousResponseId: first.lastResponseId });
+  assert.equal(second.finalOutput, "echo: second turn");
+});
+
+test("responses: conversationId (the Conversations API) is refused naming conversation", async () => {
+  const agent = new Agent({ name: "plain", model: "helper" });
+  await assert.rejects(responses.run(agent, "hi", { conversationId: "conv_123" }), (err) => {
+    assert.equal(err.status, 400);
+    assert.equal(err.param ?? err.error?.param, "conversation");
     return true;
   });
 });
