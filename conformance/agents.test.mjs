@@ -9,6 +9,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Agent, Runner, OpenAIProvider, hostedMcpTool, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
+import OpenAI from "openai";
+import { randomUUID } from "node:crypto";
 
 setTracingDisabled(true);
 const base = process.env.SVC_URL;
@@ -139,4 +141,18 @@ test("responses: conversationId (the Conversations API) is refused naming conver
     assert.equal(err.param ?? err.error?.param, "conversation");
     return true;
   });
+});
+
+test("chat completions: an approval through x-svc-session, answered by an SDK tool standing for the user", async () => {
+  for (const approved of [true, false]) {
+    const client = new OpenAI({ baseURL: `${base}/openai/v1`, apiKey: "tok-agents", maxRetries: 0, defaultHeaders: { "x-svc-session": randomUUID() } });
+    const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient: client, useResponses: false }) });
+    let asked = 0;
+    const refund = tool({ name: "refund", description: "The user's answer to the refund's approval", parameters: z.object({ orderId: z.string() }), execute: async () => { asked++; return { approved }; } });
+    const agent = new Agent({ name: "approver", model: "helper", tools: [refund] });
+    const r = await runner.run(agent, 'call refund {"orderId":"o9"}');
+    assert.equal(asked, 1);
+    if (approved) assert.equal(r.finalOutput, 'tool refund said: {"refunded":"o9"}');
+    else assert.match(r.finalOutput, /refused/);
+  }
 });
