@@ -63,6 +63,9 @@ var (
 		{"prompt_cache_retention", nil, "prompt caching is the agent's model's own"},
 		{"context_management", nil, "svc does not compact a conversation"},
 	}
+	wireParamsAGUI = []wireParamRule{
+		{"state", []string{`{}`}, "svc's agents keep no shared state with the UI: send {} (the conversation is the thread)"},
+	}
 	wireParamsAnthropic = []wireParamRule{
 		{"tool_choice", []string{`{"type":"auto"}`}, `the agent decides which tools to call: send {"type":"auto"} or leave it out`},
 		{"top_k", nil, "top_k is not passed to the agent's model"},

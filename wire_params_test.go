@@ -53,6 +53,18 @@ func TestWiresParameters(t *testing.T) {
 			name, _, _ := strings.Cut(msg, " ")
 			return name
 		}},
+		{"agui", "/agui/helper", wireParamsAGUI, func(extra map[string]any) string {
+			b := map[string]any{"threadId": "", "runId": "r1", "messages": []map[string]string{{"id": "m1", "role": "user", "content": "hi"}}, "tools": []any{}, "context": []any{}}
+			for k, v := range extra {
+				b[k] = v
+			}
+			out, _ := json.Marshal(b)
+			return string(out)
+		}, func(body map[string]any) string {
+			msg, _ := body["message"].(string)
+			name, _, _ := strings.Cut(msg, " ")
+			return name
+		}},
 	}
 	for _, w := range wires {
 		for _, rule := range w.rules {

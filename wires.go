@@ -1220,6 +1220,9 @@ func (a aguiWire) decode(r *http.Request, body []byte) (*agentRequest, *wireErro
 	if e := wireDecodeJSON(body, &in); e != nil {
 		return nil, e
 	}
+	if e := wireCheckParams(body, wireParamsAGUI); e != nil {
+		return nil, e
+	}
 	if in.ThreadID == nil {
 		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: "threadId", Message: "threadId is required (an empty threadId runs one stateless turn)"}
 	}
