@@ -155,12 +155,42 @@ type agentRequest struct {
 	IncludeUsage    bool // OpenAI stream_options.include_usage
 	MaxTokens       int
 	Temperature     *float64
+	TopP            *float64
+	Stop            []string
 	SessionKey      string                    // durable session ("" = none)
 	SessionFrom     string                    // the stored session a new one continues (Responses: the previous response)
 	Responses       bool                      // SessionKey and SessionFrom are kept responses (session_responses.go), not sessions
 	ConversationKey string                    // grouping only
 	Approvals       map[string]approvalAnswer // AG-UI resume entries, by tool call id
 	ThreadID, RunID string                    // AG-UI
+	ToolPolicy      *agentToolPolicy          // nil: the agent's tools as its author defined them
+	Format          *modelFormat              // nil: the reply is free text
+}
+
+// agentToolPolicy is what the client asked of the agent's own tools (the
+// Responses wire's mcp tool): which of them the model is offered, and which
+// wait for the user's approval besides those the agent's author marked
+// needsApproval (a client cannot lift those).
+type agentToolPolicy struct {
+	Allowed    map[string]bool  // nil: every tool of the agent
+	ApproveAll bool             // every tool waits for approval
+	Approve    map[string]bool  // these wait for approval
+	Lift       map[string]bool  // the client asked these not to wait (refused when the author requires it)
+	Names      []agentToolParam // every tool name the client gave, checked against the agent's tools
+}
+
+// agentToolParam is a tool name a client gave and the request parameter
+// that holds it.
+type agentToolParam struct{ Name, Param string }
+
+// allows reports whether the model is offered the agent's tool name.
+func (p *agentToolPolicy) allows(name string) bool {
+	return p == nil || p.Allowed == nil || p.Allowed[name]
+}
+
+// approves reports whether the client asked that name wait for approval.
+func (p *agentToolPolicy) approves(name string) bool {
+	return p != nil && (p.ApproveAll || p.Approve[name])
 }
 
 // agentHost is what the chat wires need to run agents: the outbound model
@@ -328,6 +358,7 @@ type agentLoop struct {
 	client      modelClient
 	req         modelRequest // Model, System, Tools, MaxTokens, Temperature; Messages grows
 	clientTools map[string]bool
+	policy      *agentToolPolicy
 	durable     bool
 	sessionID   string
 	stream      bool
@@ -339,15 +370,19 @@ type agentLoop struct {
 // instructions, then the client's system text) and the tools offered to the
 // model (the agent's, then the client's whose names the agent does not use).
 func newAgentLoop(h *agentHost, ag *agentDef, client modelClient, p *modelProvider, wr *agentRequest, emit func(agentEvent)) *agentLoop {
-	l := &agentLoop{host: h, agent: ag, client: client, clientTools: map[string]bool{},
+	l := &agentLoop{host: h, agent: ag, client: client, clientTools: map[string]bool{}, policy: wr.ToolPolicy,
 		durable: wr.SessionKey != "", sessionID: wr.SessionKey, stream: wr.Stream, emit: emit}
 	l.req.Model = ag.Spec.Model
 	if l.req.Model == "" && p != nil {
 		l.req.Model = p.Model
 	}
 	l.req.System = strings.TrimSpace(strings.Join([]string{ag.Spec.Instructions, wr.System}, "\n\n"))
-	l.req.MaxTokens, l.req.Temperature = wr.MaxTokens, wr.Temperature
+	l.req.MaxTokens, l.req.Temperature, l.req.Format = wr.MaxTokens, wr.Temperature, wr.Format
+	l.req.TopP, l.req.Stop = wr.TopP, wr.Stop
 	for _, t := range ag.Spec.Tools {
+		if !wr.ToolPolicy.allows(t.Name) {
+			continue
+		}
 		l.req.Tools = append(l.req.Tools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
 	for _, t := range wr.ClientTools {
@@ -420,6 +455,11 @@ func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pe
 			if resp.StopReason == stopLength {
 				l.res.StopReason = stopLength
 			}
+			if l.req.Format != nil {
+				// The reply is the final call's text alone, in the format asked.
+				l.res.Texts = []string{resp.Text}
+				return &l.res, l.req.Format.check(resp.Text)
+			}
 			return &l.res, nil
 		}
 		for _, c := range resp.ToolCalls {
@@ -487,10 +527,14 @@ func agentCallID() string { return randomID("call_", 12) }
 // a client tool is passed to the client; anything else is an error result.
 func (l *agentLoop) handleCall(ctx context.Context, c toolCall) {
 	t := l.agent.Spec.tool(c.Name)
+	if t != nil && !l.policy.allows(c.Name) {
+		t = nil // not offered: as if it did not exist
+	}
+	approval := t != nil && (t.NeedsApproval || l.policy.approves(c.Name))
 	switch {
-	case t != nil && t.NeedsApproval && l.durable:
+	case approval && l.durable:
 		l.wait(c, pendingApproval)
-	case t != nil && t.NeedsApproval:
+	case approval:
 		l.answer(c, fmt.Sprintf("Tool %q needs the user's approval, and approvals exist only in a durable session: the client must send an x-svc-session header (or, on the agent-UI wire, a non-empty threadId). The tool was not run.", c.Name), true, nil)
 	case t != nil:
 		l.runTool(ctx, t, c)

@@ -9,11 +9,20 @@ package main
 // stopped answering or refused the credential (a box's identity token
 // lasts minutes), so a coding agent may start `svc mcp` before `svc dev`.
 // Logs go to stderr only: stdout carries nothing but messages.
+//
+// As the HTTP client it is, the relay sends each request's metadata
+// headers (MCP-Protocol-Version: the request's _meta version, else the one
+// initialize negotiated; Mcp-Method; Mcp-Name). notifications/cancelled,
+// stdio's cancellation, is not relayed: it ends the HTTP request of the
+// request it names (the server stops that work when its client goes), and
+// nothing more is written for that request.
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -34,7 +43,7 @@ func runMCP(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
 		return errUsage
 	}
-	r := &mcpRelay{ctx: ctx, c: c, fs: fs, out: bufio.NewWriter(c.stdout)}
+	r := &mcpRelay{ctx: ctx, c: c, fs: fs, out: bufio.NewWriter(c.stdout), inflight: map[string]*mcpRelayCall{}}
 	sc := bufio.NewScanner(c.stdin)
 	sc.Buffer(make([]byte, 64<<10), maxRequestBody+1)
 	slots := make(chan struct{}, mcpStdioMaxInFlight)
@@ -44,11 +53,18 @@ func runMCP(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		if len(line) == 0 {
 			continue
 		}
+		req, _ := mcpDecode(line)
+		if r.cancelled(req) {
+			continue
+		}
+		// Registered before the next line is read, so a cancellation that
+		// follows finds it.
+		call := r.start(req)
 		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			r.relay(line)
+			r.relay(call, line, req)
 		}()
 	}
 	err := sc.Err()
@@ -59,24 +75,108 @@ func runMCP(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	return nil
 }
 
-// mcpRelay is one `svc mcp` process: its target, resolved lazily, and its
-// stdout, written one whole line at a time.
+// errMCPCancelled is the cause of a request's context that the client
+// cancelled with notifications/cancelled.
+var errMCPCancelled = errors.New("cancelled by the client")
+
+// mcpRelay is one `svc mcp` process: its target, resolved lazily, its
+// stdout, written one whole line at a time, the protocol version
+// initialize negotiated, and the requests in flight by id.
 type mcpRelay struct {
 	ctx context.Context
 	c   *cmd
 	fs  *flag.FlagSet
 
-	mu     sync.Mutex
-	target *target
-	out    *bufio.Writer
+	mu       sync.Mutex
+	target   *target
+	out      *bufio.Writer
+	version  string                   // negotiated by initialize ("" before, or under 2026-07-28)
+	inflight map[string]*mcpRelayCall // by the request's id, compacted
 }
 
-// relay posts one message and writes the answer, if any.
-func (r *mcpRelay) relay(msg []byte) {
-	status, body, err := r.post(msg)
+// mcpRelayKey is the key of a JSON-RPC id in inflight.
+func mcpRelayKey(id json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return string(id)
+	}
+	return b.String()
+}
+
+// mcpRelayCall is one request in flight: the context of its HTTP request.
+type mcpRelayCall struct {
+	key    string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// start returns the call of one message: for a request, registered in
+// inflight under its id so notifications/cancelled can end it.
+func (r *mcpRelay) start(req *mcpRequest) *mcpRelayCall {
+	if req == nil || req.id == nil {
+		return &mcpRelayCall{ctx: r.ctx, cancel: func(error) {}}
+	}
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	call := &mcpRelayCall{key: mcpRelayKey(req.id), ctx: ctx, cancel: cancel}
+	r.mu.Lock()
+	r.inflight[call.key] = call
+	r.mu.Unlock()
+	return call
+}
+
+// cancelled handles notifications/cancelled: the request it names, still
+// in flight, is cancelled. It reports whether req was one.
+func (r *mcpRelay) cancelled(req *mcpRequest) bool {
+	if req == nil || req.id != nil || req.method != "notifications/cancelled" {
+		return false
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(req.params, &p) == nil && p.RequestID != nil {
+		r.mu.Lock()
+		call := r.inflight[mcpRelayKey(p.RequestID)]
+		r.mu.Unlock()
+		if call != nil {
+			call.cancel(errMCPCancelled)
+		}
+	}
+	return true
+}
+
+// done forgets call; it reports whether the client cancelled it, when
+// nothing more may be written for it.
+func (r *mcpRelay) done(call *mcpRelayCall) bool {
+	r.mu.Lock()
+	if r.inflight[call.key] == call {
+		delete(r.inflight, call.key)
+	}
+	r.mu.Unlock()
+	cancelled := errors.Is(context.Cause(call.ctx), errMCPCancelled)
+	call.cancel(nil) // releases the context
+	return cancelled
+}
+
+// relay posts one message and writes the answer, if any: not for a
+// request the client cancelled meanwhile.
+func (r *mcpRelay) relay(call *mcpRelayCall, msg []byte, req *mcpRequest) {
+	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	if req != nil && req.id != nil {
+		version := req.version
+		if version == "" {
+			r.mu.Lock()
+			version = r.version
+			r.mu.Unlock()
+		}
+		mcpSetHeaders(header, req, version)
+	}
+	status, body, err := r.post(call.ctx, msg, header)
 	if err == nil && status == http.StatusUnauthorized {
 		r.forget()
-		status, body, err = r.post(msg)
+		status, body, err = r.post(call.ctx, msg, header)
+	}
+	if r.done(call) {
+		return
 	}
 	var resp mcpResponse
 	switch {
@@ -90,6 +190,9 @@ func (r *mcpRelay) relay(msg []byte) {
 	if resp.ID == nil {
 		return // a notification: nothing is answered
 	}
+	if req != nil && req.method == "initialize" {
+		r.negotiated(resp)
+	}
 	b, _ := json.Marshal(resp)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -97,9 +200,24 @@ func (r *mcpRelay) relay(msg []byte) {
 	r.out.Flush()
 }
 
+// negotiated keeps the protocol version an initialize answer chose, which
+// every later request's MCP-Protocol-Version carries.
+func (r *mcpRelay) negotiated(resp mcpResponse) {
+	var res struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	b, _ := json.Marshal(resp.Result)
+	if json.Unmarshal(b, &res) == nil && res.ProtocolVersion != "" {
+		r.mu.Lock()
+		r.version = res.ProtocolVersion
+		r.mu.Unlock()
+	}
+}
+
 // post sends msg to the target's POST /mcp, resolving the target first when
-// there is none; a target that does not answer is forgotten.
-func (r *mcpRelay) post(msg []byte) (int, []byte, error) {
+// there is none; a target that does not answer is forgotten (not when the
+// client cancelled the request).
+func (r *mcpRelay) post(ctx context.Context, msg []byte, header http.Header) (int, []byte, error) {
 	r.mu.Lock()
 	t := r.target
 	r.mu.Unlock()
@@ -112,9 +230,11 @@ func (r *mcpRelay) post(msg []byte) (int, []byte, error) {
 		r.target = t
 		r.mu.Unlock()
 	}
-	status, body, err := t.do(r.ctx, http.MethodPost, "/mcp", msg, http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}})
+	status, body, err := t.do(ctx, http.MethodPost, "/mcp", msg, header)
 	if err != nil {
-		r.forget()
+		if ctx.Err() == nil {
+			r.forget()
+		}
 		return 0, nil, mcpRelayCause(t.unreachable(err))
 	}
 	return status, body, nil

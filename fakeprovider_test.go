@@ -15,7 +15,13 @@ package main
 //     after the object ("call add {} as dup1", as a hostile model may),
 //     stop reason tool_calls / tool_use;
 //   - a user message "hang": no answer until the caller hangs up (at
-//     most a minute), as a provider that never answers;
+//     most a minute, counted in hungUp), as a provider that never answers;
+//   - a user message "json <text>": <text> as the answer, as a model
+//     obeying a JSON format (tests read the format from requests());
+//   - an Anthropic request whose tool_choice is "any" or names a tool and
+//     whose answer is text: a call of that tool (for "any", the last tool
+//     offered) with the text as its input when it is a JSON object, else
+//     {"text": <text>}, as a model forced to call a tool;
 //   - anything else: "echo: <text of the last user message>".
 //
 // A text longer than the request's max tokens (max_completion_tokens,
@@ -69,6 +75,7 @@ type fakeProvider struct {
 	interrupts int   // streamed answers still to cut after their first content
 	callIDs    int   // tool calls issued so far
 	answerIDs  int   // answers issued so far
+	hangups    int   // "hang" requests whose caller hung up
 }
 
 // newFakeProvider starts a fake provider, closed when the test ends.
@@ -208,6 +215,8 @@ func (f *fakeProvider) script(turns []fakeProvTurn, system string, maxTokens int
 			lines = append(lines, fmt.Sprintf("tool %s said: %s", names[r.ID], r.Content))
 		}
 		a.text = strings.Join(lines, "\n")
+	case last.role == "user" && strings.HasPrefix(last.text, "json "):
+		a.text = strings.TrimPrefix(last.text, "json ")
 	case last.role == "user" && len(calls) > 0:
 		for i := range calls {
 			if calls[i].ID == "" {
@@ -227,17 +236,28 @@ func (f *fakeProvider) script(turns []fakeProvTurn, system string, maxTokens int
 	return a
 }
 
-// fakeProvHang holds a request whose last message is the user's "hang"
-// until its caller hangs up (bounded), and reports whether it did.
-func fakeProvHang(r *http.Request, turns []fakeProvTurn) bool {
+// hang holds a request whose last message is the user's "hang" until its
+// caller hangs up (counted in hangups) or a minute passes, and reports
+// whether it was one.
+func (f *fakeProvider) hang(r *http.Request, turns []fakeProvTurn) bool {
 	if last := turns[len(turns)-1]; last.role != "user" || strings.TrimSpace(last.text) != "hang" {
 		return false
 	}
 	select {
 	case <-r.Context().Done():
+		f.mu.Lock()
+		f.hangups++
+		f.mu.Unlock()
 	case <-time.After(time.Minute):
 	}
 	return true
+}
+
+// hungUp returns how many "hang" requests their callers abandoned.
+func (f *fakeProvider) hungUp() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hangups
 }
 
 // fakeProvParseCalls finds the lines "call <tool> <json-object>" in text.
@@ -455,7 +475,7 @@ func (f *fakeProvider) handleOpenAI(w http.ResponseWriter, r *http.Request) {
 		fakeProvOpenAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if fakeProvHang(r, turns) {
+	if f.hang(r, turns) {
 		return
 	}
 	a := f.script(turns, system, cmp.Or(req.MaxCompletionTokens, req.MaxTokens))
@@ -530,6 +550,32 @@ type fakeProvAnthropicRequest struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Stream bool `json:"stream"`
+	Tools  []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+	ToolChoice struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tool_choice"`
+}
+
+// forced turns a text answer into the call of the tool tool_choice forces
+// (for "any", the last tool offered), as a model that must call a tool.
+func (req *fakeProvAnthropicRequest) forced(f *fakeProvider, a *fakeProvAnswer) {
+	name := req.ToolChoice.Name
+	if req.ToolChoice.Type == "any" && len(req.Tools) > 0 {
+		name = req.Tools[len(req.Tools)-1].Name
+	}
+	if name == "" || len(a.calls) > 0 || a.text == "" {
+		return
+	}
+	input := a.text
+	var obj map[string]any
+	if json.Unmarshal([]byte(input), &obj) != nil || obj == nil {
+		b, _ := json.Marshal(map[string]string{"text": a.text})
+		input = string(b)
+	}
+	a.calls, a.text = []fakeProvCall{{ID: fmt.Sprintf("call_%d", f.next(&f.callIDs)), Name: name, Args: input}}, ""
 }
 
 // fakeProvAnthropicBlock is a content block of a request.
@@ -625,10 +671,11 @@ func (f *fakeProvider) handleAnthropic(w http.ResponseWriter, r *http.Request) {
 		fakeProvAnthropicError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if fakeProvHang(r, turns) {
+	if f.hang(r, turns) {
 		return
 	}
 	a := f.script(turns, fakeProvText(req.System), req.MaxTokens)
+	req.forced(f, &a)
 	id := fmt.Sprintf("msg_fake_%d", f.next(&f.answerIDs))
 	stop := "end_turn"
 	switch {

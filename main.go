@@ -85,7 +85,8 @@
 //	             and sessions),
 //	             ratelimit.go (token buckets per key: per-source limits, 429), api_workflows.go (workflows and runs), api_sessions.go (session transcripts), cors.go
 //	             (CORS for the console's origin), wires.go (OpenAI chat, Anthropic, AG-UI),
-//	             wire_responses.go (OpenAI Responses), console.go (the web console: console/*
+//	             wire_responses.go (OpenAI Responses), wire_params.go (the request parameters each wire
+//	             refuses), console.go (the web console: console/*
 //	             embedded), contract.go
 //	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
 //	             failures, standby), engine_history.go (archive, prune, compaction), engine_queue.go (serial

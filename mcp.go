@@ -13,8 +13,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 )
@@ -40,7 +42,7 @@ const (
 	mcpMethodNotFound     = -32601
 	mcpInvalidParams      = -32602
 	mcpInternalError      = -32603
-	mcpHeaderMismatch     = -32020 // 2026-07-28: the MCP-Protocol-Version header and _meta disagree
+	mcpHeaderMismatch     = -32020 // 2026-07-28: a standard request header is missing, malformed, or disagrees with the body
 	mcpUnsupportedVersion = -32022 // 2026-07-28: a version the server does not speak
 )
 
@@ -73,6 +75,130 @@ type mcpError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+	status  int    // the HTTP status it is answered with, when the revision names one (0: the transport's default)
+}
+
+// mcpHeaders are the Streamable HTTP transport's request metadata headers
+// (2026-07-28 "Request Metadata"); nil fields were not sent. The stdio
+// relay sends them too, as the HTTP client it is.
+type mcpHeaders struct {
+	Version      string  // MCP-Protocol-Version
+	Method, Name *string // Mcp-Method, Mcp-Name (Name as sent: maybe in the Base64 sentinel form)
+}
+
+// Header names of the request metadata.
+const (
+	mcpHeaderVersion = "MCP-Protocol-Version"
+	mcpHeaderMethod  = "Mcp-Method"
+	mcpHeaderName    = "Mcp-Name"
+)
+
+// mcpBase64Prefix and mcpBase64Suffix frame a header value carried in
+// Base64 (the revision's "Value Encoding").
+const (
+	mcpBase64Prefix = "=?base64?"
+	mcpBase64Suffix = "?="
+)
+
+// mcpHeadersOf reads the request metadata headers of h.
+func mcpHeadersOf(h http.Header) mcpHeaders {
+	get := func(name string) *string {
+		if v, ok := h[http.CanonicalHeaderKey(name)]; ok && len(v) > 0 {
+			return &v[0]
+		}
+		return nil
+	}
+	return mcpHeaders{Version: h.Get(mcpHeaderVersion), Method: get(mcpHeaderMethod), Name: get(mcpHeaderName)}
+}
+
+// mcpSetHeaders writes the request metadata of req under version into h, as a
+// client of the revision must.
+func mcpSetHeaders(h http.Header, req *mcpRequest, version string) {
+	if version != "" {
+		h.Set(mcpHeaderVersion, version)
+	}
+	h.Set(mcpHeaderMethod, mcpHeaderEncode(req.method))
+	if name, ok := req.target(); ok {
+		h.Set(mcpHeaderName, mcpHeaderEncode(name))
+	}
+}
+
+// mcpHeaderSafe reports whether s can travel as a plain header value:
+// visible ASCII and inner spaces, and not itself in the sentinel form.
+func mcpHeaderSafe(s string) bool {
+	if s != strings.Trim(s, " \t") || (strings.HasPrefix(s, mcpBase64Prefix) && strings.HasSuffix(s, mcpBase64Suffix)) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// mcpHeaderEncode is s as a header value: plain when safe, else Base64 of
+// its UTF-8 in the sentinel form.
+func mcpHeaderEncode(s string) string {
+	if mcpHeaderSafe(s) {
+		return s
+	}
+	return mcpBase64Prefix + base64.StdEncoding.EncodeToString([]byte(s)) + mcpBase64Suffix
+}
+
+// mcpHeaderDecode is the value a header carries: the sentinel form
+// decoded, a plain value as it is; false when it is malformed or holds
+// characters a header value may not.
+func mcpHeaderDecode(v string) (string, bool) {
+	if inner, ok := strings.CutPrefix(v, mcpBase64Prefix); ok && strings.HasSuffix(inner, mcpBase64Suffix) {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(inner, mcpBase64Suffix))
+		return string(b), err == nil
+	}
+	for i := 0; i < len(v); i++ {
+		if (v[i] < 0x20 && v[i] != '\t') || v[i] > 0x7e {
+			return "", false
+		}
+	}
+	return v, true
+}
+
+// validate checks the request metadata headers against req (the
+// revision's "Server Validation"): under 2026-07-28 MCP-Protocol-Version,
+// Mcp-Method and, for a request naming a target, Mcp-Name are required;
+// under any revision a header that is sent must match the body.
+func (h *mcpHeaders) validate(req *mcpRequest, version string) *mcpError {
+	required := version == mcpVersionStateless
+	mismatch := func(format string, args ...any) *mcpError {
+		return &mcpError{Code: mcpHeaderMismatch, Message: "header mismatch: " + fmt.Sprintf(format, args...)}
+	}
+	if required && h.Version == "" {
+		return mismatch("the %s header is required under %s", mcpHeaderVersion, mcpVersionStateless)
+	}
+	name, named := req.target()
+	for _, c := range []struct {
+		header     string
+		sent       *string
+		body       string
+		inBody     bool
+		bodySource string
+	}{{mcpHeaderMethod, h.Method, req.method, true, "method"}, {mcpHeaderName, h.Name, name, named, "params.name or params.uri"}} {
+		switch {
+		case c.sent == nil && required && c.inBody:
+			return mismatch("the %s header is required under %s (the body's %s is %q)", c.header, mcpVersionStateless, c.bodySource, c.body)
+		case c.sent == nil:
+			continue
+		}
+		v, ok := mcpHeaderDecode(*c.sent)
+		switch {
+		case !ok:
+			return mismatch("the %s header is malformed or holds characters a header may not (send %s<Base64>%s)", c.header, mcpBase64Prefix, mcpBase64Suffix)
+		case !c.inBody:
+			return mismatch("%s header value %q, but the body has no %s", c.header, v, c.bodySource)
+		case v != c.body:
+			return mismatch("%s header value %q does not match body value %q", c.header, v, c.body)
+		}
+	}
+	return nil
 }
 
 // mcpRequest is one decoded JSON-RPC request or notification.
@@ -83,15 +209,30 @@ type mcpRequest struct {
 	version string          // the request's own protocol version (2026-07-28 _meta), or ""
 }
 
+// target is the name the request acts on, which Mcp-Name mirrors:
+// params.name of tools/call and prompts/get, params.uri of resources/read.
+func (r *mcpRequest) target() (string, bool) {
+	field := map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}[r.method]
+	if field == "" || r.params == nil {
+		return "", false
+	}
+	var p map[string]json.RawMessage
+	var v string
+	if json.Unmarshal(r.params, &p) != nil || json.Unmarshal(p[field], &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
 // mcpServerInfo names this server in initialize and 2026-07-28 results.
 func mcpServerInfo() map[string]string {
 	return map[string]string{"name": "svc", "title": "svc runtime", "version": readBuildVersion().orDevel().Version}
 }
 
-// mcpServe answers one message (body) with the tools of t. headerVersion is
-// the MCP-Protocol-Version header ("" when the transport has none). A
-// notification, or a response the client sends, gets nil: nothing to answer.
-func mcpServe(ctx context.Context, t *mcpTools, body []byte, headerVersion string) *mcpResponse {
+// mcpServe answers one message (body) with the tools of t. h holds the
+// request metadata headers the transport carried. A notification, or a
+// response the client sends, gets nil: nothing to answer.
+func mcpServe(ctx context.Context, t *mcpTools, body []byte, h mcpHeaders) *mcpResponse {
 	req, rerr := mcpDecode(body)
 	if rerr != nil {
 		id := json.RawMessage("null") // the id when the request had a readable one
@@ -107,7 +248,7 @@ func mcpServe(ctx context.Context, t *mcpTools, body []byte, headerVersion strin
 		return nil
 	}
 	resp := &mcpResponse{JSONRPC: "2.0", ID: req.id}
-	resp.Result, resp.Error = mcpDispatch(ctx, t, req, headerVersion)
+	resp.Result, resp.Error = mcpDispatch(ctx, t, req, h)
 	return resp
 }
 
@@ -165,10 +306,11 @@ func mcpDecode(body []byte) (*mcpRequest, *mcpError) {
 }
 
 // mcpDispatch runs one request and returns its result or its error.
-func mcpDispatch(ctx context.Context, t *mcpTools, req *mcpRequest, headerVersion string) (any, *mcpError) {
+func mcpDispatch(ctx context.Context, t *mcpTools, req *mcpRequest, h mcpHeaders) (any, *mcpError) {
 	if req.method == "initialize" {
 		return mcpInitialize(req.params)
 	}
+	headerVersion := h.Version
 	version := req.version
 	if headerVersion != "" && version != "" && headerVersion != version {
 		return nil, &mcpError{Code: mcpHeaderMismatch, Message: fmt.Sprintf("header mismatch: MCP-Protocol-Version %q differs from _meta %q", headerVersion, version)}
@@ -179,6 +321,9 @@ func mcpDispatch(ctx context.Context, t *mcpTools, req *mcpRequest, headerVersio
 	if version != "" && !slices.Contains(mcpVersions, version) {
 		return nil, &mcpError{Code: mcpUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q: this server speaks %s", version, strings.Join(mcpVersions, ", ")),
 			Data: map[string]any{"supported": mcpVersions, "requested": version}}
+	}
+	if e := h.validate(req, version); e != nil {
+		return nil, e
 	}
 	stateless := version == mcpVersionStateless
 	var result map[string]any
@@ -207,7 +352,11 @@ func mcpDispatch(ctx context.Context, t *mcpTools, req *mcpRequest, headerVersio
 		}
 		result = t.call(ctx, tool, p.Arguments)
 	default:
-		return nil, &mcpError{Code: mcpMethodNotFound, Message: fmt.Sprintf("method not found: %q (this server offers tools: tools/list, tools/call)", req.method)}
+		e := &mcpError{Code: mcpMethodNotFound, Message: fmt.Sprintf("method not found: %q (this server offers tools: tools/list, tools/call)", req.method)}
+		if stateless {
+			e.status = http.StatusNotFound // 2026-07-28: an unknown method is a 404
+		}
+		return nil, e
 	}
 	if stateless {
 		result["resultType"] = "complete"

@@ -33,13 +33,16 @@ func (s *server) handleMCP(w http.ResponseWriter, r *http.Request) {
 		principal = mcpPrincipalLocal
 	}
 	tools := &mcpTools{rt: s.rt, agent: s.chatAgent, principal: principal}
-	resp := mcpServe(r.Context(), tools, body, r.Header.Get("MCP-Protocol-Version"))
+	resp := mcpServe(r.Context(), tools, body, mcpHeadersOf(r.Header))
 	if resp == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	status := http.StatusOK
-	if resp.Error != nil {
+	switch {
+	case resp.Error != nil && resp.Error.status != 0:
+		status = resp.Error.status
+	case resp.Error != nil:
 		switch resp.Error.Code {
 		case mcpParseError, mcpInvalidRequest, mcpHeaderMismatch, mcpUnsupportedVersion:
 			status = http.StatusBadRequest

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 )
 
 // Provider kinds the outbound model clients speak.
@@ -79,8 +81,84 @@ type modelRequest struct {
 	System      string
 	Messages    []chatMessage
 	Tools       []toolSpec
-	MaxTokens   int      // 0: provider default
-	Temperature *float64 // nil: provider default
+	MaxTokens   int          // 0: provider default
+	Temperature *float64     // nil: provider default
+	TopP        *float64     // nil: provider default
+	Stop        []string     // stop sequences; nil: none
+	Format      *modelFormat // nil: free text
+}
+
+// Types of a modelFormat.
+const (
+	formatJSONObject = "json_object" // any JSON object
+	formatJSONSchema = "json_schema" // JSON matching Schema
+)
+
+// modelFormat is the shape the agent's reply must take, as a wire asked
+// for it (Responses text.format, chat completions response_format,
+// Anthropic output_format): passed to the model and checked on the reply.
+type modelFormat struct {
+	Type        string          // formatJSONObject or formatJSONSchema
+	Name        string          // json_schema: its name
+	Description string          // json_schema: what the reply is
+	Strict      *bool           // json_schema: the client's strict, passed on
+	Schema      json.RawMessage // json_schema: the JSON Schema
+	Param       string          // the request parameter that asked for it, for errors
+	compiled    *jsonSchema     // Schema, compiled by newModelFormat
+}
+
+// errReplyFormat is the failure of a reply that does not take the format
+// the client asked for.
+var errReplyFormat = errors.New("the model's reply does not take the requested format")
+
+// newModelFormat checks a format a wire decoded: a json_schema format
+// needs a schema this runtime can compile.
+func newModelFormat(f modelFormat) (*modelFormat, error) {
+	switch f.Type {
+	case formatJSONObject:
+		return &f, nil
+	case formatJSONSchema:
+		if len(f.Schema) == 0 || string(f.Schema) == "null" {
+			return nil, errors.New("a json_schema format needs its schema")
+		}
+		var root struct {
+			Type any `json:"type"`
+		}
+		if json.Unmarshal(f.Schema, &root) != nil || root.Type != "object" {
+			return nil, errors.New(`the schema's root must be an object schema ("type": "object"), as the providers require`)
+		}
+		c, err := compileSchema(f.Schema)
+		if err != nil {
+			return nil, err
+		}
+		f.compiled = c
+		return &f, nil
+	}
+	return nil, fmt.Errorf("unsupported format type %q: use text, json_object or json_schema", f.Type)
+}
+
+// check reports whether text takes the format: a JSON object, matching
+// the schema when there is one.
+func (f *modelFormat) check(text string) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(text), &obj); err != nil || obj == nil {
+		return fmt.Errorf("%w (%s): the reply is not a JSON object: %.200q", errReplyFormat, f.Param, text)
+	}
+	if f.compiled == nil {
+		return nil
+	}
+	violations, err := f.compiled.validateJSON([]byte(text))
+	if err != nil {
+		return fmt.Errorf("%w (%s): %v", errReplyFormat, f.Param, err)
+	}
+	if len(violations) > 0 {
+		var parts []string
+		for _, v := range violations {
+			parts = append(parts, orRoot(v.Path)+": "+v.Message)
+		}
+		return fmt.Errorf("%w (%s): the reply does not match the schema: %s", errReplyFormat, f.Param, strings.Join(parts, "; "))
+	}
+	return nil
 }
 
 // modelUsage counts tokens of one call.

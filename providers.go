@@ -205,7 +205,7 @@ func (c *providerClient) complete(ctx context.Context, req modelRequest, onDelta
 		resp, f := c.attempt(ctx, body, stream, emit)
 		if f == nil {
 			resp.Model = cmp.Or(resp.Model, model)
-			return resp, nil
+			return providerReplyFrom(req, resp), nil
 		}
 		if ctx.Err() != nil {
 			return modelResponse{}, c.contextError(ctx)
@@ -487,6 +487,9 @@ type providerOpenAIRequest struct {
 	MaxTokens           int                          `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int                          `json:"max_completion_tokens,omitempty"`
 	Temperature         *float64                     `json:"temperature,omitempty"`
+	TopP                *float64                     `json:"top_p,omitempty"`
+	Stop                []string                     `json:"stop,omitempty"`
+	ResponseFormat      map[string]any               `json:"response_format,omitempty"`
 	Stream              bool                         `json:"stream,omitempty"`
 	StreamOptions       *providerOpenAIStreamOptions `json:"stream_options,omitempty"`
 }
@@ -565,7 +568,7 @@ type providerOpenAIChunk struct {
 // messages; a tool result's IsError has no OpenAI field and is carried by
 // its content alone.
 func (w providerOpenAIWire) encode(model string, req modelRequest, stream bool) any {
-	out := providerOpenAIRequest{Model: model, Temperature: req.Temperature, Stream: stream}
+	out := providerOpenAIRequest{Model: model, Temperature: req.Temperature, TopP: req.TopP, Stop: req.Stop, Stream: stream, ResponseFormat: providerOpenAIFormat(req.Format)}
 	if stream {
 		out.StreamOptions = &providerOpenAIStreamOptions{IncludeUsage: true}
 	}
@@ -597,6 +600,24 @@ func (w providerOpenAIWire) encode(model string, req modelRequest, stream bool) 
 		out.Tools = append(out.Tools, tool)
 	}
 	return out
+}
+
+// providerOpenAIFormat is the response_format of f; nil for free text.
+func providerOpenAIFormat(f *modelFormat) map[string]any {
+	if f == nil {
+		return nil
+	}
+	if f.Type == formatJSONObject {
+		return map[string]any{"type": formatJSONObject}
+	}
+	js := map[string]any{"name": cmp.Or(f.Name, "reply"), "schema": f.Schema}
+	if f.Description != "" {
+		js["description"] = f.Description
+	}
+	if f.Strict != nil {
+		js["strict"] = *f.Strict
+	}
+	return map[string]any{"type": formatJSONSchema, "json_schema": js}
 }
 
 // setHeaders implements providerWire: a bearer token, when there is a key
@@ -711,13 +732,37 @@ type providerAnthropicWire struct{}
 
 // providerAnthropicRequest is the body of POST /v1/messages.
 type providerAnthropicRequest struct {
-	Model       string                     `json:"model"`
-	MaxTokens   int                        `json:"max_tokens"`
-	System      string                     `json:"system,omitempty"`
-	Messages    []providerAnthropicMessage `json:"messages"`
-	Tools       []providerAnthropicTool    `json:"tools,omitempty"`
-	Temperature *float64                   `json:"temperature,omitempty"`
-	Stream      bool                       `json:"stream,omitempty"`
+	Model         string                     `json:"model"`
+	MaxTokens     int                        `json:"max_tokens"`
+	System        string                     `json:"system,omitempty"`
+	Messages      []providerAnthropicMessage `json:"messages"`
+	Tools         []providerAnthropicTool    `json:"tools,omitempty"`
+	ToolChoice    map[string]string          `json:"tool_choice,omitempty"`
+	Temperature   *float64                   `json:"temperature,omitempty"`
+	TopP          *float64                   `json:"top_p,omitempty"`
+	StopSequences []string                   `json:"stop_sequences,omitempty"`
+	Stream        bool                       `json:"stream,omitempty"`
+}
+
+// providerReplyTool is the tool through which an Anthropic model gives a
+// reply in a requested format: offered last, its input is the reply, and
+// tool_choice makes the model call a tool (this one when the agent has no
+// other), so the reply is JSON its input schema shaped.
+const providerReplyTool = "svc_reply"
+
+// providerReplyFrom turns a call of providerReplyTool into the answer's
+// text: the reply, as a final answer.
+func providerReplyFrom(req modelRequest, resp modelResponse) modelResponse {
+	if req.Format == nil {
+		return resp
+	}
+	for _, c := range resp.ToolCalls {
+		if c.Name == providerReplyTool {
+			resp.Text, resp.ToolCalls, resp.StopReason = string(c.Arguments), nil, stopEnd
+			return resp
+		}
+	}
+	return resp
 }
 
 // providerAnthropicMessage is a message of a request.
@@ -791,11 +836,13 @@ type providerAnthropicEvent struct {
 // (several tool results in particular) merged into one message.
 func (providerAnthropicWire) encode(model string, req modelRequest, stream bool) any {
 	out := providerAnthropicRequest{
-		Model:       model,
-		MaxTokens:   cmp.Or(req.MaxTokens, providerAnthropicMaxTokens),
-		System:      req.System,
-		Temperature: req.Temperature,
-		Stream:      stream,
+		Model:         model,
+		MaxTokens:     cmp.Or(req.MaxTokens, providerAnthropicMaxTokens),
+		System:        req.System,
+		Temperature:   req.Temperature,
+		TopP:          req.TopP,
+		StopSequences: req.Stop,
+		Stream:        stream,
 	}
 	for _, m := range req.Messages {
 		role, blocks := providerAnthropicBlocks(m)
@@ -810,6 +857,21 @@ func (providerAnthropicWire) encode(model string, req modelRequest, stream bool)
 	}
 	for _, t := range req.Tools {
 		out.Tools = append(out.Tools, providerAnthropicTool{Name: t.Name, Description: t.Description, InputSchema: providerObject(t.Parameters, providerEmptySchema)})
+	}
+	if f := req.Format; f != nil {
+		schema := json.RawMessage(`{"type":"object"}`)
+		if f.Type == formatJSONSchema {
+			schema = f.Schema
+		}
+		desc := "Give your final reply by calling this tool: its input is the reply."
+		if f.Description != "" {
+			desc += " The reply: " + f.Description
+		}
+		out.Tools = append(out.Tools, providerAnthropicTool{Name: providerReplyTool, Description: desc, InputSchema: schema})
+		out.ToolChoice = map[string]string{"type": "any"}
+		if len(req.Tools) == 0 {
+			out.ToolChoice = map[string]string{"type": "tool", "name": providerReplyTool}
+		}
 	}
 	return out
 }

@@ -102,8 +102,8 @@ func parseResponsesItem(s string) (responsesID, string, bool) {
 }
 
 // responsesRequest is the body of POST /openai/v1/responses. Fields not
-// listed (tool_choice, parallel_tool_calls, text, reasoning, include, …)
-// are accepted and ignored.
+// listed are refused unless they ask for what svc does anyway
+// (wireParamsResponses), or accepted as hints without effect (README).
 type responsesRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
@@ -114,17 +114,168 @@ type responsesRequest struct {
 	Store              *bool             `json:"store"`
 	MaxOutputTokens    int               `json:"max_output_tokens"`
 	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
 	Metadata           json.RawMessage   `json:"metadata"`
 	Conversation       json.RawMessage   `json:"conversation"`
 	Background         bool              `json:"background"`
+	Text               struct {
+		Format json.RawMessage `json:"format"`
+	} `json:"text"`
 }
 
-// responsesTool is a tool of the request; only function tools are served.
-type responsesTool struct {
+// responsesFormat is text.format: text, json_object or json_schema.
+type responsesFormat struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+// responsesTool is a tool of the request: a function tool the client runs,
+// or the mcp tool declaring the agent's own tools (server_label "svc", what
+// the Agents SDK's hostedMcpTool sends; its server_url, headers and
+// authorization say how to reach a server, and svc is that server).
+type responsesTool struct {
+	Type            string          `json:"type"`
+	Name            string          `json:"name"`
+	Description     string          `json:"description"`
+	Parameters      json.RawMessage `json:"parameters"`
+	ServerLabel     string          `json:"server_label"`
+	RequireApproval json.RawMessage `json:"require_approval"`
+	AllowedTools    json.RawMessage `json:"allowed_tools"`
+	AllowedCallers  json.RawMessage `json:"allowed_callers"`
+	DeferLoading    bool            `json:"defer_loading"`
+}
+
+// responsesToolFilter is the object form of allowed_tools and of
+// require_approval's always and never.
+type responsesToolFilter struct {
+	ToolNames []string `json:"tool_names"`
+	ReadOnly  *bool    `json:"read_only"`
+}
+
+// decodeTools reads the request's tools: function tools become the
+// client's tools; the mcp tool labelled svc becomes the policy over the
+// agent's own tools. Any other tool is refused, naming it.
+func (c *responsesWire) decodeTools(wr *agentRequest) *wireError {
+	for i, raw := range c.req.Tools {
+		param := fmt.Sprintf("tools[%d]", i)
+		var t responsesTool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return responsesInvalid(param, "a tool must be an object: %v", err)
+		}
+		switch {
+		case t.Type == "function" && t.Name != "":
+			wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		case t.Type == "function":
+			return responsesInvalid(param+".name", "a function tool needs a name")
+		case t.Type == "mcp" && t.ServerLabel != responsesServerLabel:
+			return responsesInvalid(param+".server_label", "the only MCP server of this wire is the agent's own tools, server_label %q; got %q (svc does not call other MCP servers)", responsesServerLabel, t.ServerLabel)
+		case t.Type == "mcp" && wr.ToolPolicy != nil:
+			return responsesInvalid(param, "the mcp tool %q is declared twice", responsesServerLabel)
+		case t.Type == "mcp" && t.DeferLoading:
+			return responsesInvalid(param+".defer_loading", "defer_loading is not supported: the agent's tools are always loaded")
+		case t.Type == "mcp" && len(t.AllowedCallers) > 0 && string(t.AllowedCallers) != "null":
+			return responsesInvalid(param+".allowed_callers", "allowed_callers is not supported: the agent's model calls its tools directly")
+		case t.Type == "mcp":
+			wr.ToolPolicy = &agentToolPolicy{}
+			if e := responsesAllowedTools(wr.ToolPolicy, t.AllowedTools, param+".allowed_tools"); e != nil {
+				return e
+			}
+			if e := responsesRequireApproval(wr.ToolPolicy, t.RequireApproval, param+".require_approval"); e != nil {
+				return e
+			}
+		default:
+			return responsesInvalid(param+".type", "unsupported tool type %q: send function tools ({\"type\":\"function\",\"name\":…,\"parameters\":…}) and the mcp tool of the agent's own tools ({\"type\":\"mcp\",\"server_label\":%q})", t.Type, responsesServerLabel)
+		}
+	}
+	return nil
+}
+
+// responsesToolNames reads a list of tool names or a filter object
+// ({"tool_names": […]}) at param; read_only is refused, as svc does not
+// know which of the agent's tools only read.
+func responsesToolNames(p *agentToolPolicy, raw json.RawMessage, param string) ([]string, *wireError) {
+	var names []string
+	if json.Unmarshal(raw, &names) != nil {
+		var f responsesToolFilter
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return nil, responsesInvalid(param, "must be a list of tool names or {\"tool_names\": [...]}: %v", err)
+		}
+		if f.ReadOnly != nil && *f.ReadOnly {
+			return nil, responsesInvalid(param+".read_only", "read_only is not supported: svc does not know which of the agent's tools only read; list them in tool_names")
+		}
+		names, param = f.ToolNames, param+".tool_names"
+	}
+	for j, n := range names {
+		p.Names = append(p.Names, agentToolParam{Name: n, Param: fmt.Sprintf("%s[%d]", param, j)})
+	}
+	return names, nil
+}
+
+// responsesAllowedTools reads allowed_tools: the only agent tools the
+// model is offered.
+func responsesAllowedTools(p *agentToolPolicy, raw json.RawMessage, param string) *wireError {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	names, e := responsesToolNames(p, raw, param)
+	if e != nil {
+		return e
+	}
+	p.Allowed = map[string]bool{}
+	for _, n := range names {
+		p.Allowed[n] = true
+	}
+	return nil
+}
+
+// responsesRequireApproval reads require_approval: "always" makes every
+// agent tool wait for approval, {"always": {"tool_names": […]}} those;
+// "never" (the Agents SDK's default) asks for none beyond the agent's own
+// (a tool its author marked needsApproval still waits), and naming such a
+// tool under {"never": …} is refused.
+func responsesRequireApproval(p *agentToolPolicy, raw json.RawMessage, param string) *wireError {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		switch mode {
+		case "always":
+			p.ApproveAll = true
+		case "never":
+		default:
+			return responsesInvalid(param, "require_approval must be \"always\", \"never\" or {\"always\": {\"tool_names\": [...]}, \"never\": {...}}; got %q", mode)
+		}
+		return nil
+	}
+	var v struct {
+		Always json.RawMessage `json:"always"`
+		Never  json.RawMessage `json:"never"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return responsesInvalid(param, "require_approval must be \"always\", \"never\" or {\"always\": {\"tool_names\": [...]}, \"never\": {...}}: %v", err)
+	}
+	for _, side := range []struct {
+		raw  json.RawMessage
+		name string
+		set  *map[string]bool
+	}{{v.Always, "always", &p.Approve}, {v.Never, "never", &p.Lift}} {
+		if len(side.raw) == 0 || string(side.raw) == "null" {
+			continue
+		}
+		names, e := responsesToolNames(p, side.raw, param+"."+side.name)
+		if e != nil {
+			return e
+		}
+		*side.set = map[string]bool{}
+		for _, n := range names {
+			(*side.set)[n] = true
+		}
+	}
+	return nil
 }
 
 // responsesItem is an input item, of any type.
@@ -181,17 +332,26 @@ func (c *responsesWire) decode(r *http.Request, body []byte) (*agentRequest, *wi
 	case len(req.Conversation) > 0 && string(req.Conversation) != "null":
 		return nil, responsesInvalid("conversation", "conversations are not supported: continue with previous_response_id or an x-svc-session header")
 	}
-	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxOutputTokens, Temperature: req.Temperature}
+	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxOutputTokens, Temperature: req.Temperature, TopP: req.TopP}
+	if e := wireCheckParams(body, wireParamsResponses); e != nil {
+		return nil, e
+	}
+	if f := req.Text.Format; len(f) > 0 && string(f) != "null" {
+		var rf responsesFormat
+		if err := json.Unmarshal(f, &rf); err != nil {
+			return nil, responsesInvalid("text.format", "text.format must be an object: %v", err)
+		}
+		var e *wireError
+		if wr.Format, e = wireFormat("text.format", modelFormat{Type: rf.Type, Name: rf.Name, Description: rf.Description, Schema: rf.Schema, Strict: rf.Strict}); e != nil {
+			return nil, e
+		}
+	}
 	var system []string
 	if req.Instructions != "" {
 		system = append(system, req.Instructions)
 	}
-	for i, raw := range req.Tools {
-		var t responsesTool
-		if err := json.Unmarshal(raw, &t); err != nil || t.Type != "function" || t.Name == "" {
-			return nil, responsesInvalid(fmt.Sprintf("tools[%d]", i), "only function tools are supported ({\"type\":\"function\",\"name\":…,\"parameters\":…}); got %s", raw)
-		}
-		wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	if e := c.decodeTools(wr); e != nil {
+		return nil, e
 	}
 	base, e := c.decodeInput(wr, &system)
 	if e != nil {
@@ -351,8 +511,11 @@ func (a *responsesAnswer) response(status string, res *agentResult) map[string]a
 	resp := map[string]any{"id": a.c.id.String(), "object": "response", "created_at": a.created, "status": status, "model": a.agent,
 		"output": a.output, "error": nil, "incomplete_details": nil, "instructions": nil, "max_output_tokens": nil,
 		"parallel_tool_calls": true, "previous_response_id": nil, "store": a.c.stored, "temperature": req.Temperature,
-		"tool_choice": "auto", "tools": tools, "top_p": nil, "truncation": "disabled", "text": map[string]any{"format": map[string]string{"type": "text"}},
+		"tool_choice": "auto", "tools": tools, "top_p": req.TopP, "truncation": "disabled", "text": map[string]any{"format": map[string]string{"type": "text"}},
 		"metadata": map[string]any{}, "usage": nil}
+	if f := req.Text.Format; len(f) > 0 && string(f) != "null" {
+		resp["text"] = map[string]any{"format": f} // the format the reply obeyed (checked before answering)
+	}
 	if req.Instructions != "" {
 		resp["instructions"] = req.Instructions
 	}

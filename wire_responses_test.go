@@ -220,7 +220,7 @@ func TestResponsesWhole(t *testing.T) {
 		{"unknown agent", `{"model":"nobody","input":"hi"}`, 404, []check{{"error.code", "model_not_found"}, {"error.param", "model"}}},
 		{"no model", `{"input":"hi"}`, 400, []check{{"error.param", "model"}}},
 		{"no input", `{"model":"helper"}`, 400, []check{{"error.param", "input"}}},
-		{"hosted tool", responsesBody("hi", map[string]any{"tools": []map[string]string{{"type": "web_search"}}}), 400, []check{{"error.param", "tools[0]"}}},
+		{"hosted tool", responsesBody("hi", map[string]any{"tools": []map[string]string{{"type": "web_search"}}}), 400, []check{{"error.param", "tools[0].type"}}},
 		{"unknown item", responsesBody([]map[string]string{{"type": "computer_call_output"}}, nil), 400, []check{{"error.param", "input[0].type"}}},
 		{"foreign reference", responsesBody([]map[string]string{{"type": "item_reference", "id": "msg_abc"}}, nil), 400, []check{{"error.param", "input[0].id"}}},
 		{"malformed previous id", responsesBody("hi", map[string]any{"previous_response_id": "resp_x"}), 404,
@@ -593,5 +593,87 @@ func TestResponsesMigrationMovesKeptSessions(t *testing.T) {
 	reqs := env.script.requests()
 	if sent := reqs[len(reqs)-1].Messages; len(sent) != 3 || sent[0].Content != "kept before" {
 		t.Errorf("continuing a response kept before the migration sent %+v; want its conversation then the input", sent)
+	}
+}
+
+// TestResponsesMCPTool drives the agent's own tools through the mcp tool
+// the Agents SDK's hostedMcpTool({serverLabel: "svc"}) declares: its URL
+// and headers are ignored; require_approval "never" (the SDK's default)
+// keeps the author's approvals, "always" and tool_names add some;
+// allowed_tools narrows what the model is offered; anything svc cannot
+// serve is a 400 naming the parameter.
+func TestResponsesMCPTool(t *testing.T) {
+	env := newWiresEnv(t, wiresMigratedDB(t))
+	cred := map[string]string{"Authorization": "Bearer a"}
+	mcp := func(fields map[string]any) []map[string]any {
+		tool := map[string]any{"type": "mcp", "server_label": "svc", "server_url": "https://example.invalid/mcp", "headers": map[string]string{"x": "y"}}
+		for k, v := range fields {
+			tool[k] = v
+		}
+		return []map[string]any{tool}
+	}
+	pending := func(say string, fields map[string]any) map[string]any {
+		t.Helper()
+		resp := responsesCreate(t, env, cred, responsesBody(say, map[string]any{"tools": mcp(fields)}))
+		return resp
+	}
+
+	// The SDK's default declaration: the author's approval is asked, and an
+	// approval through previous_response_id runs the tool.
+	req := pending(`call refund {"orderId":"o1"}`, map[string]any{"require_approval": "never"})
+	if responsesOutputTypes(req) != "mcp_approval_request" || wiresJSONAt(req, "tools.0.type") != "mcp" {
+		t.Fatalf("refund with the mcp tool declared = %v; want an mcp_approval_request", req)
+	}
+	got := responsesCreate(t, env, cred, responsesBody([]any{map[string]any{"type": "mcp_approval_response", "approval_request_id": wiresJSONAt(req, "output.0.id"), "approve": true}},
+		map[string]any{"previous_response_id": req["id"], "tools": mcp(nil)}))
+	if wiresJSONAt(got, "output.0.output") != `{"refunded":"o1"}` {
+		t.Errorf("approved refund = %v", got)
+	}
+	// require_approval "always", or naming a tool, makes it wait too.
+	for name, fields := range map[string]map[string]any{
+		"always":     {"require_approval": "always"},
+		"tool_names": {"require_approval": map[string]any{"always": map[string]any{"tool_names": []string{"add"}}}},
+	} {
+		req := pending(`call add {"a":1,"b":2}`, fields)
+		if responsesOutputTypes(req) != "mcp_approval_request" || wiresJSONAt(req, "output.0.name") != "add" {
+			t.Errorf("%s: add = %v; want it waiting for approval", name, req)
+		}
+	}
+	// allowed_tools: the model is offered only those, and a call of another
+	// agent tool runs nothing.
+	r := pending(`call add {"a":1,"b":2}`, map[string]any{"allowed_tools": map[string]any{"tool_names": []string{"add"}}})
+	if out, _ := wiresJSONAt(r, "output.0.output").(string); !strings.Contains(out, `"sum":3`) {
+		t.Errorf("allowed add = %v", r)
+	}
+	reqs := env.script.requests()
+	if tools := reqs[len(reqs)-1].Tools; len(tools) != 1 || tools[0].Name != "add" {
+		t.Errorf("allowed_tools [add]: model offered %+v", tools)
+	}
+	r = pending(`call boom {}`, map[string]any{"allowed_tools": []string{"add"}})
+	if msg, _ := wiresJSONAt(r, "output.0.error").(string); wiresJSONAt(r, "output.0.status") != "failed" || !strings.Contains(msg, `no tool named "boom"`) {
+		t.Errorf("boom outside allowed_tools = %v", r)
+	}
+
+	// What svc cannot serve: 400 naming the parameter.
+	for name, tt := range map[string]struct {
+		tools any
+		param string
+	}{
+		"another server":      {[]map[string]any{{"type": "mcp", "server_label": "github", "server_url": "https://x"}}, "tools[0].server_label"},
+		"a hosted tool":       {[]map[string]any{{"type": "function", "name": "pick"}, {"type": "web_search"}}, "tools[1].type"},
+		"twice":               {append(mcp(nil), mcp(nil)...), "tools[1]"},
+		"unknown allowed":     {mcp(map[string]any{"allowed_tools": []string{"add", "nope"}}), "tools[0].allowed_tools[1]"},
+		"read_only":           {mcp(map[string]any{"allowed_tools": map[string]any{"read_only": true}}), "tools[0].allowed_tools.read_only"},
+		"approval mode":       {mcp(map[string]any{"require_approval": "sometimes"}), "tools[0].require_approval"},
+		"lift author's":       {mcp(map[string]any{"require_approval": map[string]any{"never": map[string]any{"tool_names": []string{"refund"}}}}), "tools[0].require_approval.never.tool_names[0]"},
+		"unknown approval":    {mcp(map[string]any{"require_approval": map[string]any{"always": map[string]any{"tool_names": []string{"nope"}}}}), "tools[0].require_approval.always.tool_names[0]"},
+		"defer_loading":       {mcp(map[string]any{"defer_loading": true}), "tools[0].defer_loading"},
+		"allowed_callers":     {mcp(map[string]any{"allowed_callers": []string{"code"}}), "tools[0].allowed_callers"},
+		"function needs name": {[]map[string]any{{"type": "function"}}, "tools[0].name"},
+	} {
+		r := env.post(t, "/openai/v1/responses", cred, responsesBody("hi", map[string]any{"tools": tt.tools}))
+		if body := r.json(t); r.Status != 400 || wiresJSONAt(body, "error.param") != tt.param {
+			t.Errorf("%s: %d %s; want 400 naming %s", name, r.Status, r.Body, tt.param)
+		}
 	}
 }

@@ -79,6 +79,8 @@ func wireErrorFor(err error) *wireError {
 			status = ue.Status
 		}
 		return &wireError{Status: status, Kind: wireErrUpstream, Message: ue.Error()}
+	case errors.Is(err, errReplyFormat):
+		return &wireError{Status: http.StatusBadGateway, Kind: wireErrUpstream, Message: err.Error()}
 	case errors.Is(err, errSessionBusy):
 		return &wireError{Status: http.StatusConflict, Kind: wireErrBusy, Message: err.Error()}
 	case errors.Is(err, errNoModelProvider):
@@ -228,6 +230,9 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 		return
 	}
 	ag, e := s.chatAgent(wr.Agent)
+	if e == nil {
+		e = wireCheckToolPolicy(ag, wr.ToolPolicy)
+	}
 	p := s.rt.provider.Load()
 	if e == nil && p == nil {
 		e = &wireError{Status: http.StatusServiceUnavailable, Kind: wireErrNoModel, Message: gateNoProviderMessage(s.rt.apiURL)}
@@ -248,6 +253,62 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 		return
 	}
 	answer.finish(res)
+}
+
+// wireFormat is the reply format a wire carried at param: nil for text
+// (or none), else checked; a format svc cannot serve is a 400 naming param.
+func wireFormat(param string, f modelFormat) (*modelFormat, *wireError) {
+	if f.Type == "" || f.Type == "text" {
+		return nil, nil
+	}
+	f.Param = param
+	mf, err := newModelFormat(f)
+	if err != nil {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: param, Message: param + ": " + err.Error()}
+	}
+	return mf, nil
+}
+
+// wireStop reads stop sequences at param: a string or a list of strings,
+// passed to the agent's model.
+func wireStop(param string, raw json.RawMessage) ([]string, *wireError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: param, Message: param + " must be a string or a list of strings"}
+	}
+	return list, nil
+}
+
+// wireCheckToolPolicy refuses a tool policy that names a tool the agent
+// does not have, or asks a tool its author requires approval for not to
+// wait for it; nil p passes.
+func wireCheckToolPolicy(ag *agentDef, p *agentToolPolicy) *wireError {
+	if p == nil {
+		return nil
+	}
+	for _, n := range p.Names {
+		t := ag.Spec.tool(n.Name)
+		switch {
+		case t == nil:
+			var names []string
+			for _, t := range ag.Spec.Tools {
+				names = append(names, t.Name)
+			}
+			return &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: n.Param,
+				Message: fmt.Sprintf("the agent %q has no tool %q (its tools: %s)", ag.Name, n.Name, strings.Join(names, ", "))}
+		case t.NeedsApproval && p.Lift[n.Name]:
+			return &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: n.Param,
+				Message: fmt.Sprintf("the tool %q always waits for the user's approval (its author set needsApproval); a request cannot lift it", n.Name)}
+		}
+	}
+	return nil
 }
 
 // wireNoRetry tells SDKs whether to retry: not an error that only the
@@ -477,9 +538,20 @@ type openAIRequest struct {
 		Type     string   `json:"type"`
 		Function toolSpec `json:"function"`
 	} `json:"tools"`
-	MaxTokens           int      `json:"max_tokens"`
-	MaxCompletionTokens int      `json:"max_completion_tokens"`
-	Temperature         *float64 `json:"temperature"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	Stop                json.RawMessage `json:"stop"`
+	ResponseFormat      struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
 }
 
 // decode reads a chat-completions request: system and developer messages
@@ -500,10 +572,25 @@ func (openAIWire) decode(r *http.Request, body []byte) (*agentRequest, *wireErro
 		wr.MaxTokens = req.MaxCompletionTokens
 	}
 	wr.IncludeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	for _, t := range req.Tools {
-		if t.Type == "function" && t.Function.Name != "" {
-			wr.ClientTools = append(wr.ClientTools, t.Function)
+	wr.TopP = req.TopP
+	var e *wireError
+	if e = wireCheckParams(body, wireParamsChat); e != nil {
+		return nil, e
+	}
+	if wr.Stop, e = wireStop("stop", req.Stop); e != nil {
+		return nil, e
+	}
+	rf := req.ResponseFormat
+	if wr.Format, e = wireFormat("response_format", modelFormat{Type: rf.Type, Name: rf.JSONSchema.Name, Description: rf.JSONSchema.Description,
+		Schema: rf.JSONSchema.Schema, Strict: rf.JSONSchema.Strict}); e != nil {
+		return nil, e
+	}
+	for i, t := range req.Tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: fmt.Sprintf("tools[%d]", i),
+				Message: fmt.Sprintf("tools[%d]: only function tools with a name are supported ({\"type\":\"function\",\"function\":{\"name\":…}})", i)}
 		}
+		wr.ClientTools = append(wr.ClientTools, t.Function)
 	}
 	var system []string
 	for _, m := range req.Messages {
@@ -730,12 +817,25 @@ type anthropicRequest struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Tools []struct {
+		Type        string          `json:"type"`
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
 		InputSchema json.RawMessage `json:"input_schema"`
 	} `json:"tools"`
-	Stream      bool     `json:"stream"`
-	Temperature *float64 `json:"temperature"`
+	TopP          *float64         `json:"top_p"`
+	StopSequences json.RawMessage  `json:"stop_sequences"`
+	Stream        bool             `json:"stream"`
+	Temperature   *float64         `json:"temperature"`
+	OutputFormat  *anthropicFormat `json:"output_format"` // structured outputs (beta)
+	OutputConfig  struct {
+		Format *anthropicFormat `json:"format"`
+	} `json:"output_config"` // structured outputs
+}
+
+// anthropicFormat is a structured-output format of the messages wire.
+type anthropicFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema"`
 }
 
 // anthropicBlocks reads a message content: a string or an array of blocks.
@@ -763,10 +863,29 @@ func (anthropicWire) decode(r *http.Request, body []byte) (*agentRequest, *wireE
 		return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Message: "messages: at least one message is required"}
 	}
 	wr := &agentRequest{Agent: req.Model, Stream: req.Stream, MaxTokens: req.MaxTokens, Temperature: req.Temperature, System: wireText(req.System)}
-	for _, t := range req.Tools {
-		if t.Name != "" {
-			wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+	wr.TopP = req.TopP
+	var e *wireError
+	if e = wireCheckParams(body, wireParamsAnthropic); e != nil {
+		return nil, e
+	}
+	if wr.Stop, e = wireStop("stop_sequences", req.StopSequences); e != nil {
+		return nil, e
+	}
+	param, format := "output_config.format", req.OutputConfig.Format
+	if req.OutputFormat != nil {
+		param, format = "output_format", req.OutputFormat
+	}
+	if format != nil {
+		if wr.Format, e = wireFormat(param, modelFormat{Type: format.Type, Schema: format.Schema}); e != nil {
+			return nil, e
 		}
+	}
+	for i, t := range req.Tools {
+		if (t.Type != "" && t.Type != "custom") || t.Name == "" {
+			return nil, &wireError{Status: http.StatusBadRequest, Kind: wireErrInvalid, Param: fmt.Sprintf("tools.%d", i),
+				Message: fmt.Sprintf("tools.%d: only client tools with a name are supported (type %q is a server tool svc does not have)", i, t.Type)}
+		}
+		wr.ClientTools = append(wr.ClientTools, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
 	for i, m := range req.Messages {
 		blocks, err := anthropicBlocks(m.Content)
@@ -1076,6 +1195,9 @@ type aguiInput struct {
 func (a aguiWire) decode(r *http.Request, body []byte) (*agentRequest, *wireError) {
 	var in aguiInput
 	if e := wireDecodeJSON(body, &in); e != nil {
+		return nil, e
+	}
+	if e := wireCheckParams(body, wireParamsAGUI); e != nil {
 		return nil, e
 	}
 	if in.ThreadID == nil {

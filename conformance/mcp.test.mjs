@@ -171,6 +171,30 @@ test("raw HTTP: transport errors and the Origin check", async () => {
   res = await post(JSON.stringify({ jsonrpc: "1.0", id: 1, method: "ping" }));
   assert.equal((await res.json()).error.code, -32600);
   res = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "resources/list" }));
+  assert.equal(res.status, 200, "an unknown method of a 2025 revision is a JSON-RPC error only");
+  assert.equal((await res.json()).error.code, -32601);
+  // 2026-07-28: the request metadata headers are required and must match
+  // the body (400, -32020); an unknown method is a 404.
+  const meta = { "io.modelcontextprotocol/protocolVersion": "2026-07-28" };
+  const modern = { "mcp-protocol-version": "2026-07-28" };
+  const start = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "start_workflow", arguments: { name: "greet", input: { name: "x" } }, _meta: meta } });
+  for (const [label, headers, missing] of [
+    ["wrong Mcp-Method", { ...modern, "mcp-method": "tools/list", "mcp-name": "start_workflow" }, /Mcp-Method/],
+    ["no Mcp-Method", { ...modern, "mcp-name": "start_workflow" }, /Mcp-Method/],
+    ["no Mcp-Name", { ...modern, "mcp-method": "tools/call" }, /Mcp-Name/],
+    ["wrong Mcp-Name", { ...modern, "mcp-method": "tools/call", "mcp-name": "list_runs" }, /Mcp-Name/],
+    ["no MCP-Protocol-Version", { "mcp-method": "tools/call", "mcp-name": "start_workflow" }, /MCP-Protocol-Version/],
+  ]) {
+    res = await post(start, headers);
+    assert.equal(res.status, 400, label);
+    const body = await res.json();
+    assert.equal(body.error.code, -32020, label);
+    assert.match(body.error.message, missing, label);
+  }
+  res = await post(start, { ...modern, "mcp-method": "tools/call", "mcp-name": "=?base64?c3RhcnRfd29ya2Zsb3c=?=" });
+  assert.equal(res.status, 200, "Mcp-Name in the Base64 sentinel form is decoded");
+  res = await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "resources/list", params: { _meta: meta } }), { ...modern, "mcp-method": "resources/list" });
+  assert.equal(res.status, 404);
   assert.equal((await res.json()).error.code, -32601);
   res = await post(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }));
   assert.equal(res.status, 202);
