@@ -193,7 +193,7 @@ func (s *cpServer) authenticate(w http.ResponseWriter, r *http.Request) {
 	}
 	u, cred, err := s.store.userByCredential(r.Context(), tok)
 	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusUnauthorized, codeAuth, "the credential is unknown or revoked: svc login again")
+		cpError(w, http.StatusUnauthorized, codeAuth, "the credential is unknown, revoked, or expired after it went unused: svc login again")
 		return
 	}
 	if err != nil {

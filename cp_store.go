@@ -703,7 +703,7 @@ func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string)
 		cpHash(tok), orgRef, agentRef, s.credentialTTL().Seconds(), cpTouchEvery.Seconds()).Scan(&keyOrg, &keyID, &user, &orgID, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown or revoked", false}
+		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown, revoked or expired", false}
 	case err != nil:
 		return c, d, fmt.Errorf("proxy target: %w", err)
 	case keyOrg != nil:
