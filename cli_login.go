@@ -45,6 +45,9 @@ type loginIdentity struct {
 	User            cpUser  `json:"user"`
 	Organization    *cpOrg  `json:"organization"`
 	Organizations   []cpOrg `json:"organizations"`
+	// Replaced is true when svc login revoked the credential this machine
+	// had before (loginReplace).
+	Replaced bool `json:"replaced_credential,omitempty"`
 }
 
 // cliConfigDir is svc's configuration directory: $XDG_CONFIG_HOME/svc, or
@@ -197,14 +200,40 @@ func runLogin(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err := writeFileAtomic(loginPath(c), append(b, '\n'), privateFileMode); err != nil {
 		return fmt.Errorf("svc login: save credentials: %w", err)
 	}
+	replaced := loginReplace(ctx, c, saved, cred)
 	if missing != nil {
 		return missing
 	}
-	id := loginIdentity{SchemaVersion: 1, ControlPlaneURL: base, User: who.User, Organization: creds.Organization, Organizations: who.Organizations}
+	id := loginIdentity{SchemaVersion: 1, ControlPlaneURL: base, User: who.User, Organization: creds.Organization, Organizations: who.Organizations, Replaced: replaced}
 	c.emit(id, func(w io.Writer) {
 		fmt.Fprintf(w, "signed in to %s as %s%s\n", base, who.User.Email, loginOrgSuffix(creds.Organization))
+		if replaced {
+			fmt.Fprintln(w, "the credential this machine had before is revoked")
+		}
 	})
 	return nil
+}
+
+// loginReplace revokes the credential saved before (when there was one
+// and it is not cred, the one now saved in its place): a machine holds
+// one credential, so the replaced one would only linger until it expired.
+// It reports whether the control plane revoked it; an old credential it
+// refuses (expired, revoked already) or a control plane it cannot reach
+// is only warned about.
+func loginReplace(ctx context.Context, c *cmd, saved loginCredentials, cred string) bool {
+	if saved.Credential == "" || saved.Credential == cred {
+		return false
+	}
+	err := newCPClient(saved.ControlPlaneURL, saved.Credential).call(ctx, http.MethodPost, "/api/logout", nil, nil)
+	var ce *cliError
+	if errors.As(err, &ce) && ce.Code == codeAuth {
+		return false // no longer valid: nothing to revoke
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "warning: the credential this machine had before was not revoked (%v): svc devices list shows it, svc devices revoke ends it\n", err)
+		return false
+	}
+	return true
 }
 
 // loginInvitation accepts the invitation code at base and returns the
@@ -214,7 +243,8 @@ func runLogin(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 // accepts it and keeps its credential.
 func loginInvitation(ctx context.Context, c *cmd, base, code string, saved loginCredentials) (string, cpOrg, error) {
 	var acc cpAccepted
-	body := map[string]string{"code": code}
+	host, _ := os.Hostname() // the credential's device, as svc devices list shows it
+	body := map[string]string{"code": code, "client_host": host}
 	err := newCPClient(base, "").call(ctx, http.MethodPost, "/api/login/invitation", body, &acc)
 	if cpErrorCode(err) == "forbidden" && saved.Credential != "" && saved.ControlPlaneURL == base {
 		fmt.Fprintf(c.stderr, "the invitation is for an account that exists: accepting it as %s, signed in here\n", saved.User.Email)

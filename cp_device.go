@@ -94,7 +94,7 @@ func (s *cpServer) handleDeviceStart(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !cpDecode(w, r, &in) {
 		return
 	}
-	client := cpDeviceClient{Addr: rateLimitPeer(r), Host: cpClientText(in.ClientHost, 255), Version: cpClientText(in.ClientVersion, 64)}
+	client := cpDeviceClient{Addr: rateLimitPeer(r), Host: cpClientText(in.ClientHost, cpDeviceNameMax), Version: cpClientText(in.ClientVersion, 64)}
 	device, userCode, err := s.store.startDevice(r.Context(), client)
 	if errors.Is(err, errCPTooMany) {
 		rateLimitRefuse(w, cpDeviceTTL/2, "too many sign-ins from your address (or in all) wait for approval: approve them, or let them expire")
@@ -176,7 +176,7 @@ func (s *cpServer) handleNewSignInCode(w http.ResponseWriter, r *http.Request) {
 }
 
 // redeem spends a one-time sign-in code and mints a credential of kind for
-// its user; on failure it answers and returns false.
+// its user (a console one's device is "browser"); on failure it answers and returns false.
 func (s *cpServer) redeem(w http.ResponseWriter, r *http.Request, code, kind string) (string, bool) {
 	user, err := s.store.redeemSignInCode(r.Context(), code)
 	if errors.Is(err, errCPNotFound) {
@@ -186,7 +186,11 @@ func (s *cpServer) redeem(w http.ResponseWriter, r *http.Request, code, kind str
 	}
 	if err == nil {
 		var cred string
-		if cred, err = s.store.createCredential(r.Context(), user.ID, kind); err == nil {
+		device := cpCredentialBrowser
+		if kind == "cli" {
+			device = "one-time sign-in code"
+		}
+		if cred, err = s.store.createCredential(r.Context(), user.ID, kind, device); err == nil {
 			s.audit(r, cpAuditEvent{ActorID: user.ID, Actor: user.Email, Action: "signin", Target: user.Email, Detail: "one-time code, " + kind + " credential"})
 			return cred, true
 		}

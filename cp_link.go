@@ -115,7 +115,7 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.audit(r, cpAuditEvent{Org: o.ID, Action: "box.taught", Target: a.Slug, Detail: fmt.Sprintf("url %s taught organization %s, installation %s", in.URL, o.ID, inst.ID)})
-	d, inst, err := s.store.recordDeployment(ctx, o, a.ID, in.URL, in.ImageTag, secret)
+	d, inst, err := s.store.recordDeployment(ctx, o, a.ID, in.URL, in.ImageTag, secret, caller(r).user)
 	if err != nil {
 		s.internal(w, r, err)
 		return

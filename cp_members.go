@@ -396,7 +396,10 @@ type cpAccepted struct {
 // as it; 409 when the account is a member already. The code stays unspent
 // on every refusal but the first.
 func (s *cpServer) handleAcceptInvitation(w http.ResponseWriter, r *http.Request) {
-	var in struct{ Code string }
+	var in struct {
+		Code       string `json:"code"`
+		ClientHost string `json:"client_host"` // the CLI's host name: the credential's device
+	}
 	if !cpDecode(w, r, &in) {
 		return
 	}
@@ -413,7 +416,7 @@ func (s *cpServer) handleAcceptInvitation(w http.ResponseWriter, r *http.Request
 		}
 		as = &u
 	}
-	acc, err := s.store.acceptInvitation(r.Context(), in.Code, as, rateLimitPeer(r))
+	acc, err := s.store.acceptInvitation(r.Context(), in.Code, as, rateLimitPeer(r), cpClientText(in.ClientHost, cpDeviceNameMax))
 	switch {
 	case errors.Is(err, errCPNotFound):
 		s.audit(r, cpAuditEvent{Action: "signin.failed", Outcome: cpAuditRefused, Detail: "invitation code wrong, expired, used or revoked"})
@@ -526,7 +529,8 @@ func (s *cpStore) revokeInvitation(ctx context.Context, org cpOrg, id string, ev
 }
 
 // acceptInvitation spends the invitation code as the signed-in user as
-// (nil: not signed in), from source: the invited email's account joins the
+// (nil: not signed in), from source, on device (the host name the CLI
+// reported, the minted credential's name): the invited email's account joins the
 // organization with the invitation's role, created when the email has
 // none. A credential is minted unless the caller was signed in. The email's
 // existing account, when it belongs to an organization, accepts only when
@@ -534,7 +538,7 @@ func (s *cpStore) revokeInvitation(ctx context.Context, org cpOrg, id string, ev
 // email is refused so too. errCPNotFound for a wrong, spent, revoked or
 // expired code; errCPConflict for a member already. Every refusal rolls the
 // spending back.
-func (s *cpStore) acceptInvitation(ctx context.Context, code string, as *cpUser, source string) (cpAccepted, error) {
+func (s *cpStore) acceptInvitation(ctx context.Context, code string, as *cpUser, source, device string) (cpAccepted, error) {
 	var acc cpAccepted
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var id, role string
@@ -579,8 +583,8 @@ func (s *cpStore) acceptInvitation(ctx context.Context, code string, as *cpUser,
 		acc.Organization.Role = role
 		if as == nil {
 			acc.Credential = cpNewSecret("svc_cred_")
-			if _, err := tx.Exec(ctx, `INSERT INTO cp.credentials (id, user_id, token_hash, kind) VALUES ($1, $2, $3, 'cli')`,
-				randomID("crd_", 8), acc.User.ID, cpHash(acc.Credential)); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO cp.credentials (id, user_id, token_hash, kind, name) VALUES ($1, $2, $3, 'cli', $4)`,
+				randomID("crd_", 8), acc.User.ID, cpHash(acc.Credential), device); err != nil {
 				return err
 			}
 		}

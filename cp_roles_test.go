@@ -79,6 +79,24 @@ var cpRoleTable = map[string]cpRoleRow{
 	"POST /api/orgs/{org}/agents/{agent}/link": {cpAdmin, func(string) cpRoleSample {
 		return cpRoleSample{method: "POST", path: "/api/orgs/default/agents/demo/link", body: map[string]string{}}
 	}},
+	"PATCH /api/orgs/{org}/agents/{agent}": {cpAdmin, func(string) cpRoleSample {
+		return cpRoleSample{method: "PATCH", path: "/api/orgs/default/agents/demo", body: map[string]string{"name": "\x00"}}
+	}},
+	// Agent keep has a deployment: the delete is refused (409), so no
+	// caller deletes it.
+	"DELETE /api/orgs/{org}/agents/{agent}": {cpAdmin, func(string) cpRoleSample {
+		return cpRoleSample{method: "DELETE", path: "/api/orgs/default/agents/keep"}
+	}},
+	"GET /api/orgs/{org}/agents/{agent}/deployment/history": {cpMember, func(string) cpRoleSample {
+		return cpRoleSample{method: "GET", path: "/api/orgs/default/agents/keep/deployment/history"}
+	}},
+	"DELETE /api/orgs/{org}/api-keys/{id}": {cpAdmin, func(string) cpRoleSample {
+		return cpRoleSample{method: "DELETE", path: "/api/orgs/default/api-keys/key_none"}
+	}},
+	"GET /api/credentials": {cpUserOnly, func(string) cpRoleSample { return cpRoleSample{method: "GET", path: "/api/credentials"} }},
+	"DELETE /api/credentials/{id}": {cpUserOnly, func(string) cpRoleSample {
+		return cpRoleSample{method: "DELETE", path: "/api/credentials/crd_none"}
+	}},
 	"POST /api/installations/{id}/resolve": {cpMember, func(inst string) cpRoleSample {
 		return cpRoleSample{method: "POST", path: "/api/installations/" + inst + "/resolve"}
 	}},
@@ -137,9 +155,12 @@ func TestCPRoleRoutes(t *testing.T) {
 	cpTestExec(t, db, `INSERT INTO cp.organizations (id, slug, name) VALUES ('org_other', 'other', 'Other')`)
 	cpTestExec(t, db, `INSERT INTO cp.memberships (org_id, user_id, role) SELECT 'org_other', id, 'owner' FROM cp.users WHERE email = 'admin'`)
 	stranger := cpTeamJoin(t, cp, "eve@example.com", owner.invite(t, "eve@example.com", "owner", "--org", "other"))
-	if st := httpJSONAuth(t, "POST", cp.url+"/api/orgs/default/agents", owner.cred, map[string]string{"slug": "demo"}, nil); st != 201 {
-		t.Fatalf("create agent = %d", st)
+	for _, slug := range []string{"demo", "keep"} {
+		if st := httpJSONAuth(t, "POST", cp.url+"/api/orgs/default/agents", owner.cred, map[string]string{"slug": slug}, nil); st != 201 {
+			t.Fatalf("create agent %s = %d", slug, st)
+		}
 	}
+	cpTestRecordDeployment(t, db, "keep", "http://127.0.0.1:9", []byte("a-signing-secret-of-32-bytes-or-more"))
 	inst := map[*cpTeamUser]string{}
 	for _, u := range []*cpTeamUser{owner, admin, member} {
 		var in cpInstallation

@@ -122,11 +122,17 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/login/device/approve", cpUserOnly, false, s.handleDeviceApprove},
 		{"POST", "/api/logout", cpUserOnly, false, s.handleLogout},
 		{"GET", "/api/whoami", cpUserOnly, false, s.handleWhoami},
+		// A user's own credentials: the store queries name the caller.
+		{"GET", "/api/credentials", cpUserOnly, false, s.handleListCredentials},
+		{"DELETE", "/api/credentials/{id}", cpUserOnly, false, s.handleRevokeCredential},
 		{"GET", "/api/orgs/{org}/agents", cpMember, false, s.handleListAgents},
 		{"POST", "/api/orgs/{org}/agents", cpAdmin, false, s.handleCreateAgent},
 		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", cpMember, false, s.handleLocalDevInstallation},
 		{"GET", "/api/orgs/{org}/agents/{agent}/deployment", cpMember, false, s.handleGetDeployment},
 		{"POST", "/api/orgs/{org}/agents/{agent}/link", cpAdmin, false, s.handleLink},
+		{"PATCH", "/api/orgs/{org}/agents/{agent}", cpAdmin, false, s.handleRenameAgent},
+		{"DELETE", "/api/orgs/{org}/agents/{agent}", cpAdmin, false, s.handleDeleteAgent},
+		{"GET", "/api/orgs/{org}/agents/{agent}/deployment/history", cpMember, false, s.handleDeploymentHistory},
 		// The installation routes act in the installation's organization:
 		// their store queries join the caller's memberships.
 		{"POST", "/api/installations/{id}/resolve", cpMember, false, s.handleResolve},
@@ -134,6 +140,7 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/installations/{id}/tunnel", cpMember, false, s.handleTunnelToken},
 		{"GET", "/api/orgs/{org}/api-keys", cpAdmin, false, s.handleListAPIKeys},
 		{"POST", "/api/orgs/{org}/api-keys", cpAdmin, false, s.handleCreateAPIKey},
+		{"DELETE", "/api/orgs/{org}/api-keys/{id}", cpAdmin, false, s.handleRevokeAPIKey},
 		{"GET", "/api/orgs/{org}/members", cpMember, false, s.handleListMembers},
 		{"PATCH", "/api/orgs/{org}/members/{member}", cpAdmin, false, s.handleSetRole},
 		{"DELETE", "/api/orgs/{org}/members/{member}", cpAdmin, false, s.handleRemoveMember},
@@ -186,7 +193,7 @@ func (s *cpServer) authenticate(w http.ResponseWriter, r *http.Request) {
 	}
 	u, cred, err := s.store.userByCredential(r.Context(), tok)
 	if errors.Is(err, errCPNotFound) {
-		cpError(w, http.StatusUnauthorized, codeAuth, "the credential is unknown or revoked: svc login again")
+		cpError(w, http.StatusUnauthorized, codeAuth, "the credential is unknown, revoked, or expired after it went unused: svc login again")
 		return
 	}
 	if err != nil {
@@ -301,7 +308,8 @@ func (s *cpServer) handleListAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"agents": agents})
 }
 
-// handleCreateAgent creates an agent {slug, name}; 409 when the slug is taken.
+// handleCreateAgent creates an agent {slug, name (default the slug; 1 to
+// cpNameMax bytes)}; 409 when the slug is taken.
 func (s *cpServer) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 	o, ok := s.org(w, r)
 	if !ok {
@@ -312,11 +320,16 @@ func (s *cpServer) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !cpSlugPattern.MatchString(in.Slug) {
-		cpError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("slug %q: want lowercase letters, digits and dashes, at most 63, starting with a letter or digit", in.Slug))
+		cpError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("slug %q: want lowercase letters, digits and dashes, at most 63, starting with a letter or digit", cpClientText(in.Slug, 64)))
 		return
 	}
-	if in.Name = strings.TrimSpace(in.Name); in.Name == "" || len(in.Name) > 200 {
+	if in.Name == "" {
 		in.Name = in.Slug
+	}
+	var err error
+	if in.Name, err = cpCheckName(in.Name); err != nil {
+		cpError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
 	}
 	a, err := s.store.createAgent(r.Context(), o.ID, in.Slug, in.Name)
 	if errors.Is(err, errCPConflict) {
@@ -440,47 +453,6 @@ func (s *cpServer) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleListAPIKeys lists the organization's API keys, never the keys.
-func (s *cpServer) handleListAPIKeys(w http.ResponseWriter, r *http.Request) {
-	o, ok := s.org(w, r)
-	if !ok {
-		return
-	}
-	keys, err := s.store.listAPIKeys(r.Context(), o.ID)
-	if err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"api_keys": keys})
-}
-
-// handleCreateAPIKey mints an API key {name}: the answer is the only time
-// the key is shown.
-func (s *cpServer) handleCreateAPIKey(w http.ResponseWriter, r *http.Request) {
-	o, ok := s.org(w, r)
-	if !ok {
-		return
-	}
-	var in struct{ Name string }
-	if !cpDecode(w, r, &in) {
-		return
-	}
-	if in.Name = strings.TrimSpace(in.Name); in.Name == "" || len(in.Name) > 200 {
-		cpError(w, http.StatusBadRequest, "invalid", "name: want 1 to 200 bytes")
-		return
-	}
-	key, rec, err := s.store.createAPIKey(r.Context(), o.ID, caller(r).user.ID, in.Name)
-	if err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	s.audit(r, cpAuditEvent{Org: o.ID, Action: "api_key.created", Target: rec.Name, Detail: "key " + rec.ID})
-	writeJSON(w, http.StatusCreated, struct {
-		cpAPIKey
-		Key string `json:"key"`
-	}{rec, key})
-}
-
 // newCPFlags defines the flags of `svc control-plane`.
 func newCPFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("control-plane", flag.ContinueOnError)
@@ -488,6 +460,7 @@ func newCPFlags() *flag.FlagSet {
 	fs.String("url", "", "public URL of this control plane: the identity tokens' issuer and the sign-in page's address (default http://<addr>)")
 	fs.String("key-file", "", "the 32-byte master key sealing secrets at rest, minted 0600 when absent; unused when SVC_MASTER_KEY is set (default $XDG_CONFIG_HOME/svc/control-plane.key)")
 	fs.String("org", "default", "slug of the organization the first boot creates for the admin")
+	fs.Duration("credential-ttl", cpCredentialTTLDefault, "how long a user credential (svc login, a browser's) lives after its last use, 1m to 8784h")
 	return fs
 }
 
@@ -515,6 +488,10 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	}
 	if slices.Contains(cpReservedOrgSlugs, orgSlug) {
 		return failf(codeGeneric, "pick another slug", "svc control-plane: --org %q is reserved: the control plane's own routes start with /%s/", orgSlug, orgSlug)
+	}
+	credTTL := fs.Lookup("credential-ttl").Value.(flag.Getter).Get().(time.Duration)
+	if err := cpCheckCredentialTTL(credTTL); err != nil {
+		return failf(codeGeneric, "pass --credential-ttl as a Go duration, e.g. 720h", "svc control-plane: %v", err)
 	}
 	nets, err := cpParseNetworks(c.getenv(cpNetworksEnv))
 	if err != nil {
@@ -547,6 +524,7 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	defer store.close()
+	store.credTTL = credTTL
 	code, err := store.bootstrap(ctx, orgSlug)
 	if err != nil {
 		return err

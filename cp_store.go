@@ -66,6 +66,9 @@ var cpReservedOrgSlugs = []string{"api", "box", "dev", "device", "team"}
 type cpStore struct {
 	db   *pgxpool.Pool
 	aead cipher.AEAD
+	// credTTL is how long an unused credential lives (cp_credentials.go;
+	// 0: cpCredentialTTLDefault).
+	credTTL time.Duration
 }
 
 // openCPStore applies the control plane's migrations to databaseURL and
@@ -206,14 +209,6 @@ type cpInstallation struct {
 	user string
 }
 
-// cpAPIKey is an API key's record; the key itself is shown once, at
-// creation, and stored hashed.
-type cpAPIKey struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
 // bootstrap creates, on the first boot only, the admin user, the
 // organization orgSlug they own and a one-time sign-in code, which it
 // returns; later boots return "". Concurrent first boots create one.
@@ -308,27 +303,29 @@ func (s *cpStore) redeemSignInCode(ctx context.Context, code string) (cpUser, er
 }
 
 // createCredential mints a credential of kind ("cli", "console") for user
-// and returns it; only its hash is stored.
-func (s *cpStore) createCredential(ctx context.Context, user, kind string) (string, error) {
+// on device (a host name, or "browser") and returns it; only its hash is
+// stored.
+func (s *cpStore) createCredential(ctx context.Context, user, kind, device string) (string, error) {
 	tok := cpNewSecret("svc_cred_")
-	_, err := s.db.Exec(ctx, `INSERT INTO cp.credentials (id, user_id, token_hash, kind) VALUES ($1, $2, $3, $4)`,
-		randomID("crd_", 8), user, cpHash(tok), kind)
+	_, err := s.db.Exec(ctx, `INSERT INTO cp.credentials (id, user_id, token_hash, kind, name) VALUES ($1, $2, $3, $4, $5)`,
+		randomID("crd_", 8), user, cpHash(tok), kind, device)
 	if err != nil {
 		return "", fmt.Errorf("create credential: %w", err)
 	}
 	return tok, nil
 }
 
-// userByCredential returns the user a live credential belongs to and the
+// userByCredential returns the user a live credential (unrevoked, used
+// within the credential TTL, cp_credentials.go) belongs to and the
 // credential's id, noting its use. A user in no organization (removed from
 // the last one) has no access: errCPNotFound, whatever their credential.
 func (s *cpStore) userByCredential(ctx context.Context, tok string) (cpUser, string, error) {
 	var u cpUser
 	var cred string
 	err := s.db.QueryRow(ctx, `UPDATE cp.credentials c SET last_used_at = now() FROM cp.users u
-		WHERE c.token_hash = $1 AND c.revoked_at IS NULL AND u.id = c.user_id
+		WHERE c.token_hash = $1 AND `+cpCredentialLive("$2")+` AND u.id = c.user_id
 			AND EXISTS (SELECT 1 FROM cp.memberships m WHERE m.user_id = u.id)
-		RETURNING u.id, u.email, u.name, c.id`, cpHash(tok)).Scan(&u.ID, &u.Email, &u.Name, &cred)
+		RETURNING u.id, u.email, u.name, c.id`, cpHash(tok), s.credentialTTL().Seconds()).Scan(&u.ID, &u.Email, &u.Name, &cred)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return u, "", errCPNotFound
 	}
@@ -428,15 +425,16 @@ func (s *cpStore) decideDevice(ctx context.Context, userCode, user, status strin
 
 // pollDevice answers a poll of device: its RFC 8628 state ("pending",
 // "slow_down", "expired", "denied") or, once approved, a fresh CLI
-// credential of the approving user, exactly once.
+// credential of the approving user, exactly once, named after the host the
+// CLI reported.
 func (s *cpStore) pollDevice(ctx context.Context, device string) (state, credential string, err error) {
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		var status string
+		var status, host string
 		var user *string
 		var expired, fast bool
 		err := tx.QueryRow(ctx, `SELECT status, user_id, expires_at < now(),
-			coalesce(last_poll_at > now() - make_interval(secs => $2::float8 / 2), false)
-			FROM cp.device_codes WHERE device_hash = $1 FOR UPDATE`, cpHash(device), cpDeviceInterval).Scan(&status, &user, &expired, &fast)
+			coalesce(last_poll_at > now() - make_interval(secs => $2::float8 / 2), false), client_host
+			FROM cp.device_codes WHERE device_hash = $1 FOR UPDATE`, cpHash(device), cpDeviceInterval).Scan(&status, &user, &expired, &fast, &host)
 		if errors.Is(err, pgx.ErrNoRows) {
 			state = "expired"
 			return nil
@@ -458,8 +456,8 @@ func (s *cpStore) pollDevice(ctx context.Context, device string) (state, credent
 			state = "pending"
 		default:
 			credential = cpNewSecret("svc_cred_")
-			if _, err := tx.Exec(ctx, `INSERT INTO cp.credentials (id, user_id, token_hash, kind) VALUES ($1, $2, $3, 'cli')`,
-				randomID("crd_", 8), *user, cpHash(credential)); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO cp.credentials (id, user_id, token_hash, kind, name) VALUES ($1, $2, $3, 'cli', $4)`,
+				randomID("crd_", 8), *user, cpHash(credential), host); err != nil {
 				return err
 			}
 			_, err = tx.Exec(ctx, `UPDATE cp.device_codes SET status = 'consumed' WHERE device_hash = $1`, cpHash(device))
@@ -575,8 +573,9 @@ func (s *cpStore) installation(ctx context.Context, user, id string) (cpInstalla
 
 // recordDeployment records agent's one deployment (re-recording updates
 // its URL, tag and secret and resets its status to registered), with the
-// secret sealed, and returns it with the installation its box is taught.
-func (s *cpStore) recordDeployment(ctx context.Context, org cpOrg, agent, url, tag string, secret []byte) (cpDeployment, cpInstallation, error) {
+// secret sealed, and the link by in its history (cp.deployment_links), and
+// returns it with the installation its box is taught.
+func (s *cpStore) recordDeployment(ctx context.Context, org cpOrg, agent, url, tag string, secret []byte, by cpUser) (cpDeployment, cpInstallation, error) {
 	d := cpDeployment{URL: url, ImageTag: tag, Status: cpStatusRegistered}
 	in, err := s.installationOf(ctx, org, agent, "deployment", "")
 	if err != nil {
@@ -590,6 +589,11 @@ func (s *cpStore) recordDeployment(ctx context.Context, org cpOrg, agent, url, t
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE cp.deployments SET signing_secret = $2 WHERE id = $1`, d.ID, secretSeal(s.aead, secret, []byte("deployment:"+d.ID)))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO cp.deployment_links (id, agent_id, deployment_id, actor_id, actor, url, image_tag) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			randomID("lnk_", 8), agent, d.ID, by.ID, by.Email, url, tag)
 		return err
 	})
 	if err != nil {
@@ -669,7 +673,8 @@ type cpProxyMiss struct {
 func (e *cpProxyMiss) Error() string { return e.msg }
 
 // proxyTarget resolves a proxied request in one query: the caller of tok
-// (a live API key or user credential), and the deployment of agentRef (id
+// (a live API key or user credential: cpAPIKeyLive, cpCredentialLive),
+// and the deployment of agentRef (id
 // or slug) in orgRef (id or slug) when the caller may reach it: a
 // member's credential or the organization's API key. A stranger's
 // organization is reported missing, like an unknown one. A miss is a
@@ -680,19 +685,25 @@ func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string)
 	var keyOrg, keyID, user, orgID, orgSlug, agentID, depID, depURL, status *string
 	var sealed []byte
 	err := s.db.QueryRow(ctx, `WITH caller AS (
-			SELECT org_id, id AS key_id, NULL AS user_id FROM cp.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
-			UNION ALL SELECT NULL, NULL, user_id FROM cp.credentials WHERE token_hash = $1 AND revoked_at IS NULL
-			LIMIT 1)
+			SELECT org_id, id AS key_id, NULL AS user_id FROM cp.api_keys WHERE key_hash = $1 AND `+cpAPIKeyLive+`
+			UNION ALL SELECT NULL, NULL, user_id FROM cp.credentials c WHERE token_hash = $1 AND `+cpCredentialLive("$4")+`
+			LIMIT 1),
+		-- Each call notes the key's or credential's use, at most once a
+		-- minute (cpTouchEvery).
+		key_used AS (UPDATE cp.api_keys SET last_used_at = now() WHERE key_hash = $1 AND `+cpAPIKeyLive+`
+			AND (last_used_at IS NULL OR last_used_at < now() - make_interval(secs => $5))),
+		cred_used AS (UPDATE cp.credentials c SET last_used_at = now() WHERE token_hash = $1 AND `+cpCredentialLive("$4")+`
+			AND (last_used_at IS NULL OR last_used_at < now() - make_interval(secs => $5)))
 		SELECT c.org_id, c.key_id, c.user_id, o.id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
 		FROM caller c
 		LEFT JOIN cp.organizations o ON (o.id = $2 OR o.slug = $2)
 			AND (o.id = c.org_id OR EXISTS (SELECT 1 FROM cp.memberships m WHERE m.org_id = o.id AND m.user_id = c.user_id))
 		LEFT JOIN cp.agents a ON a.org_id = o.id AND (a.id = $3 OR a.slug = $3)
 		LEFT JOIN cp.deployments d ON d.agent_id = a.id`,
-		cpHash(tok), orgRef, agentRef).Scan(&keyOrg, &keyID, &user, &orgID, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
+		cpHash(tok), orgRef, agentRef, s.credentialTTL().Seconds(), cpTouchEvery.Seconds()).Scan(&keyOrg, &keyID, &user, &orgID, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown or revoked", false}
+		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown, revoked or expired", false}
 	case err != nil:
 		return c, d, fmt.Errorf("proxy target: %w", err)
 	case keyOrg != nil:
@@ -722,30 +733,4 @@ func (s *cpStore) setDeploymentStatus(ctx context.Context, id, status string, no
 		return fmt.Errorf("set deployment %s status: %w", id, err)
 	}
 	return nil
-}
-
-// createAPIKey mints an API key of org named name and returns it (the only
-// time it is seen) with its record; only its hash is stored.
-func (s *cpStore) createAPIKey(ctx context.Context, org, user, name string) (string, cpAPIKey, error) {
-	key := cpNewSecret("svc_key_")
-	k := cpAPIKey{ID: randomID("key_", 8), Name: name}
-	err := s.db.QueryRow(ctx, `INSERT INTO cp.api_keys (id, org_id, name, key_hash, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
-		k.ID, org, name, cpHash(key), user).Scan(&k.CreatedAt)
-	if err != nil {
-		return "", k, fmt.Errorf("create API key: %w", err)
-	}
-	return key, k, nil
-}
-
-// listAPIKeys lists the organization's live API keys (never the keys).
-func (s *cpStore) listAPIKeys(ctx context.Context, org string) ([]cpAPIKey, error) {
-	rows, err := s.db.Query(ctx, `SELECT id, name, created_at FROM cp.api_keys WHERE org_id = $1 AND revoked_at IS NULL ORDER BY created_at`, org)
-	if err != nil {
-		return nil, fmt.Errorf("list API keys: %w", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[cpAPIKey])
-	if err != nil {
-		return nil, fmt.Errorf("list API keys: %w", err)
-	}
-	return keys, nil
 }

@@ -1,9 +1,11 @@
 package main
 
 // The team page of the control plane (issue 20, the console part of items
-// 1 and 5): GET /team/{org} serves a page (cp_pages/) that lists the
-// organization's members and, for its owners and admins, invites, changes
-// roles, removes members and shows the audit log and its verification. The
+// 1, 3 and 5): GET /team/{org} serves a page (cp_pages/) that lists the
+// organization's members and agents (with their deployments) and, for its
+// owners and admins, creates, renames and deletes agents, creates and
+// revokes API keys, invites, changes roles, removes members and shows the
+// audit log and its verification. The
 // page holds no data: its script calls the JSON API with the console
 // cookie, which enforces every role, and sends a browser not signed in to
 // the sign-in page, which comes back.

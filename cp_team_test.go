@@ -10,9 +10,11 @@ import (
 // TestCPTeamPageInChromium drives the team page (/team/default) in
 // headless Chromium (conformance/team.test.mjs) against a real control
 // plane whose owner and member the CLI made: a member sees the members
-// only; the owner is refused a hostile email, invites, reads the audit log
-// and its verification, and removes the member, which the store and the
-// audit log then show. Screenshots go to conformance/artifacts/.
+// and the agents only; the owner is refused a hostile email, invites,
+// reads the audit log and its verification, removes the member, is
+// refused the delete of a linked agent, creates and renames an agent,
+// creates an API key with an expiry and revokes it, which the store and
+// the audit log then show. Screenshots go to conformance/artifacts/.
 func TestCPTeamPageInChromium(t *testing.T) {
 	if _, err := os.Stat(consoleChromium); err != nil {
 		t.Fatalf("console tests need Debian's chromium at %s (apt-get install -y chromium; .ci/run installs it): %v", consoleChromium, err)
@@ -21,6 +23,8 @@ func TestCPTeamPageInChromium(t *testing.T) {
 	cp, first := startTestControlPlane(t, db)
 	owner := cpTeamOwner(t, cp, first)
 	bob := cpTeamJoin(t, cp, "bob@example.com", owner.invite(t, "bob@example.com", "member"))
+	owner.ok(t, nil, "agents", "create", "demo")
+	cpTestRecordDeployment(t, db, "demo", "http://127.0.0.1:9", []byte("a-signing-secret-of-32-bytes-or-more"))
 	var ownerCode, bobCode cpNewSignInCode
 	owner.ok(t, &ownerCode, "login", "--browser")
 	bob.ok(t, &bobCode, "login", "--browser")
@@ -38,6 +42,15 @@ func TestCPTeamPageInChromium(t *testing.T) {
 		t.Errorf("bob is still a member after his removal on the page")
 	}
 	bob.refused(t, 2, codeAuth, "whoami")
+	for what, q := range map[string]string{
+		"the linked agent":             `SELECT count(*) FROM cp.deployments d JOIN cp.agents a ON a.id = d.agent_id WHERE a.slug = 'demo'`,
+		"the agent renamed":            `SELECT count(*) FROM cp.agents WHERE slug = 'support' AND name = 'Support Desk'`,
+		"the key revoked, with expiry": `SELECT count(*) FROM cp.api_keys WHERE name = 'page-key' AND revoked_at IS NOT NULL AND expires_at > now() + interval '29 days'`,
+	} {
+		if n := cpTestCount(t, db, q); n != 1 {
+			t.Errorf("%s: %d rows", what, n)
+		}
+	}
 	var log struct{ Entries []cpAuditRow }
 	owner.ok(t, &log, "audit")
 	var seen []string

@@ -116,7 +116,10 @@
 //	             cp_console.go (the console at deeplinks and for boxes), cp_client.go
 //	             (the control plane's client), cp_members.go (roles on every route, members,
 //	             invitations), cp_audit.go (the hash-chained audit log), cp_team.go (the team page,
-//	             cp_pages/), cli_members.go (svc members, svc audit), link.go (the box contract's client side: handshake,
+//	             cp_pages/), cli_members.go (svc members, svc audit), cp_agents.go (rename, delete,
+//	             a deployment's link history), cp_keys.go (API keys: expiry, revocation), cp_credentials.go
+//	             (credentials' TTL, a user's devices), cli_agents.go (svc agents, svc keys, svc devices),
+//	             link.go (the box contract's client side: handshake,
 //	             secret proof, teaching), sign.go (request signing), sign_window.go (its per-sender replay
 //	             windows in the box's PostgreSQL), ident.go and ident_verify.go (identity and tunnel
 //	             registration tokens, JWKS)

@@ -2,16 +2,20 @@
 // Chromium (Debian's chromium, driven by playwright-core), run by
 // TestCPTeamPageInChromium (cp_team_test.go) against a real control plane
 // whose owner ("admin") and member (bob@example.com) the test made with the
-// CLI. A member signs in (sent to the sign-in page and back) and sees the
-// members only; the owner signs in, is refused a hostile email, invites
-// carol@example.com as admin (the one-time code shown once), sees the
-// invitation and the audit log (intact), removes bob, and sees the
-// removal in the log.
+// CLI, with an agent "demo" whose deployment is linked. A member signs in
+// (sent to the sign-in page and back) and sees the members and the agents
+// with their deployments only; the owner signs in, is refused a hostile
+// email, invites carol@example.com as admin (the one-time code shown
+// once), sees the invitation and the audit log (intact), removes bob, and
+// sees the removal in the log; is refused the delete of the linked agent,
+// creates and renames another, creates an API key with an expiry (shown
+// once) and revokes it.
 //
 // Environment: SVC_CP_URL, SVC_OWNER_CODE and SVC_MEMBER_CODE (one-time
 // browser sign-in codes of `svc login --browser`), SVC_ARTIFACTS. Any
 // browser console error fails the test but the 401 that sends a browser
-// to sign in and the 400 the hostile email provokes.
+// to sign in, the 400 the hostile email provokes and the 409 of the
+// refused delete.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { useBrowser } from "./browser.mjs";
@@ -41,6 +45,9 @@ test("a member sees the members, not the invitations or the audit log", async ()
   assert.deepEqual((await cells(page, "#members", 1)).sort(), ["admin", "bob@example.com"]);
   assert.equal(await page.locator("#admin").isHidden(), true);
   assert.equal(await page.getByRole("button", { name: /Remove/ }).count(), 0);
+  assert.deepEqual(await cells(page, "#agents", 1), ["demo"]);
+  assert.match((await cells(page, "#agents", 3))[0], /^registered at http:\/\/127\.0\.0\.1:9, tag 1\.0\.0; 1 links/);
+  assert.equal(await page.getByRole("button", { name: /Delete|Rename/ }).count(), 0);
   await shot(page, "member");
   noConsoleErrors();
 });
@@ -73,5 +80,29 @@ test("the owner invites, reads the audit log and removes a member", async () => 
   const text = await page.locator("#audit").textContent();
   assert.ok(!text.includes(code.replaceAll("-", "")) && !text.includes(code), "the invitation's code is in the audit log");
   await shot(page, "owner-removed");
+
+  // Agents: the linked one's delete refused; another created and renamed.
+  expectConsoleError(/409/);
+  await page.getByRole("button", { name: "Delete demo" }).click();
+  await page.locator("#notice").getByText(/has a deployment linked/).waitFor();
+  await page.getByLabel("Agent slug").fill("support");
+  await page.getByLabel("Agent name").fill("Support");
+  await page.getByRole("button", { name: "Create agent" }).click();
+  await page.getByLabel("Name of support").fill("Support Desk");
+  await page.getByRole("button", { name: "Rename support" }).click();
+  await page.locator("#agents tbody tr td:nth-child(2)", { hasText: "Support Desk" }).waitFor();
+
+  // API keys: created with an expiry, shown once, revoked.
+  await page.getByLabel("Key name").fill("page-key");
+  await page.getByLabel("Expires in days").fill("30");
+  await page.getByRole("button", { name: "Create key" }).click();
+  const key = await page.locator("#key-value").textContent();
+  assert.match(key, /^svc_key_/);
+  await page.locator("#keys tbody tr", { hasText: "page-key" }).waitFor();
+  await shot(page, "owner-key");
+  await page.getByRole("button", { name: "Revoke page-key" }).click();
+  await page.locator("#audit tbody tr", { hasText: "api_key.revoked" }).waitFor();
+  assert.equal(await page.locator("#keys tbody tr", { hasText: "page-key" }).count(), 0);
+  assert.ok(!(await page.locator("body").textContent()).includes(key), "the revoked key is still on the page");
   noConsoleErrors();
 });

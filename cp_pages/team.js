@@ -1,6 +1,8 @@
 // The team page of the control plane (cp_team.go): the members of one
-// organization (/team/{org}) and, for its owners and admins, the invite
-// form, the pending invitations and the audit log with its verification.
+// organization (/team/{org}) and its agents with their deployments and,
+// for its owners and admins, agents created, renamed and deleted, the API
+// keys (created, shown once, revoked), the invite form, the pending
+// invitations and the audit log with its verification.
 // Every call is the JSON API with the console cookie, which enforces the
 // roles; text is set with textContent only, never parsed as HTML.
 "use strict";
@@ -85,8 +87,46 @@ async function load() {
     }
     row("#members", [m.email, m.role, when(m.joined_at), acts]);
   }
+  const { agents } = await call("GET", orgPath("/agents"));
+  $("#agents tbody").replaceChildren();
+  for (const a of agents) {
+    const path = orgPath("/agents/" + encodeURIComponent(a.slug));
+    const v = await call("GET", path + "/deployment/history");
+    const d = v.deployment;
+    const dep = d ? `${d.status} at ${d.url}, tag ${d.image_tag}; ${v.links.length} links, the last by ${v.links[0]?.actor ?? "-"}` : "none";
+    const acts = document.createElement("span");
+    if (admin) {
+      const name = document.createElement("input");
+      name.value = a.name;
+      name.maxLength = 200;
+      name.setAttribute("aria-label", `Name of ${a.slug}`);
+      acts.append(name, " ", button(`Rename ${a.slug}`, async () => {
+        await call("PATCH", path, { name: name.value });
+        await load();
+      }), " ", button(`Delete ${a.slug}`, async () => {
+        if (!confirm(`Delete agent ${a.slug}?`)) return;
+        await call("DELETE", path);
+        await load();
+      }));
+    }
+    row("#agents", [a.slug, a.name, dep, acts]);
+  }
   $("#admin").hidden = !admin;
   if (!admin) return;
+  const keys = (await call("GET", orgPath("/api-keys"))).api_keys;
+  $("#keys tbody").replaceChildren();
+  for (const k of keys) {
+    const revoke = button(`Revoke ${k.name}`, async () => {
+      if (!confirm(`Revoke API key ${k.name}? Its next call is refused.`)) return;
+      await call("DELETE", orgPath("/api-keys/" + encodeURIComponent(k.id)));
+      if ($("#key").dataset.id === k.id) {
+        $("#key").replaceChildren(); // the key shown at its creation is dead now
+        $("#key").hidden = true;
+      }
+      await load();
+    });
+    row("#keys", [k.name, k.created_by || "-", when(k.created_at), k.last_used_at ? when(k.last_used_at) : "never", k.expires_at ? when(k.expires_at) : "never", revoke]);
+  }
   const { invitations } = await call("GET", orgPath("/invitations"));
   $("#invitations tbody").replaceChildren();
   for (const i of invitations) row("#invitations", [i.email, i.role, i.invited_by, when(i.expires_at)]);
@@ -102,22 +142,42 @@ async function load() {
     : `The audit log was tampered with: ${v.problem}`;
 }
 
-$("#invite").addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  const f = new FormData(ev.target);
-  call("POST", orgPath("/invitations"), { email: f.get("email"), role: f.get("role") }).then(
-    async (inv) => {
-      say("");
-      const code = document.createElement("code");
-      code.id = "invitation-code";
-      code.textContent = inv.code;
-      $("#invitation").replaceChildren(`Invited ${inv.email} as ${inv.role}. Hand them this one-time code (shown only now, valid until ${when(inv.expires_at)}): `, code, `. They run: ${inv.accept}`);
-      $("#invitation").hidden = false;
-      ev.target.reset();
-      await load();
-    },
-    (e) => say(e.message),
-  );
+/** onSubmit makes form sel run act with its fields, saying what failed. */
+function onSubmit(sel, act) {
+  $(sel).addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    act(new FormData(ev.target)).then(
+      async () => {
+        say("");
+        ev.target.reset();
+        await load();
+      },
+      (e) => say(e.message),
+    );
+  });
+}
+
+onSubmit("#invite", async (f) => {
+  const inv = await call("POST", orgPath("/invitations"), { email: f.get("email"), role: f.get("role") });
+  const code = document.createElement("code");
+  code.id = "invitation-code";
+  code.textContent = inv.code;
+  $("#invitation").replaceChildren(`Invited ${inv.email} as ${inv.role}. Hand them this one-time code (shown only now, valid until ${when(inv.expires_at)}): `, code, `. They run: ${inv.accept}`);
+  $("#invitation").hidden = false;
+});
+
+onSubmit("#new-agent", (f) => call("POST", orgPath("/agents"), { slug: f.get("slug"), name: f.get("name") }));
+
+onSubmit("#new-key", async (f) => {
+  const body = { name: f.get("name") };
+  if (f.get("days")) body.expires_at = new Date(Date.now() + Number(f.get("days")) * 86400e3).toISOString();
+  const k = await call("POST", orgPath("/api-keys"), body);
+  const code = document.createElement("code");
+  code.id = "key-value";
+  code.textContent = k.key;
+  $("#key").replaceChildren(`API key ${k.name} created (${k.expires_at ? "expires " + when(k.expires_at) : "never expires"}). The key, shown only now: `, code);
+  $("#key").dataset.id = k.id;
+  $("#key").hidden = false;
 });
 
 load().catch((e) => say(e.message));
