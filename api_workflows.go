@@ -84,6 +84,9 @@ func (s *server) handleWorkflowSchema(w http.ResponseWriter, r *http.Request) {
 // triggerHeader lets the CLI mark the runs it starts (trigger "cli").
 const triggerHeader = "x-svc-trigger"
 
+// idemKeyHeader carries a start's idempotency key (engine_idem.go).
+const idemKeyHeader = "Idempotency-Key"
+
 // handleStartWorkflow is POST /api/workflows/{name}/start: the body is the
 // input (empty = {}); 202 with the receipt once the start is durable. With
 // ?wait=30s it answers 200 with the run, as GET /api/runs/{runId} shows it,
@@ -107,7 +110,7 @@ func (s *server) handleStartWorkflow(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(triggerHeader) == triggerCLI {
 		trigger = triggerCLI
 	}
-	rc, err := s.rt.engine.start(startRequest{Workflow: r.PathValue("name"), Input: body, Trigger: trigger})
+	rc, err := s.rt.engine.start(startRequest{Workflow: r.PathValue("name"), Input: body, Trigger: trigger, IdemKey: r.Header.Get(idemKeyHeader)})
 	if err != nil {
 		s.writeStartError(w, err)
 		return
@@ -137,6 +140,7 @@ func (s *server) writeStartError(w http.ResponseWriter, err error) {
 		"invalid_json": http.StatusBadRequest, "schema_validation": http.StatusUnprocessableEntity,
 		"workflow_not_found": http.StatusNotFound, "gate_closed": http.StatusServiceUnavailable,
 		"workflow_compile_failed": http.StatusServiceUnavailable,
+		"invalid_idempotency_key": http.StatusBadRequest, "idempotency_key_reused": http.StatusUnprocessableEntity,
 	}[se.Code]
 	msg := se.Message
 	if se.Code == "gate_closed" {

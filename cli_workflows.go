@@ -50,6 +50,7 @@ func newStartFlags() *flag.FlagSet {
 	fs := targetFlags("start")()
 	fs.String("input", "", "inline JSON object as workflow input; wins over --input-file (default {})")
 	fs.String("input-file", "", "path to a JSON file holding the input")
+	fs.String("idempotency-key", "", "a key that makes a retried start safe: the same key, workflow and input answer the first receipt and start nothing (1 to 255 visible ASCII characters)")
 	fs.Var(&optDuration{def: defaultStartWait}, "wait", "wait for the run to end and print it (--wait alone: 30s, or --wait=2m; at most 5m); exit 1 when it failed or was cancelled")
 	return fs
 }
@@ -402,7 +403,14 @@ func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		startReceipt
 		Run *runRecord `json:"run"` // the ended run, when it ended within --wait
 	}
-	if err := t.call(ctx, http.MethodPost, path, input, http.Header{triggerHeader: {triggerCLI}}, &rc); err != nil {
+	header := http.Header{triggerHeader: {triggerCLI}}
+	if key := fs.Lookup("idempotency-key").Value.String(); key != "" {
+		if err := checkIdemKey(key); err != nil {
+			return failf("invalid_idempotency_key", "pass a key such as a UUID", "--idempotency-key: %v; nothing was started", err)
+		}
+		header.Set(idemKeyHeader, key)
+	}
+	if err := t.call(ctx, http.MethodPost, path, input, header, &rc); err != nil {
 		return err
 	}
 	if rc.Run != nil {

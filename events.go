@@ -59,6 +59,8 @@ type journalEvent struct {
 	Calls     []*durableCall  `json:"calls,omitempty"` // evTurn: the tool calls of the turn
 	Level     string          `json:"lv,omitempty"`    // evLog
 	Message   string          `json:"m,omitempty"`     // evLog
+	Idem      string          `json:"ik,omitempty"`    // evStart, evQueue: the start's idempotency key
+	IdemHash  string          `json:"ih,omitempty"`    // its idemInputHash
 }
 
 // micros converts unix microseconds to a time.
@@ -75,6 +77,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Input: ev.Input, Trigger: ev.Trigger,
 			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, CreatedAt: at}
 		e.st.Queues[ev.Workflow] = append(e.st.Queues[ev.Workflow], q)
+		e.applyIdem(ev, at)
 		if p := e.st.Runs[ev.Parent]; p != nil {
 			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
 			c.QueueID = ev.Queue
@@ -88,6 +91,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			Input: ev.Input, Serial: ev.Serial, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
 			CreatedAt: at, Steps: []*durableCall{}, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
+		e.applyIdem(ev, at)
 		if ev.Queue != "" {
 			q := e.st.Queues[ev.Workflow]
 			for i, t := range q {
