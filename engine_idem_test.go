@@ -161,3 +161,29 @@ func TestStartRouteIdempotencyKey(t *testing.T) {
 		t.Errorf("%d runs; want 1", len(runs))
 	}
 }
+
+// TestMCPStartWorkflowIdempotencyKey: MCP start_workflow takes
+// idempotencyKey: the resent call answers the first receipt, another input
+// under the key is an error naming idempotency_key_reused, and a key
+// outside the charset is refused by the tool's schema.
+func TestMCPStartWorkflowIdempotencyKey(t *testing.T) {
+	te := newTestEngine(t)
+	tools := &mcpTools{rt: &runtimeCore{log: discardLogger(), engine: te.engine, proj: &project{Dir: te.dir}}}
+	call := func(args string) (map[string]any, string) {
+		res := tools.call(t.Context(), mcpFindTool("start_workflow"), json.RawMessage(args))
+		b, _ := json.Marshal(res)
+		return res, string(b)
+	}
+	_, first := call(`{"name":"three","input":{"id":"m"},"idempotencyKey":"mcp-1"}`)
+	_, again := call(`{"name":"three","input":{"id":"m"},"idempotencyKey":"mcp-1"}`)
+	runs, _ := te.list()
+	if !strings.Contains(first, `runId`) || first != again || len(runs) != 1 {
+		t.Errorf("resent start_workflow = %s, first %s, %d runs; want the same receipt and 1 run", again, first, len(runs))
+	}
+	if res, b := call(`{"name":"three","input":{"id":"other"},"idempotencyKey":"mcp-1"}`); res["isError"] != true || !strings.Contains(b, "idempotency_key_reused") {
+		t.Errorf("another input = %s; want isError naming idempotency_key_reused", b)
+	}
+	if res, b := call(`{"name":"three","idempotencyKey":"a b"}`); res["isError"] != true || !strings.Contains(b, "/idempotencyKey") {
+		t.Errorf("key with a space = %s; want isError naming /idempotencyKey", b)
+	}
+}

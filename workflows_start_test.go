@@ -92,3 +92,55 @@ export default async function boom() { "use workflow"; return await explode(); }
 		t.Errorf("--wait=soon = %d %q; want a refusal naming the form", exit, stderr)
 	}
 }
+
+// TestStartIdempotencyKeyCLI: `svc workflows start --idempotency-key`
+// against a real svc dev answers the first receipt when resent, also after
+// the runtime was killed (SIGKILL) and started again; the key with another
+// input fails idempotency_key_reused; a malformed key fails before
+// anything is sent.
+func TestStartIdempotencyKeyCLI(t *testing.T) {
+	dir := projectDir(t)
+	writeFile(t, dir, "workflows/slow.workflow.ts", `import { sleep } from "svc";
+export default async function slow(input: { n?: number }) { "use workflow"; await sleep("1h"); return input.n ?? 0; }`)
+	devEnv := baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk")
+	d := startDev(t, dir, devEnv)
+	env := baseEnv()
+	start := func(args ...string) (map[string]any, int) {
+		t.Helper()
+		out, stderr, code := cli(t, dir, env, append([]string{"--json", "workflows", "start", "slow"}, args...)...)
+		var e struct {
+			OK    bool           `json:"ok"`
+			Data  map[string]any `json:"data"`
+			Error *envelopeError `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(out), &e); err != nil {
+			t.Fatalf("svc workflows start %v: not an envelope: %q %q", args, out, stderr)
+		}
+		if !e.OK {
+			return map[string]any{"code": e.Error.Code, "message": e.Error.Message}, code
+		}
+		return e.Data, code
+	}
+	first, code := start("--idempotency-key", "deploy-42", "--input", `{"n":1}`)
+	if code != 0 || first["runId"] == nil {
+		t.Fatalf("first start = %d %v", code, first)
+	}
+	if again, code := start("--idempotency-key", "deploy-42", "--input", `{ "n": 1 }`); code != 0 || again["runId"] != first["runId"] {
+		t.Errorf("resent start = %d %v; want runId %v", code, again, first["runId"])
+	}
+	d.kill()
+	startDev(t, dir, devEnv)
+	if again, code := start("--idempotency-key", "deploy-42", "--input", `{"n":1}`); code != 0 || again["runId"] != first["runId"] {
+		t.Errorf("resent start after a SIGKILL and restart = %d %v; want runId %v", code, again, first["runId"])
+	}
+	if got, code := start("--idempotency-key", "deploy-42", "--input", `{"n":2}`); code != 1 || got["code"] != "idempotency_key_reused" {
+		t.Errorf("another input = %d %v; want exit 1 idempotency_key_reused", code, got)
+	}
+	if got, code := start("--idempotency-key", "two words"); code != 1 || got["code"] != "invalid_idempotency_key" {
+		t.Errorf("a key with a space = %d %v; want exit 1 invalid_idempotency_key", code, got)
+	}
+	out, _, _ := cli(t, dir, env, "--json", "runs", "list", "--workflow", "slow")
+	if n := strings.Count(out, `"runId"`); n != 1 {
+		t.Errorf("runs of slow = %d; want 1: %s", n, out)
+	}
+}
