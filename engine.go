@@ -489,6 +489,9 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		// Under mu: the first start's event is applied before mu is
 		// released, so a concurrent twin finds its key here.
 		if orig, live, err := e.idemReceiptLocked(ev.Idem, def.Name, ev.IdemHash); live {
+			if err == nil && req.ParentRun != "" {
+				return e.linkLocked(req, orig)
+			}
 			e.mu.Unlock()
 			return orig, err
 		}

@@ -97,12 +97,30 @@ func (e *engine) idemReceiptLocked(key, workflow, hash string) (startReceipt, bo
 		return startReceipt{}, true, &startError{Code: "idempotency_key_reused",
 			Message: fmt.Sprintf("this idempotency key already started %s at %s: use a new key for a different start", what, k.At.Format(time.RFC3339))}
 	}
+	return idemReceipt(workflow, k.RunID, k.WRun, k.QueueID), true, nil
+}
+
+// idemReceipt is the receipt a kept key answers: its run, or its queue entry.
+func idemReceipt(workflow, runID, wrun, queueID string) startReceipt {
 	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: workflow, Trigger: workflowRoute(workflow),
-		Status: "started", RunID: k.RunID, WorldRunID: k.WRun, QueueID: k.QueueID}
-	if k.QueueID != "" {
+		Status: "started", RunID: runID, WorldRunID: wrun, QueueID: queueID}
+	if queueID != "" {
 		rc.Status = "queued"
 	}
-	return rc, true, nil
+	return rc
+}
+
+// linkLocked records that the start of a workflow's call was answered by
+// its idempotency key: the call settles with the first receipt, durably,
+// as the start itself would have settled it. mu must be held and is
+// released.
+func (e *engine) linkLocked(req startRequest, rc startReceipt) (startReceipt, error) {
+	ev := &journalEvent{Type: evLink, Workflow: rc.WorkflowName, Run: rc.RunID, WRun: rc.WorldRunID, Queue: rc.QueueID,
+		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind}
+	if err := e.commitLocked(ev, true); err != nil {
+		return startReceipt{}, err
+	}
+	return rc, nil
 }
 
 // dropExpiredIdemLocked removes the keys older than the retention. mu must

@@ -187,3 +187,59 @@ func TestMCPStartWorkflowIdempotencyKey(t *testing.T) {
 		t.Errorf("key with a space = %s; want isError naming /idempotencyKey", b)
 	}
 }
+
+// TestEngineWorkflowStartIdempotencyKey: on both stores, workflows.start
+// with an idempotencyKey inside a workflow starts its child once: a second
+// call with the key in the same run, and the same call of a second run,
+// resolve with the first receipt, also once the engine restarted.
+func TestEngineWorkflowStartIdempotencyKey(t *testing.T) {
+	eachEngineStore(t, testEngineWorkflowStartIdempotencyKey)
+}
+
+// testEngineWorkflowStartIdempotencyKey is
+// TestEngineWorkflowStartIdempotencyKey on one store.
+func testEngineWorkflowStartIdempotencyKey(t *testing.T, store string) {
+	te := newTestEngineOn(t, store)
+	writeFile(t, te.dir, "workflows/keyed.workflow.ts", `import { workflows } from "svc";
+export default async function keyed(input: { key: string }) {
+  "use workflow";
+  const a: any = await workflows.start("three", { id: "keyed" }, { idempotencyKey: input.key });
+  const b: any = await workflows.start("three", { id: "keyed" }, { idempotencyKey: input.key });
+  let refused = "";
+  try { await workflows.start("three", { id: "other" }, { idempotencyKey: input.key }); } catch (e: any) { refused = String(e.message); }
+  return { a: a.runId, b: b.runId, refused };
+}`)
+	cat, err := compileCatalog(te.dir, discardLogger())
+	if err != nil || len(cat.Failed) > 0 {
+		t.Fatalf("compile: %v %v", err, cat.Failed)
+	}
+	te.cat = cat
+	type out struct{ A, B, Refused string }
+	outOf := func(r runRecord) out {
+		var o out
+		if r.Status != runCompleted || json.Unmarshal(r.Output, &o) != nil {
+			t.Fatalf("keyed = %s %s %+v", r.Status, r.Output, r.Error)
+		}
+		return o
+	}
+	first := outOf(te.startWait(t, "keyed", `{"key":"child-1"}`))
+	if first.A == "" || first.B != first.A || !strings.Contains(first.Refused, "idempotency_key_reused") && !strings.Contains(first.Refused, "already started") {
+		t.Fatalf("keyed = %+v; want one child run for both calls and the other input refused", first)
+	}
+	te.close()
+	te.open(t)
+	second := outOf(te.startWait(t, "keyed", `{"key":"child-1"}`))
+	if second.A != first.A || second.B != first.A {
+		t.Errorf("second run after a restart = %+v; want child %s", second, first.A)
+	}
+	runs, _ := te.list()
+	n := 0
+	for _, r := range runs {
+		if r.WorkflowName == "three" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d runs of three; want 1", n)
+	}
+}

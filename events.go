@@ -24,6 +24,7 @@ const (
 	evEnd     = "end"     // a run reached Status (completed, failed, cancelled)
 	evTurn    = "turn"    // an agent's chat turn, recorded as a finished run
 	evLog     = "log"     // a console line of the run (Seq/Name/Attempt: the step attempt; 0: workflow code)
+	evLink    = "link"    // a workflow's keyed start answered by its idempotency key: the call settles with the first receipt
 )
 
 // journalEvent is one journal record (JSON-encoded; short keys keep the log
@@ -113,6 +114,14 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			if c.Kind == callStart && c.EndedAt == nil {
 				c.settle(at, startReceipt{SchemaVersion: schemaVersion, WorkflowName: ev.Workflow, Status: "started",
 					RunID: r.RunID, WorldRunID: r.TraceID, Trigger: workflowRoute(ev.Workflow)}, nil)
+			}
+		}
+	case evLink:
+		if p := e.st.Runs[ev.Parent]; p != nil {
+			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
+			c.ChildRunID, c.QueueID = ev.Run, ev.Queue
+			if c.EndedAt == nil {
+				c.settle(at, idemReceipt(ev.Workflow, ev.Run, ev.WRun, ev.Queue), nil)
 			}
 		}
 	case evAttempt:
