@@ -242,6 +242,7 @@ type engine struct {
 	compactRetry time.Time                 // no compaction before this, after one failed
 	archiveDown  bool                      // the last archive failed (said once); only the archiver touches it
 	idemSweep    time.Time                 // no sweep of expired idempotency keys before this
+	idemPending  map[string]chan struct{}  // keys whose start is being written: closed once it is durable or failed
 
 	wg   sync.WaitGroup // executions
 	bg   sync.WaitGroup // journal recovery, compaction, archiver
@@ -486,15 +487,10 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
 	e.mu.Lock()
 	if ev.Idem != "" {
-		// Under mu: the first start's event is applied before mu is
-		// released, so a concurrent twin finds its key here.
-		if orig, live, err := e.idemReceiptLocked(ev.Idem, def.Name, ev.IdemHash); live {
-			if err == nil && req.ParentRun != "" {
-				return e.linkLocked(req, orig)
-			}
-			e.mu.Unlock()
+		if orig, answered, err := e.idemAnswerLocked(req, def.Name, ev.IdemHash); answered {
 			return orig, err
 		}
+		defer e.idemEnd(ev.Idem, e.idemBeginLocked(ev.Idem))
 	}
 	if def.Serial && (e.active[def.Name] != "" || len(e.st.Queues[def.Name]) > 0) {
 		ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()

@@ -110,6 +110,55 @@ func idemReceipt(workflow, runID, wrun, queueID string) startReceipt {
 	return rc
 }
 
+// idemAnswerLocked answers a keyed start whose key is live: the first
+// receipt (once the first start is durable: a twin that arrives while it
+// is written waits for it), or the key's refusal. It reports whether it
+// answered; when it did, mu is released. mu must be held.
+func (e *engine) idemAnswerLocked(req startRequest, workflow, hash string) (startReceipt, bool, error) {
+	for {
+		orig, live, err := e.idemReceiptLocked(req.IdemKey, workflow, hash)
+		if !live {
+			return startReceipt{}, false, nil
+		}
+		if wait := e.idemPending[req.IdemKey]; err == nil && wait != nil {
+			e.mu.Unlock()
+			<-wait
+			e.mu.Lock()
+			continue
+		}
+		if err == nil && e.failed != nil {
+			// The first start's write failed: recovery decides whether it
+			// happened.
+			err = fmt.Errorf("%w: %w", errJournalUnavailable, e.failed)
+		}
+		if err == nil && req.ParentRun != "" {
+			rc, err := e.linkLocked(req, orig)
+			return rc, true, err
+		}
+		e.mu.Unlock()
+		return orig, true, err
+	}
+}
+
+// idemBeginLocked marks key's start as being written and returns what
+// idemEnd closes. mu must be held.
+func (e *engine) idemBeginLocked(key string) chan struct{} {
+	if e.idemPending == nil {
+		e.idemPending = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	e.idemPending[key] = done
+	return done
+}
+
+// idemEnd wakes the twins of key's start once it is durable or failed.
+func (e *engine) idemEnd(key string, done chan struct{}) {
+	e.mu.Lock()
+	delete(e.idemPending, key)
+	e.mu.Unlock()
+	close(done)
+}
+
 // linkLocked records that the start of a workflow's call was answered by
 // its idempotency key: the call settles with the first receipt, durably,
 // as the start itself would have settled it. mu must be held and is
