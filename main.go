@@ -90,9 +90,9 @@
 //	             embedded), contract.go
 //	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
 //	             failures, standby), engine_history.go (archive, prune, compaction), engine_queue.go (serial
-//	             queues), engine_versions.go (run pinning), engine_idem.go (idempotent starts), engine_store.go (the store seam, SVC_ENGINE),
-//	             engine_store_file.go (on the journal), engine_store_pg.go (on PostgreSQL: svc_engine,
-//	             the fenced lease), events.go (journal records), execution.go
+//	             queues), engine_versions.go (run pinning), engine_idem.go (idempotent starts),
+//	             engine_store.go (the store seam, SVC_ENGINE), engine_store_file.go (on the journal),
+//	             engine_store_pg.go (on PostgreSQL: svc_engine, the fenced lease), events.go (journal records), execution.go
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
 //	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
 //	             json_limits.go (what can be journaled)
