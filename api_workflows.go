@@ -9,8 +9,34 @@ import (
 	"time"
 )
 
-// maxLongPoll bounds GET /api/runs/{runId}?wait=….
+// maxLongPoll bounds the ?wait=… of GET /api/runs/{runId} and of POST
+// /api/workflows/{name}/start.
 const maxLongPoll = 5 * time.Minute
+
+// parseWait reads the ?wait= of r: 0 when absent, at most maxLongPoll. On a
+// malformed value it answers 400 invalid_wait and reports false.
+func parseWait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	wait := r.URL.Query().Get("wait")
+	if wait == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(wait)
+	if err != nil || d < 0 {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_wait", Message: "wait must be a duration such as 30s"})
+		return 0, false
+	}
+	return min(d, maxLongPoll), true
+}
+
+// waitRun blocks until run id is terminal, d has passed or the request ends.
+func (s *server) waitRun(r *http.Request, id string, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	s.rt.engine.wait(ctx, id)
+	cancel()
+}
 
 // workflowItem is a workflow list item (SPEC §2).
 type workflowItem struct {
@@ -58,9 +84,19 @@ func (s *server) handleWorkflowSchema(w http.ResponseWriter, r *http.Request) {
 // triggerHeader lets the CLI mark the runs it starts (trigger "cli").
 const triggerHeader = "x-svc-trigger"
 
+// idemKeyHeader carries a start's idempotency key (engine_idem.go).
+const idemKeyHeader = "Idempotency-Key"
+
 // handleStartWorkflow is POST /api/workflows/{name}/start: the body is the
-// input (empty = {}); 202 with the receipt once the start is durable.
+// input (empty = {}); 202 with the receipt once the start is durable. With
+// ?wait=30s it answers 200 with the run, as GET /api/runs/{runId} shows it,
+// when the run ends within the wait; a queued start, or a run still active
+// when the wait ends, answers the receipt.
 func (s *server) handleStartWorkflow(w http.ResponseWriter, r *http.Request) {
+	wait, ok := parseWait(w, r)
+	if !ok {
+		return
+	}
 	body, err := readBody(r)
 	if errors.Is(err, errBodyTooLarge) {
 		writeAPIError(w, http.StatusRequestEntityTooLarge, apiError{Code: "too_large", Message: "input exceeds 4 MiB"})
@@ -74,10 +110,17 @@ func (s *server) handleStartWorkflow(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(triggerHeader) == triggerCLI {
 		trigger = triggerCLI
 	}
-	rc, err := s.rt.engine.start(startRequest{Workflow: r.PathValue("name"), Input: body, Trigger: trigger})
+	rc, err := s.rt.engine.start(startRequest{Workflow: r.PathValue("name"), Input: body, Trigger: trigger, IdemKey: r.Header.Get(idemKeyHeader)})
 	if err != nil {
 		s.writeStartError(w, err)
 		return
+	}
+	if wait > 0 && rc.RunID != "" {
+		s.waitRun(r, rc.RunID, wait)
+		if run, ok, err := s.rt.engine.find(r.Context(), rc.RunID); err == nil && ok && terminal(run.Status) {
+			writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "run": run})
+			return
+		}
 	}
 	writeJSON(w, http.StatusAccepted, rc)
 }
@@ -97,6 +140,7 @@ func (s *server) writeStartError(w http.ResponseWriter, err error) {
 		"invalid_json": http.StatusBadRequest, "schema_validation": http.StatusUnprocessableEntity,
 		"workflow_not_found": http.StatusNotFound, "gate_closed": http.StatusServiceUnavailable,
 		"workflow_compile_failed": http.StatusServiceUnavailable,
+		"invalid_idempotency_key": http.StatusBadRequest, "idempotency_key_reused": http.StatusUnprocessableEntity,
 	}[se.Code]
 	msg := se.Message
 	if se.Code == "gate_closed" {
@@ -161,16 +205,11 @@ func orEmpty[T any](s []T) []T {
 // handleGetRun serves one run; ?wait=30s long-polls until it is terminal.
 func (s *server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("runId")
-	if wait := r.URL.Query().Get("wait"); wait != "" {
-		d, err := time.ParseDuration(wait)
-		if err != nil || d < 0 {
-			writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_wait", Message: "wait must be a duration such as 30s"})
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), min(d, maxLongPoll))
-		s.rt.engine.wait(ctx, id)
-		cancel()
+	wait, ok := parseWait(w, r)
+	if !ok {
+		return
 	}
+	s.waitRun(r, id, wait)
 	run, ok, err := s.rt.engine.find(r.Context(), id)
 	if writeUnavailable(w, err) {
 		return

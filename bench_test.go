@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"runtime/debug"
@@ -116,8 +117,9 @@ func BenchmarkBoot(b *testing.B) {
 
 // BenchmarkWorkflows runs the durable-workflow workloads against `svc dev`
 // on the file journal, over HTTP: W1 100 sequential start-and-await runs of
-// a 3-step workflow; W2 1000 runs from 32 concurrent clients; W3 one run of
-// 1000 sequential steps.
+// a 3-step workflow (a start and a long-polled GET; W1-sync one start with
+// ?wait=); W2 1000 runs from 32 concurrent clients; W3 one run of 1000
+// sequential steps.
 func BenchmarkWorkflows(b *testing.B) {
 	dir := benchProject(b, 4, 1)
 	d := startDev(b, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(b), "OPENAI_API_KEY=sk-bench"))
@@ -159,6 +161,24 @@ func BenchmarkWorkflows(b *testing.B) {
 		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
 		b.ReportMetric(percentile(lat, 50), "W1-p50-ms")
 		b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
+		// W1-sync: one request per run.
+		lat = lat[:0]
+		for range 100 {
+			t0 := time.Now()
+			resp, err := client.Post(d.url("/api/workflows/w00/start?wait=60s"), "application/json", strings.NewReader(`{"n":1}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"status":"completed"`)) {
+				b.Fatalf("start?wait: %d %.300s", resp.StatusCode, body)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
+		b.ReportMetric(percentile(lat, 50), "W1-sync-p50-ms")
+		b.ReportMetric(percentile(lat, 99), "W1-sync-p99-ms")
 		// W2
 		var wg sync.WaitGroup
 		work := make(chan struct{}, 1000)

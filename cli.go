@@ -369,6 +369,7 @@ environment:
   SVC_ALLOWED_ORIGINS  more browser origins that may call the API (comma-separated)
   SVC_RELAY_URL        svc relay to publish a linked svc dev through (https://host[:port]); svc login's credentials get its token
   SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
+  SVC_IDEMPOTENCY_RETENTION how long start idempotency keys are kept: 24h (default), 7d
   SVC_CONTROL_PLANE_URL the control plane svc login and the verbs that need one use; XDG_CONFIG_HOME holds svc/credentials.json
   DATABASE_URL, SVC_MASTER_KEY  svc control-plane's database and the 32-byte key (hex or base64) sealing its secrets
   SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; its console at svc dev's deeplink talks only to https://<sub>.tun.<domain>

@@ -50,8 +50,43 @@ func newStartFlags() *flag.FlagSet {
 	fs := targetFlags("start")()
 	fs.String("input", "", "inline JSON object as workflow input; wins over --input-file (default {})")
 	fs.String("input-file", "", "path to a JSON file holding the input")
+	fs.String("idempotency-key", "", "a key that makes a retried start safe: the same key, workflow and input answer the first receipt and start nothing (1 to 255 visible ASCII characters)")
+	fs.Var(&optDuration{def: defaultStartWait}, "wait", "wait for the run to end and print it (--wait alone: 30s, or --wait=2m; at most 5m); exit 1 when it failed or was cancelled")
 	return fs
 }
+
+// defaultStartWait is the wait of a bare `svc workflows start --wait`.
+const defaultStartWait = 30 * time.Second
+
+// optDuration is a flag whose value may be left out: `--wait` alone means
+// def, `--wait=2m` a duration of its own. Unset, it is 0.
+type optDuration struct {
+	d, def time.Duration
+}
+
+func (o *optDuration) String() string {
+	if o == nil || o.d == 0 {
+		return ""
+	}
+	return o.d.String()
+}
+
+// Set takes "true" (the flag given alone) as the default.
+func (o *optDuration) Set(v string) error {
+	if v == "true" {
+		o.d = o.def
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("pass a duration such as 30s, as --wait=30s")
+	}
+	o.d = d
+	return nil
+}
+
+// IsBoolFlag lets the flag stand alone.
+func (o *optDuration) IsBoolFlag() bool { return true }
 
 // newRunsListFlags defines the flags of `svc runs list`.
 func newRunsListFlags() *flag.FlagSet {
@@ -359,18 +394,58 @@ func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	var rc startReceipt
-	if err := t.call(ctx, http.MethodPost, "/api/workflows/"+name+"/start", input, http.Header{triggerHeader: {triggerCLI}}, &rc); err != nil {
+	path := "/api/workflows/" + name + "/start"
+	wait := fs.Lookup("wait").Value.(*optDuration).d
+	if wait > 0 {
+		path += "?wait=" + wait.String()
+	}
+	var rc struct {
+		startReceipt
+		Run *runRecord `json:"run"` // the ended run, when it ended within --wait
+	}
+	header := http.Header{triggerHeader: {triggerCLI}}
+	if key := fs.Lookup("idempotency-key").Value.String(); key != "" {
+		if err := checkIdemKey(key); err != nil {
+			return failf("invalid_idempotency_key", "pass a key such as a UUID", "--idempotency-key: %v; nothing was started", err)
+		}
+		header.Set(idemKeyHeader, key)
+	}
+	if err := t.call(ctx, http.MethodPost, path, input, header, &rc); err != nil {
 		return err
 	}
-	c.emit(rc, func(w io.Writer) {
+	if rc.Run != nil {
+		r := *rc.Run
+		c.emit(map[string]any{"schema_version": schemaVersion, "run": r}, func(w io.Writer) { printEndedRun(w, r) })
+		if r.Status == runFailed || r.Status == runCancelled {
+			return reportedExit(1) // the run is printed; it did not complete
+		}
+		return nil
+	}
+	c.emit(rc.startReceipt, func(w io.Writer) {
 		if rc.Status == "queued" {
 			fmt.Fprintf(w, "Workflow %s is queued: an earlier run is still active. It starts automatically when the queue frees.\n", name)
 			return
 		}
 		fmt.Fprintf(w, "Started %s\n  runId    %s\n  traceId  %s\n  trigger  %s\n", name, rc.RunID, rc.WorldRunID, rc.Trigger)
+		if wait > 0 {
+			fmt.Fprintf(w, "It is still running after %s: svc runs get %s --wait 30s\n", wait, rc.RunID)
+		}
 	})
 	return nil
+}
+
+// printEndedRun prints what `svc workflows start --wait` shows of a run that
+// ended: its output, or its error with the run id to inspect.
+func printEndedRun(w io.Writer, r runRecord) {
+	if r.Status == runCompleted {
+		fmt.Fprintf(w, "%s\n", r.Output)
+		return
+	}
+	fmt.Fprintf(w, "run %s %s", r.RunID, r.Status)
+	if r.Error != nil {
+		fmt.Fprintf(w, ": %s: %s", r.Error.Name, r.Error.Message)
+	}
+	fmt.Fprintf(w, "\n  see the timeline with: svc runs get %s\n", r.RunID)
 }
 
 // runsListFlags are the flags of `svc runs list` that become query

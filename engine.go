@@ -194,6 +194,7 @@ type engineState struct {
 	Runs   map[string]*runRecord       `json:"runs"`
 	Queues map[string][]*queuedTrigger `json:"queues"` // workflow → FIFO
 	Hooks  map[string]hookRef          `json:"hooks"`
+	Idem   map[string]*idemEntry       `json:"idem,omitempty"` // idempotency key → its start, within the retention (engine_idem.go)
 }
 
 // engineOptions configure an engine.
@@ -211,6 +212,8 @@ type engineOptions struct {
 	BusyLimit    time.Duration // workflow code that runs this long without yielding fails its run
 	History      runHistory    // where ended runs go; nil keeps them in memory
 	Retention    time.Duration // ended runs older than this leave the history; 0 keeps them
+	// IdemRetention is how long idempotency keys are kept; 0: idemRetentionDefault.
+	IdemRetention time.Duration
 }
 
 // engine is the durable workflow engine (DESIGN §3). Every state change is
@@ -238,6 +241,8 @@ type engine struct {
 	snapBytes    int                       // size of the last snapshot written
 	compactRetry time.Time                 // no compaction before this, after one failed
 	archiveDown  bool                      // the last archive failed (said once); only the archiver touches it
+	idemSweep    time.Time                 // no sweep of expired idempotency keys before this
+	idemPending  map[string]chan struct{}  // keys whose start is being written: closed once it is durable or failed
 
 	wg   sync.WaitGroup // executions
 	bg   sync.WaitGroup // journal recovery, compaction, archiver
@@ -376,6 +381,7 @@ type startRequest struct {
 	ParentRun  string
 	ParentSeq  int
 	ParentKind string // callStart or callStartAndWait
+	IdemKey    string // idempotency key (engine_idem.go); "" for none
 }
 
 // startReceipt is the start receipt (SPEC §2).
@@ -401,7 +407,7 @@ var (
 
 // startError is a start rejected before anything was journaled.
 type startError struct {
-	Code       string // invalid_json, schema_validation, workflow_not_found, workflow_compile_failed, gate_closed
+	Code       string // invalid_json, schema_validation, workflow_not_found, workflow_compile_failed, gate_closed, invalid_idempotency_key, idempotency_key_reused
 	Message    string
 	Violations []schemaViolation
 	Err        error
@@ -460,6 +466,9 @@ func checkStartInput(input []byte) error {
 // trigger when the workflow is serial and a run of it is active. The receipt
 // is returned only once its record is on disk.
 func (e *engine) start(req startRequest) (startReceipt, error) {
+	if err := checkIdemKey(req.IdemKey); err != nil {
+		return startReceipt{}, &startError{Code: "invalid_idempotency_key", Message: err.Error()}
+	}
 	def, err := e.validateStart(req.Workflow, req.Input)
 	if err != nil {
 		return startReceipt{}, err
@@ -471,9 +480,18 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		return startReceipt{}, fmt.Errorf("%w: %v", errJournalUnavailable, err)
 	}
 	ev := &journalEvent{Workflow: def.Name, Input: compactJSON(req.Input), Trigger: req.Trigger, Serial: def.Serial,
-		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind}
+		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey}
+	if req.IdemKey != "" {
+		ev.IdemHash = idemInputHash(req.Input)
+	}
 	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
 	e.mu.Lock()
+	if ev.Idem != "" {
+		if orig, answered, err := e.idemAnswerLocked(req, def.Name, ev.IdemHash); answered {
+			return orig, err
+		}
+		defer e.idemEnd(ev.Idem, e.idemBeginLocked(ev.Idem))
+	}
 	if def.Serial && (e.active[def.Name] != "" || len(e.st.Queues[def.Name]) > 0) {
 		ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()
 		rc.Status, rc.QueueID = "queued", ev.Queue

@@ -86,6 +86,15 @@ func (e *engine) copyStateLocked() engineState {
 	for tok, ref := range e.st.Hooks {
 		st.Hooks[tok] = ref
 	}
+	if len(e.st.Idem) > 0 {
+		// A snapshot keeps the live keys only: it is as large as the
+		// active work and the retention, whatever the history.
+		e.dropExpiredIdemLocked(time.Now())
+		st.Idem = make(map[string]*idemEntry, len(e.st.Idem))
+		for key, k := range e.st.Idem {
+			st.Idem[key] = k // entries are never changed, only removed
+		}
+	}
 	return st
 }
 

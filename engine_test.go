@@ -189,16 +189,17 @@ export default async function forever() { "use workflow"; await sleep("1h"); ret
 // testEngine compiles the engine workflows and opens an engine on dir.
 type testEngine struct {
 	*engine
-	compactBytes int64         // 0: the default
-	history      runHistory    // nil: ended runs stay in memory
-	retention    time.Duration // with history: 0 keeps ended runs
-	busyLimit    time.Duration // 0: the default
-	logger       *slog.Logger  // nil: discarded
-	dir          string
-	cat          *catalog
-	counter      *stepCounter
-	store        string        // engineKindFile (also "") or engineKindPostgres (engine_store_test.go)
-	pool         *pgxpool.Pool // the PostgreSQL store's database
+	compactBytes  int64         // 0: the default
+	history       runHistory    // nil: ended runs stay in memory
+	retention     time.Duration // with history: 0 keeps ended runs
+	busyLimit     time.Duration // 0: the default
+	idemRetention time.Duration // 0: the default
+	logger        *slog.Logger  // nil: discarded
+	dir           string
+	cat           *catalog
+	counter       *stepCounter
+	store         string        // engineKindFile (also "") or engineKindPostgres (engine_store_test.go)
+	pool          *pgxpool.Pool // the PostgreSQL store's database
 }
 
 // newTestEngine writes the workflows into a project and opens the engine
@@ -228,7 +229,7 @@ func (te *testEngine) open(t *testing.T) {
 		Store: te.storeFor(t), Catalog: func() *catalog { return te.cat },
 		Env: func() map[string]string { return map[string]string{"COUNTER": te.counter.URL} },
 		Log: cmp.Or(te.logger, discardLogger()), RetryBase: 10 * time.Millisecond, CompactBytes: te.compactBytes,
-		History: te.history, Retention: te.retention, BusyLimit: te.busyLimit,
+		History: te.history, Retention: te.retention, BusyLimit: te.busyLimit, IdemRetention: te.idemRetention,
 	})
 	if err != nil {
 		t.Fatal(err)

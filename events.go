@@ -24,6 +24,7 @@ const (
 	evEnd     = "end"     // a run reached Status (completed, failed, cancelled)
 	evTurn    = "turn"    // an agent's chat turn, recorded as a finished run
 	evLog     = "log"     // a console line of the run (Seq/Name/Attempt: the step attempt; 0: workflow code)
+	evLink    = "link"    // a workflow's keyed start answered by its idempotency key: the call settles with the first receipt
 )
 
 // journalEvent is one journal record (JSON-encoded; short keys keep the log
@@ -59,6 +60,8 @@ type journalEvent struct {
 	Calls     []*durableCall  `json:"calls,omitempty"` // evTurn: the tool calls of the turn
 	Level     string          `json:"lv,omitempty"`    // evLog
 	Message   string          `json:"m,omitempty"`     // evLog
+	Idem      string          `json:"ik,omitempty"`    // evStart, evQueue: the start's idempotency key
+	IdemHash  string          `json:"ih,omitempty"`    // its idemInputHash
 }
 
 // micros converts unix microseconds to a time.
@@ -75,6 +78,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Input: ev.Input, Trigger: ev.Trigger,
 			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, CreatedAt: at}
 		e.st.Queues[ev.Workflow] = append(e.st.Queues[ev.Workflow], q)
+		e.applyIdem(ev, at)
 		if p := e.st.Runs[ev.Parent]; p != nil {
 			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
 			c.QueueID = ev.Queue
@@ -88,6 +92,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			Input: ev.Input, Serial: ev.Serial, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
 			CreatedAt: at, Steps: []*durableCall{}, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
+		e.applyIdem(ev, at)
 		if ev.Queue != "" {
 			q := e.st.Queues[ev.Workflow]
 			for i, t := range q {
@@ -109,6 +114,14 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			if c.Kind == callStart && c.EndedAt == nil {
 				c.settle(at, startReceipt{SchemaVersion: schemaVersion, WorkflowName: ev.Workflow, Status: "started",
 					RunID: r.RunID, WorldRunID: r.TraceID, Trigger: workflowRoute(ev.Workflow)}, nil)
+			}
+		}
+	case evLink:
+		if p := e.st.Runs[ev.Parent]; p != nil {
+			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
+			c.ChildRunID, c.QueueID = ev.Run, ev.Queue
+			if c.EndedAt == nil {
+				c.settle(at, idemReceipt(ev.Workflow, ev.Run, ev.WRun, ev.Queue), nil)
 			}
 		}
 	case evAttempt:

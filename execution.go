@@ -223,9 +223,9 @@ func workflowVMOptions(w *workflowVM, p *jsPlatform) vmOptions {
 		}
 		return w.x
 	}
-	child := func(kind string) func(string, goja.Value) goja.Value {
-		return func(name string, input goja.Value) goja.Value {
-			return bound("workflows."+kind).child(kind, name, input)
+	child := func(kind string) func(string, goja.Value, goja.Value) goja.Value {
+		return func(name string, input, opts goja.Value) goja.Value {
+			return bound("workflows."+kind).child(kind, name, input, opts)
 		}
 	}
 	rng := func() *mrand.Rand {
@@ -647,9 +647,14 @@ func (x *execution) createHook() (goja.Value, error) {
 
 // child is the ambient workflows.start / workflows.startAndWait (kind).
 // start resolves with the receipt; startAndWait with the child's output,
-// suspending the parent (no goroutine, no VM) until the child ends.
-func (x *execution) child(kind, name string, input goja.Value) goja.Value {
+// suspending the parent (no goroutine, no VM) until the child ends. opts
+// of start may carry an idempotencyKey (engine_idem.go).
+func (x *execution) child(kind, name string, input, opts goja.Value) goja.Value {
 	seq, c, err := x.nextCall(kind, name)
+	if err != nil {
+		return x.rejected(err)
+	}
+	key, err := childIdemKey(kind, opts)
 	if err != nil {
 		return x.rejected(err)
 	}
@@ -660,7 +665,7 @@ func (x *execution) child(kind, name string, input goja.Value) goja.Value {
 				return x.rejected(err)
 			}
 		}
-		_, err := x.e.start(startRequest{Workflow: name, Input: raw, Trigger: triggerWorkflow, ParentRun: x.r.RunID, ParentSeq: seq, ParentKind: kind})
+		_, err := x.e.start(startRequest{Workflow: name, Input: raw, Trigger: triggerWorkflow, ParentRun: x.r.RunID, ParentSeq: seq, ParentKind: kind, IdemKey: key})
 		if err != nil {
 			return x.rejected(err)
 		}
@@ -678,6 +683,27 @@ func (x *execution) child(kind, name string, input goja.Value) goja.Value {
 		x.advance(*c.EndedAt)
 	}
 	return x.settled(c.Result, c.Error)
+}
+
+// childIdemKey reads the idempotencyKey of workflows.start's options
+// (absent: ""); startAndWait takes none.
+func childIdemKey(kind string, opts goja.Value) (string, error) {
+	if opts == nil || goja.IsUndefined(opts) || goja.IsNull(opts) {
+		return "", nil
+	}
+	o, ok := opts.(*goja.Object)
+	if !ok || kind != callStart {
+		return "", fmt.Errorf("workflows.%s takes no options here: workflows.start(name, input, { idempotencyKey: \"…\" }) is the one that does", kind)
+	}
+	v := o.Get("idempotencyKey")
+	if v == nil || goja.IsUndefined(v) {
+		return "", nil
+	}
+	key, ok := v.Export().(string)
+	if !ok {
+		return "", errors.New("workflows.start: idempotencyKey must be a string")
+	}
+	return key, nil
 }
 
 // keepLog journals a console line of the run: from workflow code (seq 0)

@@ -48,6 +48,7 @@
 //	SVC_S3_ENDPOINT      external object storage, instead of the built-in one (svc dev: keys from .env; svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
 //	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes a linked session at public_url, with that port unless 443 (registration tokens from its control plane)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
+//	SVC_IDEMPOTENCY_RETENTION how long start idempotency keys are kept (default 24h; engine_idem.go)
 //	SVC_RESPONSE_RETENTION how long kept Responses-wire responses stay (default 30d; 0 keeps them)
 //	SVC_ENGINE           svc dev's and svc serve's engine store: file (default, the journal on disk) or postgres (schema svc_engine)
 //	SVC_ENGINE_LEASE     the PostgreSQL engine's lease (default 10s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s)
@@ -90,9 +91,9 @@
 //	             embedded), contract.go
 //	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
 //	             failures, standby), engine_history.go (archive, prune, compaction), engine_queue.go (serial
-//	             queues), engine_versions.go (run pinning), engine_store.go (the store seam, SVC_ENGINE),
-//	             engine_store_file.go (on the journal), engine_store_pg.go (on PostgreSQL: svc_engine,
-//	             the fenced lease), events.go (journal records), execution.go
+//	             queues), engine_versions.go (run pinning), engine_idem.go (idempotent starts),
+//	             engine_store.go (the store seam, SVC_ENGINE), engine_store_file.go (on the journal),
+//	             engine_store_pg.go (on PostgreSQL: svc_engine, the fenced lease), events.go (journal records), execution.go
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
 //	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
 //	             json_limits.go (what can be journaled)

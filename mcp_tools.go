@@ -143,9 +143,10 @@ func mcpToolDefs() []*mcpTool {
 			input:       `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 256}}, "required": ["name"], "additionalProperties": false}`,
 			run:         mcpWorkflowSchema},
 		{name: "start_workflow", title: "Start a workflow",
-			description: "Starts a durable run of a workflow and returns its receipt at once (runId, or queueId for a serial workflow that is busy); follow it with get_run.",
-			input:       `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 256}, "input": {"description": "the workflow's input (default {}); get_workflow_schema gives its schema"}}, "required": ["name"], "additionalProperties": false}`,
-			run:         mcpStartWorkflow},
+			description: "Starts a durable run of a workflow and returns its receipt at once (runId, or queueId for a serial workflow that is busy); follow it with get_run. idempotencyKey makes a retried call safe: the same key with the same workflow and input answers the first receipt and starts nothing.",
+			input: `{"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 256}, "input": {"description": "the workflow's input (default {}); get_workflow_schema gives its schema"},
+  "idempotencyKey": {"type": "string", "minLength": 1, "maxLength": ` + strconv.Itoa(idemKeyMax) + `, "pattern": "^[!-~]+$", "description": "visible ASCII, no spaces; kept for the idempotency retention (24 h by default)"}}, "required": ["name"], "additionalProperties": false}`,
+			run: mcpStartWorkflow},
 		{name: "get_run", title: "Get a run", readOnly: true,
 			description: "Returns a run with its status, output or error, and its step timeline (hooks carry their token). waitSeconds (at most 25) waits for the run to end first.",
 			input:       `{"type": "object", "properties": {"runId": ` + runID + `, "waitSeconds": {"type": "number", "minimum": 0, "maximum": 25}}, "required": ["runId"], "additionalProperties": false}`,
@@ -211,11 +212,12 @@ func mcpWorkflowSchema(_ context.Context, t *mcpTools, args json.RawMessage) (an
 // mcpStartWorkflow starts a run and returns its receipt.
 func mcpStartWorkflow(_ context.Context, t *mcpTools, args json.RawMessage) (any, error) {
 	var a struct {
-		Name  string
-		Input json.RawMessage
+		Name           string
+		Input          json.RawMessage
+		IdempotencyKey string
 	}
 	json.Unmarshal(args, &a)
-	rc, err := t.rt.engine.start(startRequest{Workflow: a.Name, Input: a.Input, Trigger: triggerHTTP})
+	rc, err := t.rt.engine.start(startRequest{Workflow: a.Name, Input: a.Input, Trigger: triggerHTTP, IdemKey: a.IdempotencyKey})
 	if err != nil {
 		return nil, mcpStartFailure(err)
 	}

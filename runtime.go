@@ -144,6 +144,13 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	if err != nil {
 		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_RESPONSE_RETENTION to a duration such as 720h or 30d, or 0 to keep responses forever"}
 	}
+	idemRetention, err := parseRetentionOf("SVC_IDEMPOTENCY_RETENTION", o.Getenv("SVC_IDEMPOTENCY_RETENTION"), idemRetentionDefault)
+	if err == nil && idemRetention == 0 {
+		err = errors.New("SVC_IDEMPOTENCY_RETENTION is 0: idempotency keys cannot be kept forever")
+	}
+	if err != nil {
+		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_IDEMPOTENCY_RETENTION to a duration such as 24h or 7d"}
+	}
 	journal := filepath.Join(o.StateDir, "journal")
 	var store engineStore = engineStoreFile{dir: journal}
 	hint := "the journal under " + journal + " is damaged before its tail; move it aside to start fresh"
@@ -162,7 +169,7 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	rt.engine, err = openEngine(engineOptions{
 		Store: store, Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
 		OnRunDone: func(*runRecord) { rt.markFirstRun() },
-		History:   newPGRunHistory(rt.db), Retention: retention,
+		History:   newPGRunHistory(rt.db), Retention: retention, IdemRetention: idemRetention,
 	})
 	if err != nil {
 		if errors.Is(err, errJournalLocked) {

@@ -56,7 +56,7 @@ func routeTable(s *server) []route {
 		{"PUT", "/api/settings/model-provider", "store a model-provider credential (encrypted); opens a closed boot gate", s.handleStoreProvider},
 		{"GET", "/api/workflows", "list workflows (what `svc workflows list` prints)", s.handleListWorkflows},
 		{"GET", "/api/workflows/{name}/schema", "a workflow's input and output JSON Schemas", s.handleWorkflowSchema},
-		{"POST", "/api/workflows/{name}/start", "start a durable run; body = input JSON (empty = {}); 202 + receipt", s.handleStartWorkflow},
+		{"POST", "/api/workflows/{name}/start", "start a durable run; body = input JSON (empty = {}); 202 + receipt; ?wait=30s: 200 + the run once it ended", s.handleStartWorkflow},
 		{"GET", "/api/runs", "run records, newest first, and queued serial triggers", s.handleListRuns},
 		{"GET", "/api/runs/{runId}", "one run with its step timeline; ?wait=30s long-polls until terminal", s.handleGetRun},
 		{"POST", "/api/runs/{runId}/cancel", "cancel an active run", s.handleCancelRun},

@@ -39,7 +39,8 @@ declare module "svc" {
 
   /** Start other workflows from inside a workflow; both calls are durable. */
   export const workflows: {
-    start<N extends WorkflowName>(name: N, input: WorkflowInput<N>): Promise<StartReceipt>;
+    /** idempotencyKey: a start resent with the same key, workflow and input answers the first receipt. */
+    start<N extends WorkflowName>(name: N, input: WorkflowInput<N>, options?: { idempotencyKey?: string }): Promise<StartReceipt>;
     startAndWait<N extends WorkflowName>(name: N, input: WorkflowInput<N>): Promise<WorkflowOutput<N>>;
   };
 
