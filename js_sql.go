@@ -191,6 +191,14 @@ func (h *sqlHost) work(l *jsLoop, fn func(ctx context.Context) (*sqlResult, erro
 	go func() {
 		defer h.wg.Done()
 		res, err := fn(s.ctx)
+		if err != nil && pgUnreachable(err) {
+			// The server went away under this operation: the pool's idle
+			// connections were to it too, and one idle for under a second
+			// is handed out unchecked. Drop them all, so that the step's
+			// retry connects afresh (waiting in acquire while the database
+			// is down) instead of failing on another dead connection.
+			h.pool.Reset()
+		}
 		if h.leave(l, s) {
 			l.post(func() { done(res, err) })
 		}
