@@ -46,10 +46,20 @@ function every(n, ms, fn) {
   setTimeout(tick, ms);
 }
 
+/** signingIn is the sign-in of the last console link opened (its refusal, or null). */
+let signingIn = Promise.resolve(null);
+
+/** signInIfLink starts the sign-in of a console link's #code= in the address (null: none). */
+function signInIfLink() {
+  if (!/^#code=/.test(location.hash)) return null;
+  signingIn = signInFromLink().catch((err) => err);
+  return signingIn;
+}
+
 /** route draws the page of location.hash; a console link's #code= signs in first. */
 async function route() {
   const n = ++visit;
-  const refused = /^#code=/.test(location.hash) ? await signInFromLink().catch((err) => err) : null;
+  const refused = await signInIfLink();
   const hash = location.hash.slice(1) || "/workflows";
   const q = hash.indexOf("?");
   const path = q < 0 ? hash : hash.slice(0, q);
@@ -83,4 +93,7 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
-route().then(() => health()).then((h) => showGate(h.gate), () => {});
+route();
+// Beside the page, once a link's sign-in is done: one identity token
+// fetch serves both when the control plane serves the console.
+signingIn.then(() => health()).then((h) => showGate(h.gate), () => {});
