@@ -160,10 +160,7 @@ func writeUnavailable(w http.ResponseWriter, err error) bool {
 	if !errors.Is(err, errJournalUnavailable) {
 		return false
 	}
-	hint := "free disk space under .svc/journal, then retry (the runtime recovers by itself)"
-	if errors.As(err, new(*engineStandbyError)) {
-		hint = "retry: this process takes over when the holder stops; until then send it to the process that holds the lease"
-	}
+	hint := "free disk space under .svc/journal (or, on the PostgreSQL engine, check the database), then retry (the runtime recovers by itself)"
 	w.Header().Set("Retry-After", journalRetryAfter)
 	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "journal_unavailable", Message: "nothing was recorded: " + err.Error() + "; " + hint})
 	return true

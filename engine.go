@@ -84,6 +84,8 @@ type durableCall struct {
 	StartedAt  time.Time       `json:"startedAt"`
 	EndedAt    *time.Time      `json:"endedAt,omitempty"`
 	DurationMs *float64        `json:"durationMs,omitempty"`
+
+	resumedBy string // the ID of the resume that settled a hook (engine_replica.go)
 }
 
 // runRecord is a durable run as the runs API shows it.
@@ -110,6 +112,7 @@ type runRecord struct {
 	Steps          []*durableCall  `json:"steps"`
 	Logs           []runLog        `json:"logs,omitempty"`        // console.* of its workflow and step code
 	LogsDropped    int             `json:"logsDropped,omitempty"` // lines past runMaxLogs
+	Owner          string          `json:"owner,omitempty"`       // PostgreSQL engine: the replica that executes it ("" on the file journal, or released)
 
 	executing bool       // an execution goroutine owns a VM for it
 	rerun     bool       // something happened while executing: run again
@@ -195,6 +198,7 @@ type engineState struct {
 	Queues map[string][]*queuedTrigger `json:"queues"` // workflow → FIFO
 	Hooks  map[string]hookRef          `json:"hooks"`
 	Idem   map[string]*idemEntry       `json:"idem,omitempty"` // idempotency key → its start, within the retention (engine_idem.go)
+	Clock  int64                       `json:"clock,omitempty"` // shared log: the latest event time applied, unix µs (apply)
 }
 
 // engineOptions configure an engine.
@@ -222,7 +226,8 @@ type engineOptions struct {
 type engine struct {
 	opts  engineOptions
 	log   *slog.Logger
-	j     engineLog // nil while the store cannot be written (failed or standby)
+	self  string    // this replica's name on a shared store; "" on the file journal (engine_replica.go)
+	j     engineLog // nil while the store cannot be written
 	steps *stepRunner
 
 	mu     sync.Mutex
@@ -243,6 +248,8 @@ type engine struct {
 	archiveDown  bool                      // the last archive failed (said once); only the archiver touches it
 	idemSweep    time.Time                 // no sweep of expired idempotency keys before this
 	idemPending  map[string]chan struct{}  // keys whose start is being written: closed once it is durable or failed
+	applied      int64                     // shared log: the seq of the last event applied
+	ending       map[string]bool           // shared log: runs whose end this process appended and the log has not yet delivered
 
 	wg   sync.WaitGroup // executions
 	bg   sync.WaitGroup // journal recovery, compaction, archiver
@@ -280,30 +287,21 @@ func openEngine(opts engineOptions) (*engine, error) {
 	e := newEngineShell(opts)
 	e.stop = make(chan struct{})
 	e.steps = newStepRunner(opts.Env, opts.Platform, opts.Log)
-	j, poisoned, err := e.replayJournal(e.journalFailed)
-	var standby *engineStandbyError
-	switch {
-	case errors.As(err, &standby):
-		// Another process owns the state: refuse changes until it is ours.
-		e.log.Info("the engine stands by: another process holds its state", "holder", standby.Holder)
-		e.failed = err
-		e.bg.Add(1)
-		go e.recoverJournal()
-	case err != nil:
+	j, poisoned, err := e.replayJournal(e)
+	if err != nil {
 		return nil, err
-	default:
-		e.j = j
-		e.opts.Store.removeVersions(func(v string) bool { return e.versions[v] != nil })
-		e.settleReplay(poisoned)
-		e.resumeAll()
 	}
+	e.j = j
+	e.opts.Store.removeVersions(func(v string) bool { return e.versions[v] != nil })
+	e.settleReplay(poisoned)
+	e.resumeAll()
 	e.startHistory()
 	return e, nil
 }
 
 // newEngineShell returns an engine with empty state and no journal.
 func newEngineShell(opts engineOptions) *engine {
-	return &engine{opts: opts, log: opts.Log, active: map[string]string{}, timers: map[string]*time.Timer{},
+	return &engine{opts: opts, log: opts.Log, self: opts.Store.replica(), active: map[string]string{}, ending: map[string]bool{}, timers: map[string]*time.Timer{},
 		versions: map[string]*pinnedVersion{}, saved: map[string]bool{},
 		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
 }
@@ -364,10 +362,7 @@ func (e *engine) close() error {
 	e.mu.Unlock()
 	e.wg.Wait()
 	e.bg.Wait()
-	if e.j == nil { // recovery could not reopen it, or the engine stood by
-		if errors.As(e.failed, new(*engineStandbyError)) {
-			return nil
-		}
+	if e.j == nil { // recovery could not reopen it
 		return e.failed
 	}
 	return e.j.close()
@@ -484,31 +479,72 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 	if req.IdemKey != "" {
 		ev.IdemHash = idemInputHash(req.Input)
 	}
-	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
-	e.mu.Lock()
-	if ev.Idem != "" {
-		if orig, answered, err := e.idemAnswerLocked(req, def.Name, ev.IdemHash); answered {
-			return orig, err
+	var rc startReceipt
+	for tries := 0; ; tries++ {
+		rc = startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
+		e.mu.Lock()
+		var writing chan struct{}
+		if ev.Idem != "" {
+			if orig, answered, err := e.idemAnswerLocked(req, def.Name, ev.IdemHash); answered {
+				return orig, err
+			}
+			writing = e.idemBeginLocked(ev.Idem)
 		}
-		defer e.idemEnd(ev.Idem, e.idemBeginLocked(ev.Idem))
-	}
-	if def.Serial && (e.active[def.Name] != "" || len(e.st.Queues[def.Name]) > 0) {
-		ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()
-		rc.Status, rc.QueueID = "queued", ev.Queue
-	} else {
-		ev.Type, ev.Run, ev.WRun, ev.Ver = evStart, uuid.NewString(), newWorldRunID(), def.Module.Hash
-		rc.Status, rc.RunID, rc.WorldRunID = "started", ev.Run, ev.WRun
-	}
-	if err := e.commitLocked(ev, true); err != nil {
-		return startReceipt{}, err
+		ev.Run, ev.WRun, ev.Ver, ev.Queue = "", "", "", ""
+		if def.Serial && (e.active[def.Name] != "" || len(e.st.Queues[def.Name]) > 0) {
+			ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()
+			rc.Status, rc.QueueID = "queued", ev.Queue
+		} else {
+			ev.Type, ev.Run, ev.WRun, ev.Ver = evStart, uuid.NewString(), newWorldRunID(), def.Module.Hash
+			rc.Status, rc.RunID, rc.WorldRunID = "started", ev.Run, ev.WRun
+		}
+		err := e.commitLocked(ev, true)
+		if writing != nil {
+			e.idemEnd(ev.Idem, writing)
+		}
+		if err != nil {
+			return startReceipt{}, err
+		}
+		if !e.lostStart(ev) {
+			break
+		}
+		// Another replica changed the state first (engine_replica.go):
+		// decide again on the state as it is now.
+		if tries == startMaxTries {
+			return startReceipt{}, fmt.Errorf("%w: the start lost %d races with other replicas; retry", errJournalUnavailable, tries+1)
+		}
 	}
 	if ev.Type == evStart {
 		e.log.Info("run started", "workflow", def.Name, "run", ev.Run, "trigger", req.Trigger)
 		e.schedule(ev.Run)
 	} else {
 		e.log.Info("run queued", "workflow", def.Name, "queue", ev.Queue, "trigger", req.Trigger)
+		if e.self != "" {
+			// The run it waited for may have ended on another replica
+			// before the entry was in the log.
+			e.advanceQueue(def.Name)
+		}
 	}
 	return rc, nil
+}
+
+// startMaxTries bounds how often a start decides again after losing a race
+// with other replicas.
+const startMaxTries = 20
+
+// lostStart reports whether the start ev was void when the log delivered
+// it: its run does not exist, or its key names another start.
+func (e *engine) lostStart(ev *journalEvent) bool {
+	if e.self == "" {
+		return false // one process decides under mu what apply then sees
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ev.Type == evStart {
+		return e.st.Runs[ev.Run] == nil
+	}
+	k := e.st.Idem[ev.Idem]
+	return ev.Idem != "" && (k == nil || k.QueueID != ev.Queue)
 }
 
 // compactJSON returns raw without insignificant whitespace.
@@ -536,12 +572,15 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 	if runScoped(ev.Type) {
 		// A run ends once: nothing is journaled for it afterwards (a step
 		// in flight when a cancel landed, a second cancel, a late end).
-		if r := e.st.Runs[ev.Run]; r == nil || terminal(r.Status) {
+		if r := e.st.Runs[ev.Run]; r == nil || terminal(r.Status) || e.ending[ev.Run] {
 			e.mu.Unlock()
 			return errRunEnded
 		}
 	}
 	ev.At = time.Now().UnixMicro()
+	if ev.Type == evStart {
+		ev.By = e.self // the writer executes the run it starts
+	}
 	b, err := encodeRecord(ev)
 	if err == nil {
 		err = journalJSON.check(b)
@@ -551,6 +590,25 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		return fmt.Errorf("encode journal event: %w", err)
 	}
 	pending := e.j.append(b, durable)
+	if e.self != "" {
+		// A shared log: applied when the log delivers it, in the log's
+		// order (engine_replica.go), which the caller waits for. Until
+		// then no record of a run whose end is on its way is appended.
+		if ev.Type == evEnd {
+			e.ending[ev.Run] = true
+		}
+		e.mu.Unlock()
+		err := pending.Wait()
+		if ev.Type == evEnd {
+			e.mu.Lock()
+			delete(e.ending, ev.Run)
+			e.mu.Unlock()
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", errJournalUnavailable, err)
+		}
+		return nil
+	}
 	after := e.apply(ev)
 	e.maybeCompactLocked()
 	e.mu.Unlock()
@@ -708,6 +766,9 @@ func (e *engine) cancelRun(id string) (runRecord, error) {
 	if err := e.commitLocked(&journalEvent{Type: evEnd, Run: id, Status: runCancelled, Error: &runError{Name: "Cancelled", Message: "cancelled"}}, true); err != nil {
 		return e.mustGet(id), err
 	}
+	if rec, ok := e.get(id); ok && rec.Status != runCancelled {
+		return rec, errRunEnded // it ended on its replica before the cancel reached the log
+	}
 	for _, child := range children {
 		if _, err := e.cancelRun(child); err != nil && !errors.Is(err, errRunEnded) {
 			return runRecord{}, err
@@ -739,9 +800,6 @@ func (e *engine) resumeHook(token string, payload json.RawMessage) (string, erro
 	ref, ok := e.st.Hooks[token]
 	if !ok {
 		e.mu.Unlock()
-		if err := e.standbyErr(); err != nil {
-			return "", err
-		}
 		return "", e.spentHook(token)
 	}
 	r := e.st.Runs[ref.RunID]
@@ -749,8 +807,25 @@ func (e *engine) resumeHook(token string, payload json.RawMessage) (string, erro
 		e.mu.Unlock()
 		return "", errHookUsed
 	}
-	err := e.commitLocked(&journalEvent{Type: evResume, Run: ref.RunID, Seq: ref.Seq, Token: token, Result: compactJSON(payload)}, true)
-	return ref.RunID, err
+	ev := &journalEvent{Type: evResume, Run: ref.RunID, Seq: ref.Seq, Token: token, Result: compactJSON(payload)}
+	if e.self != "" {
+		ev.ID = uuid.NewString() // another replica may resume it at once: the first in the log wins
+	}
+	if err := e.commitLocked(ev, true); err != nil {
+		return ref.RunID, err
+	}
+	if e.self != "" {
+		e.mu.Lock()
+		won := true // a run that ended since and left memory: it was ours
+		if r := e.st.Runs[ref.RunID]; r != nil {
+			won = r.call(ref.Seq).resumedBy == ev.ID
+		}
+		e.mu.Unlock()
+		if !won {
+			return ref.RunID, errHookUsed
+		}
+	}
+	return ref.RunID, nil
 }
 
 // spentHook tells errHookUsed (the token belongs to a run, in memory or

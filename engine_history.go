@@ -41,7 +41,7 @@ func (e *engine) maybeCompactLocked() {
 	if e.compacting || e.j.size() < max(e.opts.CompactBytes, 2*int64(e.snapBytes)) || time.Now().Before(e.compactRetry) {
 		return
 	}
-	c, err := e.j.beginCompact()
+	c, err := e.j.beginCompact(e.applied)
 	if err != nil {
 		e.log.Error("journal compaction failed", "err", err)
 		e.compactRetry = time.Now().Add(compactRetryDelay)
@@ -75,7 +75,7 @@ func (e *engine) maybeCompactLocked() {
 // touch. mu must be held.
 func (e *engine) copyStateLocked() engineState {
 	st := engineState{Runs: make(map[string]*runRecord, len(e.st.Runs)), Queues: make(map[string][]*queuedTrigger, len(e.st.Queues)),
-		Hooks: make(map[string]hookRef, len(e.st.Hooks))}
+		Hooks: make(map[string]hookRef, len(e.st.Hooks)), Clock: e.st.Clock}
 	for id, r := range e.st.Runs {
 		c := snapshotRun(r)
 		st.Runs[id] = &c
@@ -201,13 +201,10 @@ func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
 		if r, ok := e.findQueued(id); ok {
 			return r, true, nil
 		}
-		return runRecord{}, false, e.standbyErr()
+		return runRecord{}, false, nil
 	}
 	if r, ok := e.get(id); ok {
 		return r, true, nil
-	}
-	if err := e.standbyErr(); err != nil {
-		return runRecord{}, false, err
 	}
 	if e.opts.History == nil {
 		return runRecord{}, false, nil
@@ -221,9 +218,6 @@ func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
 // on the last page. The queued triggers of the matching workflows come with
 // the first page.
 func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, queued []queuedTrigger, next *runCursor, err error) {
-	if err := e.standbyErr(); err != nil {
-		return nil, nil, nil, err
-	}
 	e.mu.Lock()
 	for _, r := range e.st.Runs {
 		if q.matches(r) {

@@ -33,7 +33,7 @@ var errJournalUnavailable = errors.New("the journal cannot write")
 
 // journalHealth is the journal's state as the health route reports it.
 type journalHealth struct {
-	State string `json:"state"`           // "ok", "failed" or "standby" (another process owns the state)
+	State string `json:"state"`           // "ok" or "failed"
 	Error string `json:"error,omitempty"` // why it cannot write
 }
 
@@ -41,27 +41,10 @@ type journalHealth struct {
 func (e *engine) journalHealth() journalHealth {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	switch {
-	case errors.As(e.failed, new(*engineStandbyError)):
-		return journalHealth{State: "standby", Error: e.failed.Error()}
-	case e.failed != nil:
+	if e.failed != nil {
 		return journalHealth{State: "failed", Error: e.failed.Error()}
 	}
 	return journalHealth{State: "ok"}
-}
-
-// standbyErr returns, while another process owns the store's state (the
-// engine stands by), the error of a read or change of a run this process
-// does not hold: it knows none of the active runs, so "not found" would be
-// a lie. Nil otherwise (a failed file journal's state was rebuilt from
-// disk, so memory is right).
-func (e *engine) standbyErr() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if errors.As(e.failed, new(*engineStandbyError)) {
-		return fmt.Errorf("%w: %w", errJournalUnavailable, e.failed)
-	}
-	return nil
 }
 
 // storeHealth reports the engine's store: its kind and, on PostgreSQL,
@@ -69,11 +52,13 @@ func (e *engine) standbyErr() error {
 func (e *engine) storeHealth() engineStoreHealth { return e.opts.Store.health() }
 
 // replayJournal opens the journal and rebuilds e's state, which must be
-// empty, from it; onFail is told when the journal later stops writing. It
-// returns the records that could not be decoded.
-func (e *engine) replayJournal(onFail func(error)) (engineLog, []poisonedRecord, error) {
+// empty, from it; live is told when the journal later stops writing and,
+// on a shared log, is delivered its records (live is e, or the engine
+// whose state e rebuilds). It returns the records that could not be
+// decoded.
+func (e *engine) replayJournal(live *engine) (engineLog, []poisonedRecord, error) {
 	var poisoned []poisonedRecord
-	j, err := e.opts.Store.open(onFail, e.restoreSnapshot, func(b []byte) error {
+	j, err := e.opts.Store.open(engineLogHooks{onFail: live.journalFailed, onSnapshot: e.restoreSnapshot, deliver: live.deliver, claim: claimRecord, onRecord: func(b []byte) error {
 		var ev journalEvent
 		err := journalJSON.check(b)
 		if err == nil {
@@ -85,7 +70,7 @@ func (e *engine) replayJournal(onFail func(error)) (engineLog, []poisonedRecord,
 		}
 		e.apply(&ev)
 		return nil
-	})
+	}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -138,14 +123,10 @@ func (e *engine) recoverJournal() {
 		e.mu.Lock()
 		e.failed = err
 		e.mu.Unlock()
-		wait := delay
-		if standby := (*engineStandbyError)(nil); errors.As(err, &standby) {
-			wait = standby.Poll // another process owns the state: ask again soon
-		}
 		select {
 		case <-e.stop:
 			return
-		case <-time.After(wait):
+		case <-time.After(delay):
 		}
 	}
 }
@@ -163,13 +144,17 @@ func (e *engine) reopenJournal() error {
 		old.close() // its error is the failure being recovered from
 	}
 	fresh := newEngineShell(e.opts)
-	j, poisoned, err := fresh.replayJournal(e.journalFailed)
+	// A shared log delivers into e from its first read on: e must hold the
+	// rebuilt state by then, so the swap is under the lock the delivery
+	// takes.
+	e.mu.Lock()
+	j, poisoned, err := fresh.replayJournal(e)
 	if err != nil {
+		e.mu.Unlock()
 		return fmt.Errorf("reopen the journal: %w", err)
 	}
-	e.mu.Lock()
 	stale := e.st.Runs
-	e.st, e.active, e.j, e.ended, e.versions = fresh.st, fresh.active, j, fresh.ended, fresh.versions
+	e.st, e.active, e.j, e.ended, e.versions, e.ending = fresh.st, fresh.active, j, fresh.ended, fresh.versions, fresh.ending
 	e.epoch++
 	e.mu.Unlock()
 	for _, r := range stale {
@@ -194,11 +179,21 @@ func (e *engine) reopenJournal() error {
 // as one.
 func (e *engine) settleReplay(poisoned []poisonedRecord) {
 	e.failPoisoned(poisoned)
+	e.interruptInflight(e.owns)
+	if e.self != "" {
+		e.claimReleased()
+	}
+}
+
+// interruptInflight ends as interrupted the step attempts in flight in the
+// unfinished runs mine selects (this process executes them now; whoever
+// began the attempts is gone).
+func (e *engine) interruptInflight(mine func(*runRecord) bool) {
 	e.mu.Lock()
 	var evs []*journalEvent
 	for _, r := range e.st.Runs {
 		for _, c := range r.Steps {
-			if c.Inflight != nil && !terminal(r.Status) {
+			if c.Inflight != nil && !terminal(r.Status) && mine(r) {
 				evs = append(evs, &journalEvent{Type: evStep, Run: r.RunID, Seq: c.Seq, Name: c.Name, Attempt: c.Inflight.Attempt,
 					StartedAt: c.Inflight.StartedAt.UnixMicro(), Error: &runError{Name: "Interrupted", Message: "svc stopped (a shutdown or a crash) during this attempt"}})
 			}

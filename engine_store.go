@@ -4,8 +4,9 @@ package main
 // stores"): the engine keeps its state in memory and needs from durable
 // storage only what engineStore and engineLog say. Two implementations:
 // the file journal (engine_store_file.go, the default) and PostgreSQL
-// (engine_store_pg.go, SVC_ENGINE=postgres). Nothing else in the engine
-// knows which one it runs on.
+// (engine_store_pg.go, SVC_ENGINE=postgres). The engine knows only whether
+// the store is shared (its replica name is not empty): then it applies
+// every event when the log delivers it (engine_replica.go).
 
 import (
 	"errors"
@@ -20,12 +21,14 @@ import (
 type engineStore interface {
 	// kind names the store in the health route: "file" or "postgres".
 	kind() string
-	// open replays the log, calling onSnapshot with the newest snapshot,
-	// if any, then onRecord for every later record, in append order, and
-	// returns the log open for appends. onFail is told, once, when the
-	// returned log stops writing. An error wrapping an *engineStandbyError
-	// means another process owns the state now: nothing was replayed.
-	open(onFail func(error), onSnapshot, onRecord func([]byte) error) (engineLog, error)
+	// replica names this process among the engines sharing the store
+	// (the owner of the runs it executes); "" for a store one process owns
+	// whole (the file journal), where every run is this process's.
+	replica() string
+	// open replays the log, calling h.onSnapshot with the newest snapshot,
+	// if any, then h.onRecord for every later record, in log order, and
+	// returns the log open for appends.
+	open(h engineLogHooks) (engineLog, error)
 	// saveVersion durably keeps the compiled version hash (content-
 	// addressed: saving one twice is harmless).
 	saveVersion(hash string, data []byte) error
@@ -37,21 +40,45 @@ type engineStore interface {
 	health() engineStoreHealth
 }
 
+// engineLogHooks are the engine's side of an open log.
+type engineLogHooks struct {
+	onFail     func(error)        // told once when the log stops writing
+	onSnapshot func([]byte) error // replay: the newest snapshot
+	onRecord   func([]byte) error // replay: each later record, in log order
+	// deliver is called by a shared log (one more engines append to) with
+	// the records committed since the last call, this process's and the
+	// others', in the log's one order, up to the record at seq upto; the
+	// engine applies them (engine_replica.go). Calls never overlap.
+	deliver func(recs [][]byte, upto int64)
+	// claim encodes the record by which replica by takes over the runs of
+	// replica from (by "": from releases them); shared logs only.
+	claim func(from, by string) []byte
+}
+
 // engineLog is an open event log. Its methods are safe for concurrent use.
 type engineLog interface {
 	// append queues an encoded event after every one appended before it
 	// and returns at once; Wait on the result blocks until the event, and
-	// every one before it, is durable. durable says whether the caller
-	// will wait (a store may commit the others more cheaply). The log may
-	// keep payload: the caller must not change it.
+	// every one before it, is durable and, on a shared log, delivered.
+	// durable says whether the caller needs it on disk (a store may
+	// commit the others more cheaply). The log may keep payload: the
+	// caller must not change it.
 	append(payload []byte, durable bool) engineCommit
-	// size is the bytes appended since the last snapshot.
+	// fresh reports whether this process may still act on the runs it
+	// holds: always on a log it owns whole; on a shared log, while its
+	// lease surely holds (a process that stalled past it must not start
+	// steps of runs another replica may have claimed).
+	fresh() bool
+	// size is the bytes appended (on a shared log: delivered) since the
+	// last snapshot.
 	size() int64
 	// beginCompact cuts the log for a snapshot of exactly the events
-	// appended so far; the caller, holding the lock it appends under,
-	// copies its state and calls Finish later with that state encoded.
-	beginCompact() (engineCompaction, error)
-	// close writes the pending appends and releases the log.
+	// applied so far (on a shared log: delivered up to seq upto); the
+	// caller, holding the lock it applies under, copies its state and
+	// calls Finish later with that state encoded.
+	beginCompact(upto int64) (engineCompaction, error)
+	// close writes the pending appends and releases the log (on a shared
+	// log: hands this replica's runs to the others).
 	close() error
 }
 
@@ -65,31 +92,18 @@ type engineCompaction interface{ Finish(snap []byte) error }
 
 // engineStoreHealth is the store as GET /api/health reports it.
 type engineStoreHealth struct {
-	Kind  string `json:"kind"`            // "file" or "postgres"
-	Lease string `json:"lease,omitempty"` // postgres: held, standby, lost or released
-	Owner string `json:"owner,omitempty"` // postgres: this process's lease owner name
-	Epoch int64  `json:"epoch,omitempty"` // postgres: the fencing token of the lease held or last held
+	Kind     string `json:"kind"`               // "file" or "postgres"
+	Lease    string `json:"lease,omitempty"`    // postgres: this replica's lease: held, lost or released
+	Owner    string `json:"owner,omitempty"`    // postgres: this replica's name, the owner of the runs it executes
+	Epoch    int64  `json:"epoch,omitempty"`    // postgres: the fencing token of its lease
+	Replicas int    `json:"replicas,omitempty"` // postgres: replicas holding a lease, as of the last renewal
 }
 
-// engineStandbyError is the failure of opening a store whose state another
-// process owns: the engine stands by, refusing changes, and tries again
-// every Poll until it can take over.
-type engineStandbyError struct {
-	Holder string    // who holds the lease
-	Until  time.Time // when its lease expires unless renewed
-	Poll   time.Duration
-}
-
-// Error says who owns the state and what the engine does.
-func (e *engineStandbyError) Error() string {
-	return fmt.Sprintf("standby: another svc process (%s) holds the engine lease until %s; this one takes over when it stops or stops renewing",
-		e.Holder, e.Until.UTC().Format(time.RFC3339))
-}
-
-// errEngineLeaseLost is the failure of a PostgreSQL log whose lease another
-// process took over (this one stalled or lost the database past its
-// lease): it stops writing, and the engine steps down to standby.
-var errEngineLeaseLost = errors.New("this process lost the engine lease to another process: it stopped executing and stands by")
+// errEngineLeaseLost is the failure of a PostgreSQL log whose replica lease
+// expired and was taken over (this process stalled or lost the database
+// past its lease): it stops writing, its runs belong to another replica,
+// and the engine rejoins as a new replica.
+var errEngineLeaseLost = errors.New("this replica lost its lease: another replica took over its runs; it rejoins")
 
 // Engine kinds of SVC_ENGINE.
 const (
@@ -97,7 +111,7 @@ const (
 	engineKindPostgres = "postgres"
 )
 
-// Defaults and bounds of the PostgreSQL engine's lease.
+// Defaults and bounds of a PostgreSQL replica's lease.
 const (
 	engineLeaseDefault      = 10 * time.Second
 	engineLeaseRenewDefault = 3 * time.Second

@@ -24,9 +24,12 @@ func (s engineStoreFile) kind() string { return engineKindFile }
 // health reports the kind: a file store has no lease.
 func (s engineStoreFile) health() engineStoreHealth { return engineStoreHealth{Kind: engineKindFile} }
 
+// replica is "": one process owns the journal and every run in it.
+func (s engineStoreFile) replica() string { return "" }
+
 // open opens and replays the journal.
-func (s engineStoreFile) open(onFail func(error), onSnapshot, onRecord func([]byte) error) (engineLog, error) {
-	j, err := openJournal(s.dir, journalOptions{OnFail: onFail}, onSnapshot, onRecord)
+func (s engineStoreFile) open(h engineLogHooks) (engineLog, error) {
+	j, err := openJournal(s.dir, journalOptions{OnFail: h.onFail}, h.onSnapshot, h.onRecord)
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +66,14 @@ type engineStoreFileLog struct{ j *journal }
 // fsynced with its batch, so durable changes nothing.
 func (l engineStoreFileLog) append(payload []byte, _ bool) engineCommit { return l.j.Append(payload) }
 
+// fresh is true: nobody else can take the journal's runs.
+func (l engineStoreFileLog) fresh() bool { return true }
+
 // size is the bytes appended since the last snapshot.
 func (l engineStoreFileLog) size() int64 { return l.j.Size() }
 
 // beginCompact cuts the journal for a snapshot.
-func (l engineStoreFileLog) beginCompact() (engineCompaction, error) {
+func (l engineStoreFileLog) beginCompact(int64) (engineCompaction, error) {
 	c, err := l.j.BeginCompact()
 	if err != nil {
 		return nil, err

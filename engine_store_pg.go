@@ -3,39 +3,54 @@ package main
 // The engine's store on PostgreSQL (SVC_ENGINE=postgres, DESIGN §12): the
 // events, the snapshot and the pinned versions live in schema svc_engine
 // of the runtime's database, so nothing of the engine's state is on the
-// replica's disk.
+// replica's disk, and several replicas share them, active/active.
 //
 // Tables (created by ensureSchema, idempotent, under an advisory lock so
 // that replicas booting together do not race): events (seq from one
 // identity sequence, the encoded event), snapshot (one row: the state as of
 // seq upto; replay reads it, then the events after it, so boot time follows
 // active work, not history), versions (compiled workflow versions by
-// content hash), lease (one row: owner, epoch, lease_until).
+// content hash, so a replica on a newer image continues an older run),
+// replicas (one row per live replica: its name, epoch, lease_until and the
+// seq it has applied).
 //
-// Ownership, this slice: one engine-wide lease, active/passive. A process
-// claims the lease row (bumping epoch, the fencing token), renews it every
-// Renew in one statement, and every write of events or of the snapshot
-// runs in a statement or transaction that first takes a share lock on the
-// lease row matching its owner and epoch, so a holder that stalled past
-// its lease and woke after another process claimed it writes nothing: its
-// write finds no matching row, and the process steps down to standby. A
-// claim waits for a write in flight to commit (the share lock), so the new
-// holder's replay sees every event the old one committed. A process that
-// finds the lease held stands by (health: standby) and claims it once it
-// is released (a graceful close) or has expired (a crash). DESIGN §12's
-// per-run leases replace this engine-wide one in the next slice.
+// One log, one order. Every replica appends to the same events table and
+// applies every event in seq order, its own included, so every replica's
+// state is the same function of the same log (engine_replica.go). An
+// append transaction takes one advisory lock before it inserts, so seqs
+// become visible in commit order: a reader that saw seq n never later finds
+// a smaller one. In the same transaction the appender reads the events
+// others committed since its last delivery, and delivers them, then its
+// own, to the engine. Idle replicas learn of new events by LISTEN/NOTIFY
+// (channel svc_engine) and a jittered poll about every second.
 //
-// Commits: a batch some caller waits on commits with synchronous_commit on;
-// a batch nobody waits on commits with it off. PostgreSQL's WAL is one
+// Leases, fenced. A replica's row is its lease: it renews lease_until every
+// Renew in one statement. Every append locks the writer's row FOR SHARE
+// and inserts only while it exists at the writer's epoch and has not
+// expired. A replica that finds another's lease expired deletes that row
+// (which waits for the dead one's append in flight) and, in the same
+// transaction, appends the claim by which the runs the dead one owned
+// become its own; a stalled replica that wakes finds its row gone, writes
+// nothing, and rejoins under a new epoch. A replica that closes gracefully
+// appends a release (its runs owned by nobody) and deletes its row; the
+// others claim the released runs at once.
+//
+// Commits: a batch some caller needs on disk commits with
+// synchronous_commit on; any other with it off. PostgreSQL's WAL is one
 // sequence, so a durable commit also makes every earlier batch durable: a
 // crash loses at most a suffix of the non-durable events, as on the file
 // journal.
+//
+// Compaction: any replica writes the snapshot of the state it applied up
+// to seq upto (only if newer than the one stored) and deletes the events
+// every live replica has applied.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -48,29 +63,39 @@ import (
 
 // engineStorePGSchemaSQL creates the schema; it runs as one implicit
 // transaction holding an advisory lock, so concurrent boots do not race.
+// The engine-wide lease of the active/passive version is dropped: stop
+// processes of that version before replicas of this one start.
 const engineStorePGSchemaSQL = `SELECT pg_advisory_xact_lock(hashtext('svc_engine schema'));
 CREATE SCHEMA IF NOT EXISTS svc_engine;
 CREATE TABLE IF NOT EXISTS svc_engine.events (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, data bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS svc_engine.snapshot (id int PRIMARY KEY CHECK (id = 1), upto bigint NOT NULL, data bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS svc_engine.versions (hash text PRIMARY KEY, data bytea NOT NULL, saved_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS svc_engine.lease (id int PRIMARY KEY CHECK (id = 1), owner text NOT NULL, epoch bigint NOT NULL,
-    lease_until timestamptz NOT NULL, claimed_at timestamptz);
-INSERT INTO svc_engine.lease (id, owner, epoch, lease_until) VALUES (1, '', 0, '-infinity') ON CONFLICT (id) DO NOTHING;`
+CREATE TABLE IF NOT EXISTS svc_engine.replicas (owner text PRIMARY KEY, epoch bigint NOT NULL, lease_until timestamptz NOT NULL,
+    applied bigint NOT NULL DEFAULT 0, joined_at timestamptz NOT NULL DEFAULT now());
+CREATE SEQUENCE IF NOT EXISTS svc_engine.epochs;
+DROP TABLE IF EXISTS svc_engine.lease;`
 
-// engineStorePGClaimSQL takes the lease when it is free, expired or
-// already this owner's, bumping the epoch.
-const engineStorePGClaimSQL = `UPDATE svc_engine.lease SET owner = $1, epoch = epoch + 1,
-    lease_until = now() + $2 * interval '1 millisecond', claimed_at = now()
-WHERE id = 1 AND (owner = '' OR owner = $1 OR lease_until < now()) RETURNING epoch`
+// engineStorePGJoinSQL registers this replica under a new epoch.
+const engineStorePGJoinSQL = `INSERT INTO svc_engine.replicas (owner, epoch, lease_until)
+VALUES ($1, nextval('svc_engine.epochs'), now() + $2 * interval '1 millisecond')
+ON CONFLICT (owner) DO UPDATE SET epoch = excluded.epoch, lease_until = excluded.lease_until, applied = 0, joined_at = now()
+RETURNING epoch`
 
-// engineStorePGRenewSQL extends the lease while this owner holds it at
-// this epoch.
-const engineStorePGRenewSQL = `UPDATE svc_engine.lease SET lease_until = now() + $3 * interval '1 millisecond'
-WHERE id = 1 AND owner = $1 AND epoch = $2`
+// engineStorePGRenewSQL extends this replica's lease while it holds it at
+// its epoch, reports what it applied, and counts the live replicas and
+// the expired ones (to be claimed).
+const engineStorePGRenewSQL = `WITH u AS (UPDATE svc_engine.replicas SET lease_until = now() + $3 * interval '1 millisecond', applied = $4
+    WHERE owner = $1 AND epoch = $2 RETURNING 1)
+SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM svc_engine.replicas WHERE lease_until > now()),
+    (SELECT count(*) FROM svc_engine.replicas WHERE lease_until <= now())`
 
-// engineStorePGHeldSQL is the fence of every write: a share lock on the
-// lease row, which exists only while this owner holds it at this epoch.
-const engineStorePGHeldSQL = `SELECT 1 FROM svc_engine.lease WHERE id = 1 AND owner = $2 AND epoch = $3 AND lease_until > now() FOR SHARE`
+// engineStorePGOrderSQL makes appends take turns: seqs become visible in
+// the order they were drawn.
+const engineStorePGOrderSQL = `SELECT pg_advisory_xact_lock(hashtext('svc_engine append'))`
+
+// engineStorePGHeldSQL is the fence of every write: a share lock on this
+// replica's row, which exists only while it holds its lease at its epoch.
+const engineStorePGHeldSQL = `SELECT 1 FROM svc_engine.replicas WHERE owner = $2 AND epoch = $3 AND lease_until > now() FOR SHARE`
 
 // engineStorePGAppendSQL inserts a batch, in order, only under the fence;
 // it returns how many events it inserted and the last seq.
@@ -79,19 +104,31 @@ ins AS (INSERT INTO svc_engine.events (data)
     SELECT d FROM unnest($1::bytea[]) WITH ORDINALITY AS t(d, n) WHERE EXISTS (SELECT FROM held) ORDER BY n RETURNING seq)
 SELECT count(*), coalesce(max(seq), 0) FROM ins`
 
-// Bounds of the PostgreSQL store's statements.
+// engineStorePGReadSQL reads the events after a seq, in order.
+const engineStorePGReadSQL = `SELECT seq, data FROM svc_engine.events WHERE seq > $1 ORDER BY seq LIMIT $2`
+
+// engineStorePGReapSQL deletes the rows of replicas whose lease expired
+// (waiting for an append of theirs in flight), naming them.
+const engineStorePGReapSQL = `DELETE FROM svc_engine.replicas WHERE lease_until <= now() RETURNING owner`
+
+// Bounds of the PostgreSQL store's statements and loops.
 const (
 	engineStorePGWriteTimeout  = 10 * time.Second
 	engineStorePGReplayTimeout = 5 * time.Minute
 	engineStorePGCloseTimeout  = 10 * time.Second
-	// engineStorePGStandbyPoll is how often a standby asks for the lease.
-	engineStorePGStandbyPoll = time.Second
+	// engineStorePGPoll is how often an idle replica reads the log
+	// without a notification (jittered ±25%).
+	engineStorePGPoll = time.Second
+	// engineStorePGReadBatch is the most events one read delivers.
+	engineStorePGReadBatch = 2000
 )
+
+// engineStorePGChannel is the NOTIFY channel of new events.
+const engineStorePGChannel = "svc_engine"
 
 // Lease states of the health route.
 const (
 	engineLeaseHeld     = "held"
-	engineLeaseStandby  = "standby"
 	engineLeaseLost     = "lost"
 	engineLeaseReleased = "released"
 )
@@ -99,33 +136,37 @@ const (
 // engineStorePG is the engine's store in db's schema svc_engine.
 type engineStorePG struct {
 	db           *pgxpool.Pool
-	owner        string // this process: host, pid and a random suffix
+	owner        string // this replica: host, pid and a random suffix
 	lease, renew time.Duration
 	log          *slog.Logger
 
 	schemaMu sync.Mutex
 	schemaOK bool
 
-	mu    sync.Mutex // guards state and epoch
-	state string
-	epoch int64
+	mu       sync.Mutex // guards state, epoch and replicas
+	state    string
+	epoch    int64
+	replicas int
 }
 
 // newEngineStorePG returns the store on db with the lease settings of s.
 func newEngineStorePG(db *pgxpool.Pool, s engineSettings, log *slog.Logger) *engineStorePG {
 	host, _ := os.Hostname()
 	owner := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
-	return &engineStorePG{db: db, owner: owner, lease: s.Lease, renew: s.Renew, log: log, state: engineLeaseStandby}
+	return &engineStorePG{db: db, owner: owner, lease: s.Lease, renew: s.Renew, log: log, state: engineLeaseReleased}
 }
 
 // kind names the store.
 func (s *engineStorePG) kind() string { return engineKindPostgres }
 
-// health reports the lease as this process sees it.
+// replica names this process among the replicas.
+func (s *engineStorePG) replica() string { return s.owner }
+
+// health reports the lease as this replica sees it.
 func (s *engineStorePG) health() engineStoreHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return engineStoreHealth{Kind: engineKindPostgres, Lease: s.state, Owner: s.owner, Epoch: s.epoch}
+	return engineStoreHealth{Kind: engineKindPostgres, Lease: s.state, Owner: s.owner, Epoch: s.epoch, Replicas: s.replicas}
 }
 
 // setState records the lease state (and the epoch, when non-zero).
@@ -160,9 +201,10 @@ func (s *engineStorePG) ensureSchema(ctx context.Context) error {
 	return nil
 }
 
-// open claims the lease and replays the events; a lease held by another
-// process is an *engineStandbyError.
-func (s *engineStorePG) open(onFail func(error), onSnapshot, onRecord func([]byte) error) (engineLog, error) {
+// open joins the replicas under a new epoch and replays the log. The row
+// is written before the replay reads, so no compaction deletes an event
+// this replica has yet to read.
+func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGReplayTimeout)
 	defer cancel()
 	if err := s.ensureSchema(ctx); err != nil {
@@ -170,39 +212,30 @@ func (s *engineStorePG) open(onFail func(error), onSnapshot, onRecord func([]byt
 	}
 	sent := time.Now()
 	var epoch int64
-	err := s.db.QueryRow(ctx, engineStorePGClaimSQL, s.owner, s.lease.Milliseconds()).Scan(&epoch)
-	if errors.Is(err, pgx.ErrNoRows) {
-		sb := &engineStandbyError{Poll: engineStorePGStandbyPoll}
-		if err := s.db.QueryRow(ctx, `SELECT owner, lease_until FROM svc_engine.lease WHERE id = 1`).Scan(&sb.Holder, &sb.Until); err != nil {
-			return nil, s.fault("read the engine lease", err)
-		}
-		s.setState(engineLeaseStandby, 0)
-		return nil, sb
+	if err := s.db.QueryRow(ctx, engineStorePGJoinSQL, s.owner, s.lease.Milliseconds()).Scan(&epoch); err != nil {
+		return nil, s.fault("join the engine's replicas", err)
 	}
-	if err != nil {
-		return nil, s.fault("claim the engine lease", err)
-	}
-	l := &engineStorePGLog{s: s, epoch: epoch, onFail: onFail, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
-		stopRenew: make(chan struct{}), renewDone: make(chan struct{})}
+	l := &engineStorePGLog{s: s, epoch: epoch, h: h, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		stopBg: make(chan struct{}), renewDone: make(chan struct{}), listenDone: make(chan struct{})}
 	l.deadline.Store(new(sent.Add(s.lease)))
-	if err := l.replay(ctx, onSnapshot, onRecord); err != nil {
-		s.release(epoch)
+	if err := l.replay(ctx); err != nil {
+		s.leave(epoch)
 		return nil, err
 	}
 	s.setState(engineLeaseHeld, epoch)
-	s.log.Info("engine lease held: this process executes the runs", "owner", s.owner, "epoch", epoch)
+	s.log.Info("engine replica joined: it executes the runs it starts or claims", "owner", s.owner, "epoch", epoch)
 	go l.run()
 	go l.renewLoop()
+	go l.listen()
 	return l, nil
 }
 
-// release gives up the lease held at epoch, so a standby takes over at
-// once rather than at its expiry.
-func (s *engineStorePG) release(epoch int64) {
+// leave deletes this replica's row at epoch, if it is still there.
+func (s *engineStorePG) leave(epoch int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, `UPDATE svc_engine.lease SET owner = '', lease_until = now() WHERE id = 1 AND owner = $1 AND epoch = $2`, s.owner, epoch); err != nil {
-		s.log.Warn("release the engine lease; another process takes over when it expires", "err", err)
+	if _, err := s.db.Exec(ctx, `DELETE FROM svc_engine.replicas WHERE owner = $1 AND epoch = $2`, s.owner, epoch); err != nil {
+		s.log.Warn("leave the engine's replicas; the others claim this one's runs when its lease expires", "err", err)
 	}
 }
 
@@ -253,37 +286,41 @@ func (s *engineStorePG) removeVersions(keep func(string) bool) {
 		}
 	}
 	if len(drop) > 0 {
-		if _, err := s.db.Exec(ctx, `DELETE FROM svc_engine.versions WHERE hash = ANY($1)`, drop); err != nil {
+		// Another live replica may have just saved one for a start it
+		// is writing: then only versions older than two leases go.
+		if _, err := s.db.Exec(ctx, `DELETE FROM svc_engine.versions WHERE hash = ANY($1) AND (saved_at < now() - $2 * interval '1 millisecond'
+    OR NOT EXISTS (SELECT FROM svc_engine.replicas WHERE owner <> $3 AND lease_until > now()))`,
+			drop, 2*s.lease.Milliseconds(), s.owner); err != nil {
 			s.log.Warn("remove unused workflow versions", "err", err)
 		}
 	}
 }
 
-// engineStorePGLog is the event log while this process holds the lease at
-// epoch. One committer goroutine writes the batches in append order; one
-// renewer extends the lease.
+// engineStorePGLog is the event log of this replica while it holds its
+// lease at epoch. One committer goroutine writes the batches in append
+// order and delivers every event, the others' too, in seq order; one
+// renewer extends the lease; one listener turns notifications into reads.
 type engineStorePGLog struct {
-	s      *engineStorePG
-	epoch  int64
-	onFail func(error)
+	s     *engineStorePG
+	epoch int64
+	h     engineLogHooks
 
-	compactMu sync.Mutex // serializes compactions and close
-
-	mu     sync.Mutex // guards open through err
+	mu     sync.Mutex // guards open through reap
 	open   *engineStorePGBatch
-	sealed *engineStorePGBatch // batch to write before the cut
-	cut    *engineStorePGCut
 	closed bool
 	err    error // sticky failure
+	poked  bool  // a notification or the poll asks for a read
+	reap   bool  // the renewer saw an expired lease
 
-	wake      chan struct{} // capacity 1: something to do
-	stopped   chan struct{} // the committer has exited
-	stopRenew chan struct{}
-	renewDone chan struct{}
+	wake       chan struct{} // capacity 1: something to do
+	stopped    chan struct{} // the committer has exited
+	stopBg     chan struct{} // closed by close: renewer and listener stop
+	renewDone  chan struct{}
+	listenDone chan struct{}
 
-	bytes    atomic.Int64              // appended since the last snapshot
-	deadline atomic.Pointer[time.Time] // the lease surely holds until then (monotonic)
-	lastSeq  int64                     // owned by the committer (by open before it starts)
+	bytes     atomic.Int64              // delivered since the last snapshot
+	deadline  atomic.Pointer[time.Time] // the lease surely holds until then (monotonic)
+	delivered atomic.Int64              // the last seq delivered to the engine
 }
 
 // engineStorePGBatch is the events one transaction writes.
@@ -294,7 +331,8 @@ type engineStorePGBatch struct {
 	durable bool
 }
 
-// Wait blocks until the batch committed, or returns why it did not.
+// Wait blocks until the batch committed and was delivered, or returns why
+// it was not.
 func (b *engineStorePGBatch) Wait() error {
 	<-b.done
 	return b.err
@@ -307,29 +345,23 @@ func engineStorePGFailed(err error) *engineStorePGBatch {
 	return b
 }
 
-// engineStorePGCut asks the committer for the last seq written before it.
-type engineStorePGCut struct {
-	done chan struct{}
-	seq  int64
-	err  error
-}
-
 // replay reads the snapshot and the later events in one consistent
 // snapshot of the database.
-func (l *engineStorePGLog) replay(ctx context.Context, onSnapshot, onRecord func([]byte) error) error {
+func (l *engineStorePGLog) replay(ctx context.Context) error {
 	return pgx.BeginTxFunc(ctx, l.s.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var snap []byte
-		err := tx.QueryRow(ctx, `SELECT upto, data FROM svc_engine.snapshot WHERE id = 1`).Scan(&l.lastSeq, &snap)
+		var upto int64
+		err := tx.QueryRow(ctx, `SELECT upto, data FROM svc_engine.snapshot WHERE id = 1`).Scan(&upto, &snap)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return l.s.fault("read the engine snapshot", err)
 		default:
-			if err := onSnapshot(snap); err != nil {
+			if err := l.h.onSnapshot(snap); err != nil {
 				return fmt.Errorf("replay the engine snapshot: %w", err)
 			}
 		}
-		rows, err := tx.Query(ctx, `SELECT seq, data FROM svc_engine.events WHERE seq > $1 ORDER BY seq`, l.lastSeq)
+		rows, err := tx.Query(ctx, `SELECT seq, data FROM svc_engine.events WHERE seq > $1 ORDER BY seq`, upto)
 		if err != nil {
 			return l.s.fault("read the engine events", err)
 		}
@@ -340,15 +372,16 @@ func (l *engineStorePGLog) replay(ctx context.Context, onSnapshot, onRecord func
 			if err := rows.Scan(&seq, &data); err != nil {
 				return l.s.fault("read the engine events", err)
 			}
-			if err := onRecord(data); err != nil {
+			if err := l.h.onRecord(data); err != nil {
 				return fmt.Errorf("replay event %d: %w", seq, err)
 			}
-			l.lastSeq = seq
+			upto = seq
 			l.bytes.Add(int64(len(data)))
 		}
 		if err := rows.Err(); err != nil {
 			return l.s.fault("read the engine events", err)
 		}
+		l.delivered.Store(upto)
 		return nil
 	})
 }
@@ -371,7 +404,6 @@ func (l *engineStorePGLog) append(payload []byte, durable bool) engineCommit {
 	}
 	b.records = append(b.records, payload)
 	b.durable = b.durable || durable
-	l.bytes.Add(int64(len(payload)))
 	return b
 }
 
@@ -383,73 +415,215 @@ func (l *engineStorePGLog) wakeLocked() {
 	}
 }
 
-// size is the bytes appended since the last snapshot.
+// poke asks the committer to read the log (reap: and to claim the runs of
+// expired replicas).
+func (l *engineStorePGLog) poke(reap bool) {
+	l.mu.Lock()
+	l.poked = true
+	l.reap = l.reap || reap
+	l.wakeLocked()
+	l.mu.Unlock()
+}
+
+// fresh reports whether the lease surely still holds.
+func (l *engineStorePGLog) fresh() bool { return time.Now().Before(*l.deadline.Load()) }
+
+// size is the bytes delivered since the last snapshot.
 func (l *engineStorePGLog) size() int64 { return l.bytes.Load() }
 
-// run is the committer: one transaction per batch, in append order, until
-// close and the queue is empty.
+// run is the committer: one transaction per batch, in append order, and a
+// read of the log when poked or every poll, until close and the queue is
+// empty.
 func (l *engineStorePGLog) run() {
 	defer close(l.stopped)
+	poll := time.NewTimer(jitter(engineStorePGPoll))
+	defer poll.Stop()
 	for {
 		l.mu.Lock()
-		for l.open == nil && l.cut == nil && !l.closed {
+		for l.open == nil && !l.poked && !l.reap && !l.closed {
 			l.mu.Unlock()
-			<-l.wake
+			select {
+			case <-l.wake:
+			case <-poll.C:
+				poll.Reset(jitter(engineStorePGPoll))
+				l.mu.Lock()
+				l.poked = true
+				l.mu.Unlock()
+			}
 			l.mu.Lock()
 		}
-		b, cut := l.open, l.cut
-		if b == nil && cut == nil { // closed, and nothing is left
+		b, poked, reap, failed := l.open, l.poked, l.reap, l.err
+		l.open, l.poked, l.reap = nil, false, false
+		if b == nil && !poked && !reap { // closed, and nothing is left
 			l.mu.Unlock()
 			return
 		}
-		if cut != nil {
-			b, l.sealed, l.cut = l.sealed, nil, nil
-		} else {
-			l.open = nil
-		}
-		failed := l.err
 		l.mu.Unlock()
-		if b != nil {
-			if failed == nil {
-				failed = l.fail(l.write(b))
+		if failed != nil {
+			if b != nil {
+				b.err = failed
+				close(b.done)
 			}
-			b.err = failed
-			close(b.done)
+			continue
 		}
-		if cut != nil {
-			cut.seq, cut.err = l.lastSeq, failed
-			close(cut.done)
+		switch {
+		case b != nil || reap:
+			var recs [][]byte
+			durable := false
+			if b != nil {
+				recs, durable = b.records, b.durable
+			}
+			err := l.fail(l.write(recs, durable, reap, false))
+			if b != nil {
+				b.err = err
+				close(b.done)
+			}
+		case poked:
+			if err := l.read(); err != nil {
+				l.s.log.Warn("read the engine's log; retrying at the next poll", "err", err)
+			}
 		}
 	}
 }
 
-// write commits batch b under the fence.
-func (l *engineStorePGLog) write(b *engineStorePGBatch) error {
+// jitter returns d ± 25%, so idle replicas do not poll in step.
+func jitter(d time.Duration) time.Duration {
+	return d*3/4 + rand.N(d/2)
+}
+
+// write commits recs in one transaction under the fence and delivers the
+// events others committed before them, then recs. reap first deletes the
+// rows of expired replicas and appends a claim of each one's runs; leave
+// appends a release of this replica's runs and deletes its row.
+func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error {
 	if time.Now().After(*l.deadline.Load()) {
-		// Renewals failed for a whole lease: another process may hold it.
+		// Renewals failed for a whole lease: another replica may hold our runs.
 		return fmt.Errorf("%w (it was not renewed within %v)", errEngineLeaseLost, l.s.lease)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
 	defer cancel()
 	commitMode := "off" // synchronous_commit
-	if b.durable {
+	if durable || reap || leave {
 		commitMode = "on"
 	}
-	var n, last int64
+	var foreign [][]byte
+	var upto int64
+	lost := false
 	err := pgx.BeginFunc(ctx, l.s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT set_config('synchronous_commit', $1, true)`, commitMode); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, engineStorePGAppendSQL, b.records, l.s.owner, l.epoch).Scan(&n, &last)
+		if _, err := tx.Exec(ctx, engineStorePGOrderSQL); err != nil {
+			return err
+		}
+		if reap {
+			rows, err := tx.Query(ctx, engineStorePGReapSQL)
+			if err != nil {
+				return err
+			}
+			dead, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			for _, d := range dead {
+				l.s.log.Warn("engine replica's lease expired: this replica claims its runs", "expired", d, "owner", l.s.owner)
+				recs = append(recs, l.h.claim(d, l.s.owner))
+			}
+		}
+		if leave {
+			recs = append(recs, l.h.claim(l.s.owner, ""))
+		}
+		var err error
+		if foreign, upto, err = l.readTx(ctx, tx, l.delivered.Load(), 0); err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		var n, last int64
+		if err := tx.QueryRow(ctx, engineStorePGAppendSQL, recs, l.s.owner, l.epoch).Scan(&n, &last); err != nil {
+			return err
+		}
+		if n != int64(len(recs)) {
+			lost = true
+			return errEngineLeaseLost
+		}
+		upto = last
+		if leave {
+			if _, err := tx.Exec(ctx, `DELETE FROM svc_engine.replicas WHERE owner = $1 AND epoch = $2`, l.s.owner, l.epoch); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, engineStorePGChannel)
+		return err
 	})
+	if lost {
+		return errEngineLeaseLost
+	}
 	if err != nil {
 		return l.s.fault("append to svc_engine.events", err)
 	}
-	if n != int64(len(b.records)) {
-		return errEngineLeaseLost
+	if !leave {
+		l.deliver(append(foreign, recs...), upto)
 	}
-	l.lastSeq = last
 	return nil
+}
+
+// read delivers the events committed since the last delivery.
+func (l *engineStorePGLog) read() error {
+	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
+	defer cancel()
+	for {
+		recs, upto, err := l.readTx(ctx, l.s.db, l.delivered.Load(), engineStorePGReadBatch)
+		if err != nil {
+			return l.s.fault("read svc_engine.events", err)
+		}
+		l.deliver(recs, upto)
+		if len(recs) < engineStorePGReadBatch {
+			return nil
+		}
+	}
+}
+
+// engineStorePGQuerier is a pool or a transaction.
+type engineStorePGQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// readTx returns the events after seq after (at most limit, 0: all) and
+// the last one's seq (after, when none).
+func (l *engineStorePGLog) readTx(ctx context.Context, q engineStorePGQuerier, after int64, limit int) ([][]byte, int64, error) {
+	if limit == 0 {
+		limit = 1 << 30
+	}
+	rows, err := q.Query(ctx, engineStorePGReadSQL, after, limit)
+	if err != nil {
+		return nil, after, err
+	}
+	var recs [][]byte
+	upto := after
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&upto, &data); err != nil {
+			rows.Close()
+			return nil, after, err
+		}
+		recs = append(recs, data)
+	}
+	rows.Close()
+	return recs, upto, rows.Err()
+}
+
+// deliver hands recs, ending at seq upto, to the engine.
+func (l *engineStorePGLog) deliver(recs [][]byte, upto int64) {
+	if upto <= l.delivered.Load() {
+		return
+	}
+	for _, r := range recs {
+		l.bytes.Add(int64(len(r)))
+	}
+	l.h.deliver(recs, upto)
+	l.delivered.Store(upto)
 }
 
 // fail makes err, if any, the log's sticky failure and returns it; the
@@ -468,34 +642,42 @@ func (l *engineStorePGLog) fail(err error) error {
 	if first {
 		if errors.Is(err, errEngineLeaseLost) {
 			l.s.setState(engineLeaseLost, 0)
-			l.s.log.Error("engine lease lost: another process took over; this one writes nothing more and stands by", "owner", l.s.owner, "epoch", l.epoch)
+			l.s.log.Error("engine lease lost: another replica took over this one's runs; it writes nothing more and rejoins", "owner", l.s.owner, "epoch", l.epoch)
 		}
-		if l.onFail != nil {
-			go l.onFail(err)
+		if l.h.onFail != nil {
+			go l.h.onFail(err)
 		}
 	}
 	return err
 }
 
-// renewLoop extends the lease every Renew. A renewal that finds the lease
-// taken, or renewals failing for a whole lease, fail the log.
+// renewLoop extends the lease every Renew and asks for a claim when it
+// sees another replica's lease expired. A renewal that finds the row gone,
+// or renewals failing for a whole lease, fail the log.
 func (l *engineStorePGLog) renewLoop() {
 	defer close(l.renewDone)
 	t := time.NewTicker(l.s.renew)
 	defer t.Stop()
 	for {
 		select {
-		case <-l.stopRenew:
+		case <-l.stopBg:
 			return
 		case <-t.C:
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), l.s.renew)
-		tag, err := l.s.db.Exec(ctx, engineStorePGRenewSQL, l.s.owner, l.epoch, l.s.lease.Milliseconds())
+		var held, live, expired int64
+		err := l.s.db.QueryRow(ctx, engineStorePGRenewSQL, l.s.owner, l.epoch, l.s.lease.Milliseconds(), l.delivered.Load()).Scan(&held, &live, &expired)
 		cancel()
 		switch {
-		case err == nil && tag.RowsAffected() == 1:
+		case err == nil && held == 1:
 			l.deadline.Store(new(sent.Add(l.s.lease)))
+			l.s.mu.Lock()
+			l.s.replicas = int(live)
+			l.s.mu.Unlock()
+			if expired > 0 {
+				l.poke(true)
+			}
 		case err == nil:
 			l.fail(errEngineLeaseLost)
 			return
@@ -508,84 +690,85 @@ func (l *engineStorePGLog) renewLoop() {
 	}
 }
 
-// beginCompact seals the open batch and asks the committer for a cut.
-func (l *engineStorePGLog) beginCompact() (engineCompaction, error) {
-	l.compactMu.Lock()
+// listen turns notifications on the channel into reads, on a connection of
+// its own, reconnecting after a failure; the poll covers what it misses.
+func (l *engineStorePGLog) listen() {
+	defer close(l.listenDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-l.stopBg; cancel() }()
+	for ctx.Err() == nil {
+		conn, err := pgx.ConnectConfig(ctx, l.s.db.Config().ConnConfig.Copy())
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN "+engineStorePGChannel)
+			for err == nil {
+				if _, err = conn.WaitForNotification(ctx); err == nil {
+					l.poke(false)
+				}
+			}
+			conn.Close(context.Background())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.s.log.Warn("listen for the engine's events; polling until it works again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(engineStorePGPoll):
+		}
+	}
+}
+
+// beginCompact starts a compaction of the state delivered up to seq upto.
+func (l *engineStorePGLog) beginCompact(upto int64) (engineCompaction, error) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.closed || l.err != nil {
 		err := l.err
 		if l.closed {
 			err = errJournalClosed
 		}
-		l.mu.Unlock()
-		l.compactMu.Unlock()
 		return nil, fmt.Errorf("compact svc_engine.events: %w", err)
 	}
-	c := &engineStorePGCompaction{l: l, cut: &engineStorePGCut{done: make(chan struct{})}}
-	l.sealed, l.open = l.open, nil
-	l.cut = c.cut
-	c.covered = l.bytes.Swap(0)
-	l.wakeLocked()
-	l.mu.Unlock()
-	return c, nil
+	return &engineStorePGCompaction{l: l, upto: upto, covered: l.bytes.Swap(0)}, nil
 }
 
 // engineStorePGCompaction is a compaction begun.
 type engineStorePGCompaction struct {
 	l       *engineStorePGLog
-	cut     *engineStorePGCut
+	upto    int64
 	covered int64
 }
 
-// Finish writes snap as the state as of the cut and deletes the events it
-// covers, in one transaction under the fence.
+// Finish writes snap as the state as of seq upto, unless a newer snapshot
+// is stored, and deletes the events every live replica has applied. It
+// needs no fence: every replica's state at upto is the same function of
+// the same events, so even a replica that lost its lease writes a true
+// snapshot, and holding a lock on its row would hold up its renewals.
 func (c *engineStorePGCompaction) Finish(snap []byte) error {
 	l := c.l
-	defer l.compactMu.Unlock()
-	<-c.cut.done
-	err := c.cut.err
-	if err == nil {
-		err = l.writeSnapshot(c.cut.seq, snap)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGReplayTimeout)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, l.s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO svc_engine.snapshot (id, upto, data) VALUES (1, $1, $2)
+ON CONFLICT (id) DO UPDATE SET upto = excluded.upto, data = excluded.data WHERE svc_engine.snapshot.upto < excluded.upto`, c.upto, snap); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM svc_engine.events WHERE seq <= LEAST($1,
+    (SELECT min(applied) FROM svc_engine.replicas WHERE lease_until > now() AND owner <> $2),
+    (SELECT upto FROM svc_engine.snapshot WHERE id = 1))`, c.upto, l.s.owner)
+		return err
+	})
 	if err != nil {
 		l.bytes.Add(c.covered)
-		if errors.Is(err, errEngineLeaseLost) {
-			l.fail(err)
-		} else {
-			err = l.s.fault("write the engine snapshot", err)
-		}
-		return fmt.Errorf("compact svc_engine.events: %w", err)
+		return fmt.Errorf("compact svc_engine.events: %w", l.s.fault("write the engine snapshot", err))
 	}
 	return nil
 }
 
-// writeSnapshot replaces the snapshot with snap, as of seq upto.
-func (l *engineStorePGLog) writeSnapshot(upto int64, snap []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGReplayTimeout)
-	defer cancel()
-	return pgx.BeginFunc(ctx, l.s.db, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM svc_engine.lease WHERE id = 1 AND owner = $1 AND epoch = $2 FOR SHARE`, l.s.owner, l.epoch).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errEngineLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO svc_engine.snapshot (id, upto, data) VALUES (1, $1, $2)
-ON CONFLICT (id) DO UPDATE SET upto = excluded.upto, data = excluded.data`, upto, snap); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM svc_engine.events WHERE seq <= $1`, upto)
-		return err
-	})
-}
-
-// close writes the pending batches (bounded), stops renewing and releases
-// the lease. It returns the log's sticky failure, if any.
+// close writes the pending batches (bounded), releases this replica's runs
+// to the others, stops renewing and listening. It returns the log's sticky
+// failure, if any.
 func (l *engineStorePGLog) close() error {
-	l.compactMu.Lock()
-	defer l.compactMu.Unlock()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -602,17 +785,21 @@ func (l *engineStorePGLog) close() error {
 	case <-timer.C:
 		err = fmt.Errorf("close svc_engine: pending events not committed within %v", engineStorePGCloseTimeout)
 	}
-	close(l.stopRenew)
-	<-l.renewDone
-	l.s.release(l.epoch)
 	l.mu.Lock()
 	if l.err != nil {
 		err = l.err
 	}
 	l.mu.Unlock()
-	if !errors.Is(err, errEngineLeaseLost) {
-		l.s.setState(engineLeaseReleased, 0)
+	if err == nil {
+		if rerr := l.write(nil, true, false, true); rerr != nil {
+			l.s.log.Warn("release this replica's runs; the others claim them when its lease expires", "err", rerr)
+		} else {
+			l.s.setState(engineLeaseReleased, 0)
+		}
 	}
+	close(l.stopBg)
+	<-l.renewDone
+	<-l.listenDone
 	if err != nil {
 		return fmt.Errorf("close svc_engine: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,66 +141,106 @@ func (te *testEngine) savedVersions(t *testing.T) []string {
 	return hashes
 }
 
-// TestEngineStorePGFencing checks the lease of the PostgreSQL store: a
-// second opener stands by while the first holds it; once the first stalls
-// past its lease and the second claims it (a new epoch), every write of
-// the first is refused and it reports the lease lost; a graceful close
-// releases the lease so the next claim is immediate.
+// TestEngineStorePGFencing checks the replicas' leases of the PostgreSQL
+// store: two replicas append to one log and each is delivered every event,
+// the other's too, in one order; once a stalls past its lease, b reaps it
+// (deleting its row and appending the claim of its runs), and every write
+// of a is refused and it reports the lease lost; a graceful close appends
+// a release.
 func TestEngineStorePGFencing(t *testing.T) {
 	pool := historyTestDB(t)
 	nop := func([]byte) error { return nil }
-	lost := make(chan error, 1)
+	type got struct {
+		mu   sync.Mutex
+		recs []string
+	}
+	hooks := func(g *got, lost chan error) engineLogHooks {
+		return engineLogHooks{onFail: func(err error) { lost <- err }, onSnapshot: nop, onRecord: nop, claim: claimRecord,
+			deliver: func(recs [][]byte, _ int64) {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				for _, r := range recs {
+					g.recs = append(g.recs, string(r))
+				}
+			}}
+	}
+	var ga, gb got
+	lostA, lostB := make(chan error, 1), make(chan error, 1)
 	a := newEngineStorePG(pool, engineSettings{Lease: time.Hour, Renew: time.Hour}, discardLogger())
-	la, err := a.open(func(err error) { lost <- err }, nop, nop)
+	la, err := a.open(hooks(&ga, lostA))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := la.append([]byte(`{"t":"probe","n":1}`), true).Wait(); err != nil {
-		t.Fatal(err)
-	}
 	b := newEngineStorePG(pool, engineTestLease, discardLogger())
-	var sb *engineStandbyError
-	if _, err := b.open(nil, nop, nop); !errors.As(err, &sb) || sb.Holder != a.owner || b.health().Lease != engineLeaseStandby {
-		t.Fatalf("second open while the lease is held = %v, health %+v; want standby naming %s", err, b.health(), a.owner)
-	}
-	// A stall: a's lease runs out without a renewal (its renewer waits an
-	// hour), and b claims it.
-	if _, err := pool.Exec(context.Background(), `UPDATE svc_engine.lease SET lease_until = now() - interval '1 second'`); err != nil {
-		t.Fatal(err)
-	}
-	var replayed []string
-	lb, err := b.open(nil, nop, func(r []byte) error { replayed = append(replayed, string(r)); return nil })
+	lb, err := b.open(hooks(&gb, lostB))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lb.close()
-	if len(replayed) != 1 || b.health().Epoch != a.health().Epoch+1 {
-		t.Fatalf("takeover replayed %q at epoch %d (a's %d); want a's one event, the next epoch", replayed, b.health().Epoch, a.health().Epoch)
+	if b.health().Epoch <= a.health().Epoch || b.health().Lease != engineLeaseHeld {
+		t.Fatalf("second replica: %+v (first %+v); want its own lease at a later epoch", b.health(), a.health())
+	}
+	if err := la.append([]byte(`{"t":"probe","n":1}`), true).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.append([]byte(`{"t":"probe","n":2}`), true).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.append([]byte(`{"t":"probe","n":3}`), false).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// The appender is delivered what the other wrote before its own.
+	ga.mu.Lock()
+	if want := []string{`{"t":"probe","n":1}`, `{"t":"probe","n":2}`, `{"t":"probe","n":3}`}; !slices.Equal(ga.recs, want) {
+		t.Errorf("a was delivered %q; want %q", ga.recs, want)
+	}
+	ga.mu.Unlock()
+	// A stall: a's lease runs out without a renewal (its renewer waits an
+	// hour); b's renewer sees it and reaps a.
+	if _, err := pool.Exec(context.Background(), `UPDATE svc_engine.replicas SET lease_until = now() - interval '1 second' WHERE owner = $1`, a.owner); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		gb.mu.Lock()
+		n := len(gb.recs)
+		last := ""
+		if n > 0 {
+			last = gb.recs[n-1]
+		}
+		gb.mu.Unlock()
+		if strings.Contains(last, `"t":"claim"`) && strings.Contains(last, `"fr":"`+a.owner+`"`) && strings.Contains(last, `"by":"`+b.owner+`"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never claimed a's runs; delivered %q", gb.recs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	// a wakes and writes: refused, nothing lands.
-	if err := la.append([]byte(`{"t":"probe","n":2}`), true).Wait(); !errors.Is(err, errEngineLeaseLost) {
-		t.Fatalf("stalled holder's write = %v; want errEngineLeaseLost", err)
+	if err := la.append([]byte(`{"t":"probe","n":4}`), true).Wait(); !errors.Is(err, errEngineLeaseLost) {
+		t.Fatalf("stalled replica's write = %v; want errEngineLeaseLost", err)
 	}
-	if err := <-lost; !errors.Is(err, errEngineLeaseLost) || a.health().Lease != engineLeaseLost {
-		t.Fatalf("stalled holder told %v, health %+v; want the lease lost", err, a.health())
+	if err := <-lostA; !errors.Is(err, errEngineLeaseLost) || a.health().Lease != engineLeaseLost {
+		t.Fatalf("stalled replica told %v, health %+v; want the lease lost", err, a.health())
 	}
 	var n int
-	pool.QueryRow(context.Background(), `SELECT count(*) FROM svc_engine.events`).Scan(&n)
-	if n != 1 {
-		t.Fatalf("%d events; want only the one written under the lease", n)
+	pool.QueryRow(context.Background(), `SELECT count(*) FROM svc_engine.events WHERE convert_from(data, 'UTF8') LIKE '%"n":4%'`).Scan(&n)
+	if n != 0 {
+		t.Fatal("the stalled replica's write landed")
 	}
-	la.close() // releases nothing: the lease is b's
-	if err := lb.append([]byte(`{"t":"probe","n":3}`), false).Wait(); err != nil {
-		t.Fatalf("new holder's write = %v", err)
+	la.close()
+	if err := lb.append([]byte(`{"t":"probe","n":5}`), false).Wait(); err != nil {
+		t.Fatalf("live replica's write = %v", err)
 	}
-	// A graceful close releases the lease: the next open claims it at once.
+	// A graceful close appends a release and leaves.
 	lb.close()
-	c := newEngineStorePG(pool, engineTestLease, discardLogger())
-	lc, err := c.open(nil, nop, nop)
-	if err != nil {
-		t.Fatalf("open after a graceful close = %v; want the lease", err)
+	var release, rows int
+	pool.QueryRow(context.Background(), `SELECT count(*) FROM svc_engine.events WHERE convert_from(data, 'UTF8') LIKE '%"t":"claim"%"fr":"`+b.owner+`"%'`).Scan(&release)
+	pool.QueryRow(context.Background(), `SELECT count(*) FROM svc_engine.replicas`).Scan(&rows)
+	if release != 1 || rows != 0 || b.health().Lease != engineLeaseReleased {
+		t.Fatalf("after a graceful close: %d releases, %d replica rows, %+v; want one release, no rows", release, rows, b.health())
 	}
-	lc.close()
 }
 
 // historyPool is the database of te's run history: its store's on
@@ -276,7 +317,7 @@ func TestEngineStorePGHidesTheDatabase(t *testing.T) {
 	}
 	defer pool.Close()
 	nop := func([]byte) error { return nil }
-	_, err = newEngineStorePG(pool, engineTestLease, discardLogger()).open(nil, nop, nop)
+	_, err = newEngineStorePG(pool, engineTestLease, discardLogger()).open(engineLogHooks{onSnapshot: nop, onRecord: nop})
 	if err == nil || !strings.Contains(err.Error(), "svc_engine") {
 		t.Fatalf("open on a database that does not answer = %v; want an error naming what failed", err)
 	}

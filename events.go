@@ -25,6 +25,7 @@ const (
 	evTurn    = "turn"    // an agent's chat turn, recorded as a finished run
 	evLog     = "log"     // a console line of the run (Seq/Name/Attempt: the step attempt; 0: workflow code)
 	evLink    = "link"    // a workflow's keyed start answered by its idempotency key: the call settles with the first receipt
+	evClaim   = "claim"   // the runs replica From owned become By's (engine_replica.go)
 )
 
 // journalEvent is one journal record (JSON-encoded; short keys keep the log
@@ -62,6 +63,9 @@ type journalEvent struct {
 	Message   string          `json:"m,omitempty"`     // evLog
 	Idem      string          `json:"ik,omitempty"`    // evStart, evQueue: the start's idempotency key
 	IdemHash  string          `json:"ih,omitempty"`    // its idemInputHash
+	By        string          `json:"by,omitempty"`    // evStart: the replica that executes the run; evClaim: the new owner ("": released)
+	From      string          `json:"fr,omitempty"`    // evClaim: the former owner
+	ID        string          `json:"id,omitempty"`    // evResume: names the resume, so its sender learns whether it won
 }
 
 // micros converts unix microseconds to a time.
@@ -71,9 +75,30 @@ func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 // (waking waiters, scheduling runs), which live commits run once the event
 // is durable and replay ignores. mu must be held (or the engine not yet
 // shared, during open).
+//
+// An event the state no longer admits is void: it changes nothing, on every
+// replica alike (engine_replica.go). A single process never writes one (it
+// decides under mu what apply then sees), but replicas sharing one log can:
+// a start admitted on two replicas at once, a hook resumed twice, a step
+// journaled after a cancel reached the run.
 func (e *engine) apply(ev *journalEvent) (after []func()) {
+	if e.self != "" {
+		// Replicas stamp events by their own clocks before the log orders
+		// them: time follows the log, so a run admitted after another's end
+		// is not shown as created before it.
+		ev.At = max(ev.At, e.st.Clock)
+		e.st.Clock = ev.At
+	}
 	at := micros(ev.At)
+	if e.voidLocked(ev, at) {
+		return nil
+	}
+	if e.self != "" {
+		defer e.observeLocked(ev)
+	}
 	switch ev.Type {
+	case evClaim:
+		return e.applyClaim(ev)
 	case evQueue:
 		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Input: ev.Input, Trigger: ev.Trigger,
 			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, CreatedAt: at}
@@ -90,7 +115,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		e.pinLocked(ev.Ver)
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
 			Input: ev.Input, Serial: ev.Serial, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
-			CreatedAt: at, Steps: []*durableCall{}, done: newRunSignal()}
+			CreatedAt: at, Steps: []*durableCall{}, Owner: ev.By, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
 		e.applyIdem(ev, at)
 		if ev.Queue != "" {
@@ -160,7 +185,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 	case evResume:
 		if r := e.st.Runs[ev.Run]; r != nil {
 			if c := r.call(ev.Seq); c != nil {
-				c.Status, c.Result, c.EndedAt = runCompleted, ev.Result, &at
+				c.Status, c.Result, c.EndedAt, c.resumedBy = runCompleted, ev.Result, &at, ev.ID
 			}
 			delete(e.st.Hooks, ev.Token)
 			after = append(after, func() { e.schedule(ev.Run) })
@@ -311,6 +336,9 @@ func (e *engine) advanceQueue(workflow string) {
 	if err := e.commitLocked(ev, false); err != nil {
 		e.log.Error("start queued run", "workflow", workflow, "err", err)
 		return
+	}
+	if _, ok := e.get(ev.Run); !ok {
+		return // another replica started the head first (engine_replica.go)
 	}
 	e.log.Info("run started", "workflow", workflow, "run", ev.Run, "queue", head.QueueID)
 	e.schedule(ev.Run)

@@ -1,0 +1,166 @@
+package main
+
+// The engine among replicas (DESIGN §12): several processes share one log
+// (the PostgreSQL store) and every one applies every event, in the log's
+// order, its own included, so each holds the same state. What a replica
+// does with that state depends on ownership: it executes (VMs, timers) only
+// the runs whose Owner is its name, the runs it started or claimed. Any
+// replica reads any run, waits on it, resumes its hooks and cancels it: the
+// event goes into the log and reaches the owner like any other.
+//
+// Two replicas can decide at once on the same state (admit the same serial
+// workflow, resume the same hook, take the same key), so apply voids the
+// event the state no longer admits, the same way on every replica, and the
+// writer learns from the state once its event is delivered whether it won
+// (voidLocked; start and resumeHook ask). On the file journal nothing is
+// ever void: one process decides under mu what apply then sees.
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// owns reports whether this process executes r. mu must be held.
+func (e *engine) owns(r *runRecord) bool { return r.Owner == e.self }
+
+// voidLocked reports whether the state no longer admits ev (see apply).
+// mu must be held.
+func (e *engine) voidLocked(ev *journalEvent, at time.Time) bool {
+	if runScoped(ev.Type) {
+		if r := e.st.Runs[ev.Run]; r == nil || terminal(r.Status) {
+			return true
+		}
+	}
+	switch ev.Type {
+	case evStart, evQueue:
+		if k := e.st.Idem[ev.Idem]; ev.Idem != "" && k != nil && at.Sub(k.At) <= e.idemRetention() {
+			return true // a twin on another replica took the key first
+		}
+		if ev.Type == evQueue || !ev.Serial {
+			return false
+		}
+		q := e.st.Queues[ev.Workflow]
+		if ev.Queue == "" { // a direct start: only while nothing runs or waits
+			return e.active[ev.Workflow] != "" || len(q) > 0
+		}
+		// A queued start's turn: only the head, only when nothing runs.
+		return e.active[ev.Workflow] != "" || len(q) == 0 || q[0].QueueID != ev.Queue
+	case evResume:
+		c := e.st.Runs[ev.Run].call(ev.Seq)
+		return c == nil || c.Status != runWaiting || c.Token != ev.Token
+	}
+	return false
+}
+
+// observeLocked keeps the status of a run another replica executes as its
+// events show it (its owner sets running and waiting as its execution
+// goes, without events): waiting after a sleep or a hook, running after a
+// step's progress or a resume. mu must be held.
+func (e *engine) observeLocked(ev *journalEvent) {
+	r := e.st.Runs[ev.Run]
+	if r == nil || terminal(r.Status) || e.owns(r) {
+		return
+	}
+	switch ev.Type {
+	case evSleep, evHook:
+		r.Status = runWaiting
+	case evAttempt, evStep, evResume:
+		r.Status = runRunning
+	}
+}
+
+// claimRecord encodes the claim by which by takes over the runs from owned
+// (by "": from releases them). The PostgreSQL log appends it when it reaps
+// an expired replica or closes.
+func claimRecord(from, by string) []byte {
+	b, err := encodeRecord(&journalEvent{Type: evClaim, At: time.Now().UnixMicro(), From: from, By: by})
+	if err != nil {
+		panic(err) // plain strings always encode
+	}
+	return b
+}
+
+// applyClaim moves the unfinished runs of ev.From to ev.By. The new owner
+// settles what was in flight and resumes them; a release (By "") is
+// claimed by whichever replica's claim comes first.
+func (e *engine) applyClaim(ev *journalEvent) (after []func()) {
+	var ids []string
+	for id, r := range e.st.Runs {
+		if r.Owner == ev.From && !terminal(r.Status) {
+			r.Owner = ev.By
+			ids = append(ids, id)
+		}
+	}
+	switch {
+	case e.self == "" || len(ids) == 0:
+	case ev.By == e.self:
+		e.log.Info("this replica took over runs", "from", ev.From, "runs", len(ids))
+		after = append(after, func() { e.resumeRuns(ids) })
+	case ev.By == "":
+		after = append(after, e.claimReleased)
+	}
+	return after
+}
+
+// claimReleased claims the runs no replica owns (a replica closed, or the
+// log predates replicas); another replica's claim may come first, and then
+// this one moves nothing.
+func (e *engine) claimReleased() {
+	e.mu.Lock()
+	released := false
+	for _, r := range e.st.Runs {
+		if r.Owner == "" && !terminal(r.Status) {
+			released = true
+			break
+		}
+	}
+	if !released || e.closed || e.failed != nil {
+		e.mu.Unlock()
+		return
+	}
+	if err := e.commitLocked(&journalEvent{Type: evClaim, From: "", By: e.self}, true); err != nil {
+		e.log.Warn("claim released runs; another replica will", "err", err)
+	}
+}
+
+// resumeRuns ends the step attempts that were in flight in runs this
+// replica just took over (their executor is gone: the attempt counts, as
+// after a crash), then schedules the runs and the queues they hold up.
+func (e *engine) resumeRuns(ids []string) {
+	e.interruptInflight(func(r *runRecord) bool { return slices.Contains(ids, r.RunID) })
+	for _, id := range ids {
+		e.schedule(id)
+	}
+	e.resumeAll()
+}
+
+// deliver applies records a shared log delivers, in its order: the
+// follow-up actions run on a goroutine of their own, since they may commit
+// and the log's committer, which calls deliver, must not wait on itself.
+func (e *engine) deliver(recs [][]byte, upto int64) {
+	var after []func()
+	e.mu.Lock()
+	for _, b := range recs {
+		var ev journalEvent
+		if err := json.Unmarshal(b, &ev); err != nil {
+			// Every replica skips it alike; the writer checked it before
+			// appending, so only a newer version's record can be here.
+			e.log.Error("engine event from the log could not be decoded; skipped", "err", err)
+			continue
+		}
+		after = append(after, e.apply(&ev)...)
+	}
+	e.applied = upto
+	if e.j != nil {
+		e.maybeCompactLocked()
+	}
+	e.mu.Unlock()
+	if len(after) > 0 {
+		go func() {
+			for _, fn := range after {
+				fn()
+			}
+		}()
+	}
+}
