@@ -197,7 +197,7 @@ type engineState struct {
 	Runs   map[string]*runRecord       `json:"runs"`
 	Queues map[string][]*queuedTrigger `json:"queues"` // workflow → FIFO
 	Hooks  map[string]hookRef          `json:"hooks"`
-	Idem   map[string]*idemEntry       `json:"idem,omitempty"` // idempotency key → its start, within the retention (engine_idem.go)
+	Idem   map[string]*idemEntry       `json:"idem,omitempty"`  // idempotency key → its start, within the retention (engine_idem.go)
 	Clock  int64                       `json:"clock,omitempty"` // shared log: the latest event time applied, unix µs (apply)
 }
 
