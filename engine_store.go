@@ -117,6 +117,9 @@ const (
 	engineLeaseRenewDefault = 3 * time.Second
 	engineLeaseMin          = time.Second
 	engineLeaseMax          = 10 * time.Minute
+	// enginePollDefault is how often an idle replica reads the log without
+	// a notification (jittered ±25%): the fallback for a lost NOTIFY.
+	enginePollDefault = time.Second
 )
 
 // engineSettings is the engine's selection (SVC_ENGINE) and the
@@ -125,17 +128,18 @@ type engineSettings struct {
 	Kind  string        // engineKindFile or engineKindPostgres
 	Lease time.Duration // how long a lease lasts unless renewed
 	Renew time.Duration // how often the holder renews it
+	Poll  time.Duration // how often an idle replica reads the log without a notification
 	// LocalStorageOK is SVC_STORAGE_LOCAL_OK=1: svc serve may run the
 	// PostgreSQL engine with the built-in object storage.
 	LocalStorageOK bool
 }
 
 // readEngineSettings reads SVC_ENGINE, SVC_ENGINE_LEASE,
-// SVC_ENGINE_LEASE_RENEW and SVC_STORAGE_LOCAL_OK (the one place they are
-// read). An unknown engine or a bad duration is an error naming the
+// SVC_ENGINE_LEASE_RENEW, SVC_ENGINE_POLL and SVC_STORAGE_LOCAL_OK (the one
+// place they are read). An unknown engine or a bad duration is an error naming the
 // variable and what it accepts.
 func readEngineSettings(getenv func(string) string) (engineSettings, error) {
-	s := engineSettings{Kind: engineKindFile, Lease: engineLeaseDefault, Renew: engineLeaseRenewDefault,
+	s := engineSettings{Kind: engineKindFile, Lease: engineLeaseDefault, Renew: engineLeaseRenewDefault, Poll: enginePollDefault,
 		LocalStorageOK: getenv("SVC_STORAGE_LOCAL_OK") == "1"}
 	switch v := strings.TrimSpace(getenv("SVC_ENGINE")); v {
 	case "", engineKindFile:
@@ -148,7 +152,7 @@ func readEngineSettings(getenv func(string) string) (engineSettings, error) {
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration
-	}{{"SVC_ENGINE_LEASE", &s.Lease}, {"SVC_ENGINE_LEASE_RENEW", &s.Renew}} {
+	}{{"SVC_ENGINE_LEASE", &s.Lease}, {"SVC_ENGINE_LEASE_RENEW", &s.Renew}, {"SVC_ENGINE_POLL", &s.Poll}} {
 		v := strings.TrimSpace(getenv(d.name))
 		if v == "" {
 			continue

@@ -46,6 +46,7 @@ package main
 // every live replica has applied.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,9 +117,6 @@ const (
 	engineStorePGWriteTimeout  = 10 * time.Second
 	engineStorePGReplayTimeout = 5 * time.Minute
 	engineStorePGCloseTimeout  = 10 * time.Second
-	// engineStorePGPoll is how often an idle replica reads the log
-	// without a notification (jittered ±25%).
-	engineStorePGPoll = time.Second
 	// engineStorePGReadBatch is the most events one read delivers.
 	engineStorePGReadBatch = 2000
 )
@@ -138,6 +136,7 @@ type engineStorePG struct {
 	db           *pgxpool.Pool
 	owner        string // this replica: host, pid and a random suffix
 	lease, renew time.Duration
+	poll         time.Duration // SVC_ENGINE_POLL
 	log          *slog.Logger
 
 	schemaMu sync.Mutex
@@ -153,7 +152,7 @@ type engineStorePG struct {
 func newEngineStorePG(db *pgxpool.Pool, s engineSettings, log *slog.Logger) *engineStorePG {
 	host, _ := os.Hostname()
 	owner := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
-	return &engineStorePG{db: db, owner: owner, lease: s.Lease, renew: s.Renew, log: log, state: engineLeaseReleased}
+	return &engineStorePG{db: db, owner: owner, lease: s.Lease, renew: s.Renew, poll: cmp.Or(s.Poll, enginePollDefault), log: log, state: engineLeaseReleased}
 }
 
 // kind names the store.
@@ -436,7 +435,7 @@ func (l *engineStorePGLog) size() int64 { return l.bytes.Load() }
 // empty.
 func (l *engineStorePGLog) run() {
 	defer close(l.stopped)
-	poll := time.NewTimer(jitter(engineStorePGPoll))
+	poll := time.NewTimer(jitter(l.s.poll))
 	defer poll.Stop()
 	for {
 		l.mu.Lock()
@@ -445,7 +444,7 @@ func (l *engineStorePGLog) run() {
 			select {
 			case <-l.wake:
 			case <-poll.C:
-				poll.Reset(jitter(engineStorePGPoll))
+				poll.Reset(jitter(l.s.poll))
 				l.mu.Lock()
 				l.poked = true
 				l.mu.Unlock()
@@ -713,7 +712,7 @@ func (l *engineStorePGLog) listen() {
 		l.s.log.Warn("listen for the engine's events; polling until it works again", "err", err)
 		select {
 		case <-ctx.Done():
-		case <-time.After(engineStorePGPoll):
+		case <-time.After(l.s.poll):
 		}
 	}
 }

@@ -51,7 +51,8 @@
 //	SVC_IDEMPOTENCY_RETENTION how long start idempotency keys are kept (default 24h; engine_idem.go)
 //	SVC_RESPONSE_RETENTION how long kept Responses-wire responses stay (default 30d; 0 keeps them)
 //	SVC_ENGINE           svc dev's and svc serve's engine store: file (default, the journal on disk) or postgres (schema svc_engine)
-//	SVC_ENGINE_LEASE     the PostgreSQL engine's lease (default 10s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s)
+//	SVC_ENGINE_LEASE     a PostgreSQL engine replica's lease (default 10s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s);
+//	                     SVC_ENGINE_POLL how often an idle replica reads the log without a notification (default 1s)
 //	SVC_STORAGE_LOCAL_OK 1: svc serve may run the PostgreSQL engine with the built-in object storage
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
 //	                     model provider resolution (see the README's boot gate section)
@@ -90,10 +91,11 @@
 //	             refuses), console.go (the web console: console/*
 //	             embedded), contract.go
 //	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
-//	             failures, standby), engine_history.go (archive, prune, compaction), engine_queue.go (serial
+//	             failures, recovery), engine_replica.go (replicas on one log: ownership, claims, void
+//	             events, delivery), engine_history.go (archive, prune, compaction), engine_queue.go (serial
 //	             queues), engine_versions.go (run pinning), engine_idem.go (idempotent starts),
 //	             engine_store.go (the store seam, SVC_ENGINE), engine_store_file.go (on the journal),
-//	             engine_store_pg.go (on PostgreSQL: svc_engine, the fenced lease), events.go (journal records), execution.go
+//	             engine_store_pg.go (on PostgreSQL: svc_engine, one ordered log, fenced replica leases), events.go (journal records), execution.go
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
 //	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
 //	             json_limits.go (what can be journaled)

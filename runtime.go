@@ -164,7 +164,7 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 		rt.closers = append(rt.closers, func(context.Context) error { engineDB.Close(); return nil })
 		store = newEngineStorePG(engineDB, o.Engine, rt.log)
 		hint = "check that the database accepts connections and that schema svc_engine is the engine's"
-		rt.log.Info("engine on PostgreSQL (SVC_ENGINE=postgres): schema svc_engine, one engine-wide lease", "lease", o.Engine.Lease, "renew", o.Engine.Renew)
+		rt.log.Info("engine on PostgreSQL (SVC_ENGINE=postgres): schema svc_engine, replicas active/active", "lease", o.Engine.Lease, "renew", o.Engine.Renew, "poll", o.Engine.Poll)
 	}
 	rt.engine, err = openEngine(engineOptions{
 		Store: store, Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
