@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -90,6 +95,10 @@ func TestCPOIDCSignIn(t *testing.T) {
 	ctx := context.Background()
 	store := openTestCPStore(t, c.db)
 
+	// The issuer must be the one the provider names itself with, exactly.
+	if _, err := newCPOIDCProvider(cpOIDCConfig{Issuer: strings.TrimSuffix(c.op.issuer, "/")}).discover(ctx); err == nil || !strings.Contains(err.Error(), "must match it exactly") {
+		t.Errorf("discovery of the issuer without its slash = %v; want a refusal", err)
+	}
 	auth, cookie := c.start(t)
 	au, _ := url.Parse(auth)
 	q := au.Query()
@@ -285,5 +294,104 @@ func TestCPOIDCInChromium(t *testing.T) {
 	if n := cpTestCount(t, c.db, `SELECT count(*) FROM cp.memberships m JOIN cp.users u ON u.id = m.user_id JOIN cp.oidc_identities i ON i.user_id = u.id
 		WHERE m.role = 'member' AND i.subject IN ('sub-alice', 'sub-bob')`); n != 2 {
 		t.Errorf("members made by single sign-on: %d; want alice and bob", n)
+	}
+}
+
+// TestCPOIDCSettings: the control plane refuses to start with single
+// sign-on half configured, naming what is missing.
+func TestCPOIDCSettings(t *testing.T) {
+	ok := []string{"https://idp.example.com/", "id", "secret", "example.com", "", "", ""}
+	for _, tt := range []struct {
+		args []string // issuer, client id, secret, domains, groups, org, name
+		want string
+	}{
+		{[]string{"", "id", "", "", "", "", ""}, "SVC_OIDC_ISSUER is not"},
+		{[]string{"http://idp.example.com/", "id", "secret", "example.com", "", "", ""}, "want https"},
+		{[]string{"https://idp.example.com/?x=1", "id", "secret", "example.com", "", "", ""}, "without query"},
+		{[]string{"https://idp.example.com/", "id", "", "example.com", "", "", ""}, "SVC_OIDC_CLIENT_SECRET"},
+		{[]string{"https://idp.example.com/", "id", "secret", "", "", "", ""}, "say who may sign in"},
+		{[]string{"https://idp.example.com/", "id", "secret", "ada@example.com", "", "", ""}, "is not a domain"},
+		{[]string{"https://idp.example.com/", "id", "secret", "example.com", "", "Not A Slug", ""}, "SVC_OIDC_ORG"},
+	} {
+		a := tt.args
+		if _, err := cpParseOIDC(a[0], a[1], a[2], a[3], a[4], a[5], a[6], "default"); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("cpParseOIDC(%q) = %v; want an error saying %q", a, err, tt.want)
+		}
+	}
+	c, err := cpParseOIDC(ok[0], ok[1], ok[2], " Example.COM, @corp.example ", "eng, ops", "", "", "default")
+	if err != nil || c.Org != "default" || c.Name != "idp.example.com" || strings.Join(c.Domains, " ") != "example.com corp.example" || strings.Join(c.Groups, " ") != "eng ops" {
+		t.Errorf("cpParseOIDC = %+v, %v", c, err)
+	}
+	if c, err := cpParseOIDC("http://127.0.0.1:9/", "id", "secret", "", "eng", "", "", "default"); err != nil || c == nil {
+		t.Errorf("http on loopback = %v", err)
+	}
+	env := map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none", "SVC_OIDC_ISSUER": "https://idp.example.com/", "SVC_OIDC_CLIENT_ID": "id"}
+	if _, stderr, code := runInProcess(t, t.TempDir(), env, "control-plane"); code != 1 || !strings.Contains(stderr, "SVC_OIDC_CLIENT_SECRET") {
+		t.Errorf("control-plane with half a single sign-on = exit %d %q; want 1 naming SVC_OIDC_CLIENT_SECRET", code, stderr)
+	}
+}
+
+// TestCPOIDCVerifyToken checks the ID token checks the real provider's
+// tokens do not reach (it signs RS256, with good claims): an ES256 token of
+// a P-256 key verifies; alg none, HS256, an algorithm other than its key's,
+// a missing kid, an expired token, one issued in the future, another
+// issuer, several audiences without azp, and a false email_verified are
+// refused.
+func TestCPOIDCVerifyToken(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	d := &cpOIDCDiscovery{Issuer: "https://idp.example.com/", JWKSURI: "https://idp.example.com/keys"}
+	p := newCPOIDCProvider(cpOIDCConfig{Issuer: d.Issuer, ClientID: "svc"})
+	p.now = func() time.Time { return now }
+	// The JWKS as fetched a moment ago: no fetch happens for a known kid.
+	p.keys, p.keysAt, p.keysTryAt, p.keysSource = map[string]cpOIDCKey{"ec1": {alg: "ES256", pub: &priv.PublicKey}}, now, now, d.JWKSURI
+	sign := func(h map[string]any, c map[string]any) string {
+		hb, _ := json.Marshal(h)
+		cb, _ := json.Marshal(c)
+		input := identB64.EncodeToString(hb) + "." + identB64.EncodeToString(cb)
+		sum := sha256.Sum256([]byte(input))
+		r, s, _ := ecdsa.Sign(rand.Reader, priv, sum[:])
+		sig := append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...)
+		return input + "." + identB64.EncodeToString(sig)
+	}
+	claims := func(change func(map[string]any)) map[string]any {
+		c := map[string]any{"iss": d.Issuer, "sub": "s1", "aud": "svc", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
+			"nonce": "n1", "email": "ada@example.com", "email_verified": true}
+		if change != nil {
+			change(c)
+		}
+		return c
+	}
+	es := map[string]any{"alg": "ES256", "kid": "ec1"}
+	if c, err := p.verify(context.Background(), d, sign(es, claims(nil)), cpHash("n1")); err != nil || c.Sub != "s1" {
+		t.Fatalf("a good ES256 token = %+v, %v", c, err)
+	}
+	for _, tt := range []struct {
+		name string
+		tok  string
+		want string
+	}{
+		{"alg none", sign(map[string]any{"alg": "none", "kid": "ec1"}, claims(nil)), `alg "none"`},
+		{"HS256", sign(map[string]any{"alg": "HS256", "kid": "ec1"}, claims(nil)), `alg "HS256"`},
+		{"RS256 with an EC key", sign(map[string]any{"alg": "RS256", "kid": "ec1"}, claims(nil)), "is an ES256 key"},
+		{"no kid", sign(map[string]any{"alg": "ES256"}, claims(nil)), "names no kid"},
+		{"expired", sign(es, claims(func(c map[string]any) { c["exp"] = now.Add(-3 * time.Minute).Unix() })), "it expired"},
+		{"issued in the future", sign(es, claims(func(c map[string]any) { c["iat"] = now.Add(3 * time.Minute).Unix() })), "in the future or too old"},
+		{"another issuer", sign(es, claims(func(c map[string]any) { c["iss"] = "https://idp.example.com" })), "is not the issuer"},
+		{"several audiences, no azp", sign(es, claims(func(c map[string]any) { c["aud"] = []string{"svc", "other"} })), "azp"},
+		{"azp of another client", sign(es, claims(func(c map[string]any) { c["azp"] = "other" })), "azp"},
+		{"email not verified", sign(es, claims(func(c map[string]any) { c["email_verified"] = false })), "has not verified the email"},
+		{"another nonce", sign(es, claims(nil)), "nonce"},
+	} {
+		nonce := cpHash("n1")
+		if tt.name == "another nonce" {
+			nonce = cpHash("n2")
+		}
+		if _, err := p.verify(context.Background(), d, tt.tok, nonce); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s = %v; want a refusal saying %q", tt.name, err, tt.want)
+		}
 	}
 }
