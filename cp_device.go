@@ -255,6 +255,7 @@ Whoever started it gets your access: if someone sent you this link, deny.</p>
 {{- else}}<form method="post" action="/device/sign-in"><p>{{if .Return}}Sign in to open the console: enter a one-time sign-in code:{{else}}Not signed in to this control plane yet? Enter a one-time sign-in code:{{end}}</p>
 <input type="hidden" name="user_code" value="{{.Code}}"><input type="hidden" name="return" value="{{.Return}}">
 <input name="sign_in_code" aria-label="One-time sign-in code" autocomplete="off" required> <button>Sign in</button></form>
+{{- with .SSO}}<p>Or: <a id="sso" href="{{$.SSOStart}}">Sign in with {{.}}</a></p>{{end}}
 {{end}}</body></html>
 `))
 
@@ -270,6 +271,9 @@ type cpDevicePageData struct {
 	Return  string
 	Notice  string
 	Done    string
+	// SSO names the single sign-on provider (none: ""), SSOStart the
+	// link that starts it and comes back to this page (cp_oidc_flow.go).
+	SSO, SSOStart string
 }
 
 // cookieUser is the user of r's console cookie; errCPNotFound without a
@@ -287,6 +291,13 @@ func (s *cpServer) cookieUser(r *http.Request) (cpUser, error) {
 // user sees it, with status and notice.
 func (s *cpServer) devicePage(w http.ResponseWriter, r *http.Request, status int, code, back, notice string) {
 	d := cpDevicePageData{Code: code, Return: back, Notice: notice}
+	if s.oidc != nil {
+		after := "/device"
+		if code != "" {
+			after += "?code=" + url.QueryEscape(code)
+		}
+		d.SSO, d.SSOStart = s.oidc.cfg.Name, "/oidc/start?return="+url.QueryEscape(cmp.Or(back, after))
+	}
 	u, err := s.cookieUser(r)
 	switch {
 	case err == nil:
@@ -372,8 +383,7 @@ func (s *cpServer) handleDevicePageSignIn(w http.ResponseWriter, r *http.Request
 	if !ok {
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cpCookie, Value: cred, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: strings.HasPrefix(s.origin(), "https:"), MaxAge: int((30 * 24 * time.Hour) / time.Second)})
+	s.setConsoleCookie(w, cred)
 	if back, ok := cpReturnPath(r.PostForm.Get("return")); ok {
 		w.Header().Set("Location", back) // as is: http.Redirect would path.Clean the fragment too
 		w.WriteHeader(http.StatusSeeOther)

@@ -35,6 +35,8 @@ var cpRoleTable = map[string]cpRoleRow{
 	"POST /api/login/invitation":   {cpPublic, nil},
 	"GET /device":                  {cpPublic, nil},
 	"POST /device/sign-in":         {cpPublic, nil},
+	"GET /oidc/start":              {cpPublic, nil},
+	"GET /oidc/callback":           {cpPublic, nil},
 	"GET /dev/{installation}":      {cpPublic, nil},
 	"GET /dev/console/{file...}":   {cpPublic, nil},
 	"GET /box/console/{file...}":   {cpPublic, nil},

@@ -79,6 +79,9 @@ type cpServer struct {
 	// at a deeplink talks only to https://<sub>.tun.<tunnelDomain>; "" turns
 	// that console off (cp_console.go).
 	tunnelDomain string
+	// oidc is the single sign-on provider (SVC_OIDC_*, cp_oidc.go); nil:
+	// none.
+	oidc *cpOIDCProvider
 }
 
 // newCPServer builds the server over store, issuing tokens as the control
@@ -116,6 +119,8 @@ func (s *cpServer) routes() []cpRoute {
 		{"POST", "/api/login/codes", cpUserOnly, false, s.handleNewSignInCode},
 		{"GET", "/device", cpPublic, false, s.handleDevicePage},
 		{"POST", "/device/sign-in", cpPublic, false, s.limitSignIn(s.handleDevicePageSignIn)},
+		{"GET", "/oidc/start", cpPublic, false, s.limitSignIn(s.handleOIDCStart)},
+		{"GET", cpOIDCCallbackPath, cpPublic, false, s.limitSignIn(s.handleOIDCCallback)},
 		// The device page's forms check the console cookie themselves, and
 		// answer a browser without it with the page, not JSON.
 		{"POST", "/device/approve", cpUserOnly, true, s.handleDevicePageApprove},
@@ -493,6 +498,11 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err := cpCheckCredentialTTL(credTTL); err != nil {
 		return failf(codeGeneric, "pass --credential-ttl as a Go duration, e.g. 720h", "svc control-plane: %v", err)
 	}
+	oidc, err := cpParseOIDC(c.getenv("SVC_OIDC_ISSUER"), c.getenv("SVC_OIDC_CLIENT_ID"), c.getenv("SVC_OIDC_CLIENT_SECRET"),
+		c.getenv("SVC_OIDC_ALLOWED_DOMAINS"), c.getenv("SVC_OIDC_ALLOWED_GROUPS"), c.getenv("SVC_OIDC_ORG"), c.getenv("SVC_OIDC_NAME"), orgSlug)
+	if err != nil {
+		return failf(codeGeneric, "see the README's Single sign-on section", "svc control-plane: %v", err)
+	}
 	nets, err := cpParseNetworks(c.getenv(cpNetworksEnv))
 	if err != nil {
 		return failf(codeGeneric, "list networks in CIDR form, comma-separated, or leave it empty to allow any address", "svc control-plane: %v", err)
@@ -533,6 +543,15 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		log.Warn("first boot: created the admin and organization "+orgSlug+"; this one-time sign-in code is shown only now",
 			"sign_in_code", code, "use", "svc login --control-plane "+base+", then enter the code on the sign-in page")
 	}
+	if oidc != nil {
+		var exists bool
+		if err := store.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cp.organizations WHERE slug = $1)`, oidc.Org).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return failf(codeGeneric, "set SVC_OIDC_ORG to an existing organization's slug", "svc control-plane: SVC_OIDC_ORG: no organization %q", oidc.Org)
+		}
+	}
 	keys, err := store.identityKeys(ctx)
 	if err != nil {
 		return err
@@ -547,6 +566,10 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	}
 	s.tunnelDomain = strings.TrimSuffix(c.getenv("SVC_TUNNEL_DOMAIN"), ".")
 	s.proxy = newCPProxyTransport(nets)
+	if oidc != nil {
+		s.oidc = newCPOIDCProvider(*oidc)
+		log.Info("single sign-on", "issuer", oidc.Issuer, "client_id", oidc.ClientID, "redirect_uri", s.redirectURI(), "organization", oidc.Org)
+	}
 	srv := newHTTPServer(s)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

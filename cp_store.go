@@ -59,7 +59,7 @@ var cpSlugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // cpReservedOrgSlugs are the control plane's own first path segments: an
 // organization of that slug would lose its proxy paths (/{org}/{agent}/…)
 // to them.
-var cpReservedOrgSlugs = []string{"api", "box", "dev", "device", "team"}
+var cpReservedOrgSlugs = []string{"api", "box", "dev", "device", "oidc", "team"}
 
 // cpStore is the control plane's database and the key its secrets are
 // sealed under.

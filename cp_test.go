@@ -26,11 +26,11 @@ type cpProcess struct {
 }
 
 // startControlPlane starts `svc control-plane --json` on a free loopback
-// port with env and waits until it serves.
-func startControlPlane(t testing.TB, env []string) *cpProcess {
+// port with env and the flags args, and waits until it serves.
+func startControlPlane(t testing.TB, env []string, args ...string) *cpProcess {
 	t.Helper()
 	var ready cpReady
-	p := startEnvelopeProcess(t, env, &ready, "--json", "control-plane", "--addr", "127.0.0.1:0")
+	p := startEnvelopeProcess(t, env, &ready, append([]string{"--json", "control-plane", "--addr", "127.0.0.1:0"}, args...)...)
 	if ready.URL == "" {
 		t.Fatalf("control plane printed no URL\nstdout:\n%s", p.stdout.String())
 	}

@@ -42,6 +42,8 @@
 //	                     (svc serve: --data/master.key, whose secrets move to SVC_MASTER_KEY once it is set)
 //	SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; the console at svc dev's deeplink calls only https://<sub>.tun.<domain>
 //	SVC_DEPLOYMENT_NETWORKS svc control-plane: CIDR list (10.0.0.0/8,fd00::/8) the boxes it links and proxies to must be in; empty: any
+//	SVC_OIDC_ISSUER, SVC_OIDC_CLIENT_ID, SVC_OIDC_CLIENT_SECRET, SVC_OIDC_ALLOWED_DOMAINS, SVC_OIDC_ALLOWED_GROUPS, SVC_OIDC_ORG, SVC_OIDC_NAME
+//	                     svc control-plane: single sign-on through an OpenID Connect provider (cp_oidc.go; README "Single sign-on")
 //	HMAC_SECRET          svc serve's signing secret, instead of the one minted on its first boot
 //	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
 //	SVC_API_KEYS         keys the chat wires accept (svc serve; svc dev --listen)
@@ -121,7 +123,9 @@
 //	             invitations), cp_audit.go (the hash-chained audit log), cp_team.go (the team page,
 //	             cp_pages/), cli_members.go (svc members, svc audit), cp_agents.go (rename, delete,
 //	             a deployment's link history), cp_keys.go (API keys: expiry, revocation), cp_credentials.go
-//	             (credentials' TTL, a user's devices), cli_agents.go (svc agents, svc keys, svc devices),
+//	             (credentials' TTL, a user's devices), cp_oidc.go (single sign-on: SVC_OIDC_*, the provider's
+//	             discovery, JWKS and ID token check), cp_oidc_flow.go (its sign-in: state, nonce, PKCE, the
+//	             user it maps to; judged by tools/oidcop, a module of its own), cli_agents.go (svc agents, svc keys, svc devices),
 //	             link.go (the box contract's client side: handshake,
 //	             secret proof, teaching), sign.go (request signing), sign_window.go (its per-sender replay
 //	             windows in the box's PostgreSQL), ident.go and ident_verify.go (identity and tunnel
