@@ -15,8 +15,12 @@ import (
 // versionsDir is the directory, under the journal's, of saved versions.
 const versionsDir = "versions"
 
-// engineStoreFile is the file journal in dir.
-type engineStoreFile struct{ dir string }
+// engineStoreFile is the file journal in dir, recording its batches in
+// metrics (nil: nowhere).
+type engineStoreFile struct {
+	dir     string
+	metrics *metrics
+}
 
 // kind names the store.
 func (s engineStoreFile) kind() string { return engineKindFile }
@@ -26,7 +30,7 @@ func (s engineStoreFile) health() engineStoreHealth { return engineStoreHealth{K
 
 // open opens and replays the journal.
 func (s engineStoreFile) open(onFail func(error), onSnapshot, onRecord func([]byte) error) (engineLog, error) {
-	j, err := openJournal(s.dir, journalOptions{OnFail: onFail}, onSnapshot, onRecord)
+	j, err := openJournal(s.dir, journalOptions{OnFail: onFail, Metrics: s.metrics}, onSnapshot, onRecord)
 	if err != nil {
 		return nil, err
 	}

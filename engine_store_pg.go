@@ -109,6 +109,8 @@ type engineStorePG struct {
 	mu    sync.Mutex // guards state and epoch
 	state string
 	epoch int64
+
+	metrics *metrics // each batch's commit; nil records nothing
 }
 
 // newEngineStorePG returns the store on db with the lease settings of s.
@@ -429,6 +431,7 @@ func (l *engineStorePGLog) write(b *engineStorePGBatch) error {
 		// Renewals failed for a whole lease: another process may hold it.
 		return fmt.Errorf("%w (it was not renewed within %v)", errEngineLeaseLost, l.s.lease)
 	}
+	defer l.s.metrics.pgCommitted(time.Now(), len(b.records))
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
 	defer cancel()
 	commitMode := "off" // synchronous_commit
