@@ -14,8 +14,8 @@ package main
 //     (the replay window full, or its database unreachable) is 503 with
 //     Retry-After: it says nothing about the secret;
 //   - the chat wires, and the transcripts of durable sessions (scoped to
-//     the credential that made them), take a key of SVC_API_KEYS or an
-//     identity token;
+//     the credential that made them), and GET /metrics (a scraper's
+//     static bearer) take a key of SVC_API_KEYS or an identity token;
 //   - every other route (runs, workflows, console) takes an identity token
 //     for the organization and installation the box was taught.
 //
@@ -59,7 +59,7 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	cred := wireCredential(r)
-	if (httpGuardWire(path) != nil || boxSessionRead(r)) && b.keys.keyValid(cred) {
+	if (httpGuardWire(path) != nil || boxSessionRead(r) || metricsScrapeRequest(r)) && b.keys.keyValid(cred) {
 		return true
 	}
 	v := b.ident.Load()

@@ -367,6 +367,25 @@ func TestBoxServe(t *testing.T) {
 	if rep := boxDo(t, "GET", box.url+"/api/runs", nil, nil, time.Time{}, "", withKey("wire-key-1")); rep.status != 401 {
 		t.Errorf("the runs with a key = %d %s; want 401 (identity only)", rep.status, rep.body)
 	}
+	// The metrics take a key (a scraper's bearer) or an identity, like the
+	// wires; they count the control plane's signed requests, refused ones
+	// included.
+	for _, tt := range []struct {
+		name, key, token string
+		want             int
+	}{{"no credential", "", "", 401}, {"a wrong key", "nope", "", 401}, {"a key", "wire-key-1", "", 200}, {"an identity", "", target.IdentityToken, 200}} {
+		rep := boxDo(t, "GET", box.url+"/metrics", nil, nil, time.Time{}, tt.token, func(r *http.Request) {
+			if tt.key != "" {
+				r.Header.Set("x-api-key", tt.key)
+			}
+		})
+		if rep.status != tt.want {
+			t.Errorf("GET /metrics with %s = %d %.200s; want %d", tt.name, rep.status, rep.body, tt.want)
+		}
+		if rep.status == 200 && (!strings.Contains(string(rep.body), `svc_proxy_requests_total{code="200"}`) || !strings.Contains(string(rep.body), `svc_proxy_requests_total{code="401"}`)) {
+			t.Errorf("GET /metrics with %s: no count of the signed requests answered and refused:\n%s", tt.name, rep.body)
+		}
+	}
 	if rep := boxDo(t, "POST", box.url+"/openai/v1/chat/completions", []byte(`{}`), nil, time.Time{}, "", func(r *http.Request) { r.Header.Set("x-api-key", "nope") }); rep.status != 401 || !strings.HasPrefix(string(rep.body), `{"error":`) {
 		t.Errorf("a chat wire with a wrong key = %d %s; want 401 in the wire's shape", rep.status, rep.body)
 	}

@@ -177,6 +177,7 @@ func devNeighbourAttacks(t *testing.T, nb *testNeighbour, args []string) {
 		{"the local credentials", "GET", "/api/dev/env", "", []string{devTokenHeader + ": guess"}, "auth"},
 		{"a new console link", "POST", "/api/dev/console-link", "", []string{devTokenHeader + ": guess"}, "auth"},
 		{"health and the project's path", "GET", "/api/health", "", nil, "auth"},
+		{"the metrics", "GET", "/metrics", "", nil, "auth"},
 		{"a guessed console code", "POST", consoleSessionPath, `{"code":"guess"}`, nil, "console_link_used"},
 	}
 	for _, a := range attacks {

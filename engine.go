@@ -218,6 +218,7 @@ type engineOptions struct {
 	Retention    time.Duration // ended runs older than this leave the history; 0 keeps them
 	// IdemRetention is how long idempotency keys are kept; 0: idemRetentionDefault.
 	IdemRetention time.Duration
+	Metrics       *metrics // what GET /metrics shows of runs, steps and the store; nil records nothing
 }
 
 // engine is the durable workflow engine (DESIGN §3). Every state change is
@@ -282,7 +283,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 		opts.BusyLimit = defaultBusyLimit
 	}
 	if opts.Store == nil {
-		opts.Store = engineStoreFile{dir: opts.Dir}
+		opts.Store = engineStoreFile{dir: opts.Dir, metrics: opts.Metrics}
 	}
 	e := newEngineShell(opts)
 	e.stop = make(chan struct{})
@@ -610,6 +611,7 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		return nil
 	}
 	after := e.apply(ev)
+	e.opts.Metrics.engineEvent(ev, e.st.Runs[ev.Run])
 	e.maybeCompactLocked()
 	e.mu.Unlock()
 	if durable {

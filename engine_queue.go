@@ -100,3 +100,15 @@ func (e *engine) applyDequeue(ev *journalEvent, at time.Time) (after []func()) {
 
 // isQueueID reports whether id names a queued trigger rather than a run.
 func isQueueID(id string) bool { return strings.HasPrefix(id, queueIDPrefix) }
+
+// queueDepths returns how many starts wait in each serial workflow's
+// queue, for the workflows with a queue.
+func (e *engine) queueDepths() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]int, len(e.st.Queues))
+	for wf, q := range e.st.Queues {
+		out[wf] = len(q)
+	}
+	return out
+}

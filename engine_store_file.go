@@ -15,8 +15,12 @@ import (
 // versionsDir is the directory, under the journal's, of saved versions.
 const versionsDir = "versions"
 
-// engineStoreFile is the file journal in dir.
-type engineStoreFile struct{ dir string }
+// engineStoreFile is the file journal in dir, recording its batches in
+// metrics (nil: nowhere).
+type engineStoreFile struct {
+	dir     string
+	metrics *metrics
+}
 
 // kind names the store.
 func (s engineStoreFile) kind() string { return engineKindFile }
@@ -29,7 +33,7 @@ func (s engineStoreFile) replica() string { return "" }
 
 // open opens and replays the journal.
 func (s engineStoreFile) open(h engineLogHooks) (engineLog, error) {
-	j, err := openJournal(s.dir, journalOptions{OnFail: h.onFail}, h.onSnapshot, h.onRecord)
+	j, err := openJournal(s.dir, journalOptions{OnFail: h.onFail, Metrics: s.metrics}, h.onSnapshot, h.onRecord)
 	if err != nil {
 		return nil, err
 	}

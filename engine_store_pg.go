@@ -146,6 +146,8 @@ type engineStorePG struct {
 	state    string
 	epoch    int64
 	replicas int
+
+	metrics *metrics // each batch's commit; nil records nothing
 }
 
 // newEngineStorePG returns the store on db with the lease settings of s.
@@ -499,6 +501,7 @@ func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error
 		// Renewals failed for a whole lease: another replica may hold our runs.
 		return fmt.Errorf("%w (it was not renewed within %v)", errEngineLeaseLost, l.s.lease)
 	}
+	defer l.s.metrics.pgCommitted(time.Now(), len(recs))
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
 	defer cancel()
 	commitMode := "off" // synchronous_commit

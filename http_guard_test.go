@@ -320,7 +320,7 @@ func TestHTTPGuardLoopbackCredentials(t *testing.T) {
 	g := guardTestNew(t, guardTestLoopback)
 	for _, r := range routeTable(nil) {
 		path := guardTestRoutePath(r.path)
-		wire := !strings.HasPrefix(path, "/api/") && path != "/" && path != "/mcp" // MCP is the runtime's own, like /api
+		wire := !strings.HasPrefix(path, "/api/") && path != "/" && path != "/mcp" && path != metricsPath // MCP and the metrics are the runtime's own, like /api
 		want := 200
 		if wire {
 			want = 401
@@ -769,6 +769,8 @@ func TestListenFromAnotherHost(t *testing.T) {
 		{"a console session for a guessed code", []string{"-X", "POST", "-d", `{"code":"guess"}`, base + consoleSessionPath}, 401},
 		{"runs with the key", []string{"-H", bearer, base + "/api/runs"}, 200},
 		{"runs with the key as x-api-key", []string{"-H", "x-api-key: " + key, base + "/api/runs"}, 200},
+		{"the metrics without the key", []string{base + "/metrics"}, 401},
+		{"the metrics with the key", []string{"-H", bearer, base + "/metrics"}, 200},
 		{"a foreign Host", []string{"-H", bearer, "-H", "Host: evil.example", base + "/api/runs"}, 403},
 		{"a cross-origin POST with the key", []string{"-X", "POST", "-H", bearer, "-H", "Origin: http://evil.example", "-d", "{}", base + "/api/workflows/x/start"}, 403},
 		{"a chat wire without the key", []string{"-X", "POST", "-d", "{}", base + "/openai/v1/chat/completions"}, 401},

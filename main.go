@@ -88,7 +88,8 @@
 //	             own passes without a key), console_session.go (the console link's one-time codes
 //	             and sessions),
 //	             ratelimit.go (token buckets per key: per-source limits, 429), api_workflows.go (workflows and runs), api_sessions.go (session transcripts), cors.go
-//	             (CORS for the console's origin), wires.go (OpenAI chat, Anthropic, AG-UI),
+//	             (CORS for the console's origin), metrics_http.go (GET /metrics, requests recorded),
+//	             wires.go (OpenAI chat, Anthropic, AG-UI),
 //	             wire_responses.go (OpenAI Responses), wire_params.go (the request parameters each wire
 //	             refuses), console.go (the web console: console/*
 //	             embedded), contract.go
@@ -100,7 +101,8 @@
 //	             engine_store_pg.go (on PostgreSQL: svc_engine, one ordered log, fenced replica leases), events.go (journal records), execution.go
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
 //	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
-//	             json_limits.go (what can be journaled)
+//	             json_limits.go (what can be journaled), metrics.go (what the engine, stores and
+//	             wires record) and metrics_text.go (the Prometheus text format)
 //	user code    jsruntime.go (goja VMs), bundle.go (esbuild: packages, Node built-ins, the drizzle
 //	             stand-in), eventloop.go, js_platform.go (what a VM gets: the entry), js_web.go,
 //	             js_fetch.go, js_url.go, js_encoding.go, js_crypto.go and js/web*.js (the web

@@ -36,6 +36,7 @@ type runtimeCore struct {
 	db       *pgxpool.Pool
 	secrets  *secretStore
 	engine   *engine
+	metrics  *metrics    // what GET /metrics shows (metrics.go)
 	agents   *agentHost  // chat wires: model clients, sessions, credentials (wires.go)
 	platform *jsPlatform // globals and data of step and tool VMs (js_platform.go)
 	s3       *s3Server   // built-in object storage; nil with an external one
@@ -104,7 +105,7 @@ const (
 
 // newRuntimeCore returns an unopened runtime core of proj logging to log.
 func newRuntimeCore(log *slog.Logger, proj *project) *runtimeCore {
-	return &runtimeCore{log: log, proj: proj, fatal: make(chan error, 1)}
+	return &runtimeCore{log: log, proj: proj, metrics: newMetrics(), fatal: make(chan error, 1)}
 }
 
 // open brings the shared runtime up on its database, in SPEC §1 order:
@@ -152,7 +153,7 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_IDEMPOTENCY_RETENTION to a duration such as 24h or 7d"}
 	}
 	journal := filepath.Join(o.StateDir, "journal")
-	var store engineStore = engineStoreFile{dir: journal}
+	var store engineStore = engineStoreFile{dir: journal, metrics: rt.metrics}
 	hint := "the journal under " + journal + " is damaged before its tail; move it aside to start fresh"
 	if o.Engine.Kind == engineKindPostgres {
 		// A pool of its own: lease renewals and commits never queue behind
@@ -162,14 +163,16 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 			return fmt.Errorf("connect PostgreSQL for the engine: %w", err)
 		}
 		rt.closers = append(rt.closers, func(context.Context) error { engineDB.Close(); return nil })
-		store = newEngineStorePG(engineDB, o.Engine, rt.log)
+		pg := newEngineStorePG(engineDB, o.Engine, rt.log)
+		pg.metrics = rt.metrics
+		store = pg
 		hint = "check that the database accepts connections and that schema svc_engine is the engine's"
 		rt.log.Info("engine on PostgreSQL (SVC_ENGINE=postgres): schema svc_engine, replicas active/active", "lease", o.Engine.Lease, "renew", o.Engine.Renew, "poll", o.Engine.Poll)
 	}
 	rt.engine, err = openEngine(engineOptions{
 		Store: store, Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
 		OnRunDone: func(*runRecord) { rt.markFirstRun() },
-		History:   newPGRunHistory(rt.db), Retention: retention, IdemRetention: idemRetention,
+		History:   newPGRunHistory(rt.db), Retention: retention, IdemRetention: idemRetention, Metrics: rt.metrics,
 	})
 	if err != nil {
 		if errors.Is(err, errJournalLocked) {

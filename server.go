@@ -31,6 +31,9 @@ type server struct {
 // newServer builds the server for rt: the shared routes, then the host's
 // own (dev's, the box's), all behind one guard built from guard.
 func newServer(rt *runtimeCore, guard httpGuardConfig, hostRoutes []route) (*server, error) {
+	if rt.metrics == nil { // a runtime built by hand (tests)
+		rt.metrics = newMetrics()
+	}
 	s := &server{rt: rt, log: rt.log, mux: http.NewServeMux()}
 	for _, r := range append(routeTable(s), hostRoutes...) {
 		s.mux.HandleFunc(r.method+" "+r.path, r.handler)
@@ -75,6 +78,7 @@ func routeTable(s *server) []route {
 		{"POST", "/chat", "the agent-UI wire with the agent named in forwardedProps.agent (the console's chat)", s.handleChat},
 		{"POST", "/mcp", "MCP for coding agents (streamable HTTP, JSON answers): workflows, runs, hooks, agents as tools", s.handleMCP},
 		{"GET", "/mcp", "405: MCP without server-initiated streams", s.handleMCPGet},
+		{"GET", metricsPath, "the runtime's metrics in the Prometheus text format (README \"Metrics\")", s.handleMetrics},
 		{"GET", "/", "the web console: index.html, its files under /console/", consoleHandler("")},
 	}
 }
@@ -83,7 +87,9 @@ func routeTable(s *server) []route {
 // when verbose.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	s.guard.ServeHTTP(w, r)
+	mw := &metricsResponse{ResponseWriter: w, m: s.rt.metrics}
+	defer mw.served(r, start)
+	s.guard.ServeHTTP(mw, r)
 	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "dur", time.Since(start))
 }
 
