@@ -114,6 +114,7 @@ type runRecord struct {
 	executing bool       // an execution goroutine owns a VM for it
 	rerun     bool       // something happened while executing: run again
 	done      *runSignal // fired when terminal; shared by copies of the record
+	stream    *runStream // chunks its steps wrote (engine_stream.go); shared by copies of the record
 	cancel    context.CancelFunc
 }
 
@@ -195,6 +196,9 @@ type engineState struct {
 	Queues map[string][]*queuedTrigger `json:"queues"` // workflow → FIFO
 	Hooks  map[string]hookRef          `json:"hooks"`
 	Idem   map[string]*idemEntry       `json:"idem,omitempty"` // idempotency key → its start, within the retention (engine_idem.go)
+	// Streams are the runs' streams, in a snapshot only (in memory each
+	// run holds its own: engine_stream.go).
+	Streams map[string][]streamEntry `json:"streams,omitempty"`
 }
 
 // engineOptions configure an engine.
@@ -317,6 +321,7 @@ func (e *engine) restoreSnapshot(b []byte) error {
 	for _, r := range st.Runs {
 		r.done = newRunSignal()
 	}
+	restoreStreams(&st)
 	e.st = st
 	return nil
 }
@@ -588,7 +593,7 @@ var errRunEnded = errors.New("run has already ended")
 // (and so must not follow its end).
 func runScoped(t string) bool {
 	switch t {
-	case evAttempt, evStep, evSleep, evHook, evResume, evEnd, evLog:
+	case evAttempt, evStep, evSleep, evHook, evResume, evEnd, evLog, evStream:
 		return true
 	}
 	return false
