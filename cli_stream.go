@@ -24,9 +24,9 @@ const (
 	// streamReconnectDelay is the pause before the CLI reconnects a run
 	// stream that dropped.
 	streamReconnectDelay = 500 * time.Millisecond
-	// streamReconnectTries bounds the reconnections in a row that fail
-	// (about 30 s of the runtime being away).
-	streamReconnectTries = 60
+	// streamReconnectTries bounds the reconnections in a row that make no
+	// progress (about a minute of the runtime being away: a restart).
+	streamReconnectTries = 120
 	// streamMaxLine bounds one line of the event stream the CLI reads: a
 	// chunk's JSON, escaped.
 	streamMaxLine = 8 * streamMaxChunk

@@ -195,6 +195,7 @@ func (e *engine) reopenJournal() error {
 func (e *engine) settleReplay(poisoned []poisonedRecord) {
 	e.failPoisoned(poisoned)
 	e.mu.Lock()
+	e.revealStreamsLocked()
 	var evs []*journalEvent
 	for _, r := range e.st.Runs {
 		for _, c := range r.Steps {

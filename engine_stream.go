@@ -66,11 +66,18 @@ func (s *streamEntry) size() int {
 // runStream is a run's stream in memory. Entries only ever grow (entries
 // are never changed), so a copy of the slice read under the engine's lock
 // stays valid outside it.
+//
+// Readers see only entries known durable (the first durable): the engine
+// applies an event before its record is on disk, and an entry a reader saw
+// must never vanish in a crash, nor its index later name another entry.
+// A chunk's write reveals it, and every entry before it, once durable; the
+// run's durable end reveals the rest; a replay reveals all it rebuilt.
 type runStream struct {
 	entries []streamEntry
+	durable int           // entries[:durable] are durable
 	chunks  int           // chunk entries (markers do not count)
 	bytes   int           // their sizes
-	wake    chan struct{} // closed and replaced on every append
+	wake    chan struct{} // closed and replaced when durable grows
 }
 
 // streamOf returns r's stream, creating it when missing. mu must be held.
@@ -81,7 +88,7 @@ func (r *runRecord) streamOf() *runStream {
 	return r.stream
 }
 
-// add appends an entry (numbering it) and wakes the readers.
+// add appends an entry, numbering it; readers see it once revealed.
 func (s *runStream) add(en streamEntry) {
 	en.Index = len(s.entries) + 1
 	if en.Kind != streamSuperseded {
@@ -89,8 +96,26 @@ func (s *runStream) add(en streamEntry) {
 		s.bytes += en.size()
 	}
 	s.entries = append(s.entries, en)
+}
+
+// reveal says entries[:n] are durable and wakes the readers.
+func (s *runStream) reveal(n int) {
+	if n <= s.durable || n > len(s.entries) {
+		return
+	}
+	s.durable = n
 	close(s.wake)
 	s.wake = make(chan struct{})
+}
+
+// revealStreamsLocked reveals every entry of every stream: called once a
+// replay has rebuilt them from durable records. mu must be held.
+func (e *engine) revealStreamsLocked() {
+	for _, r := range e.st.Runs {
+		if r.stream != nil {
+			r.stream.reveal(len(r.stream.entries))
+		}
+	}
 }
 
 // applyStream applies an evStream event. A chunk also says its attempt is
@@ -168,11 +193,23 @@ func (e *engine) streamWrite(id string, seq int, name string, attempt int, ch st
 			return &streamLimitError{fmt.Sprintf("the run's stream would exceed %d bytes (it holds %d): keep large data in storage and stream references to it", streamMaxBytes, r.stream.bytes)}
 		}
 	}
+	index := 1
+	if r := e.st.Runs[id]; r != nil && r.stream != nil {
+		index = len(r.stream.entries) + 1 // commitLocked applies it under this hold of mu
+	}
 	ev := &journalEvent{Type: evStream, Run: id, Seq: seq, Name: name, Attempt: attempt, Result: ch.JSON}
 	if ch.JSON == nil {
 		ev.Message = ch.Text
 	}
-	return e.commitLocked(ev, true)
+	if err := e.commitLocked(ev, true); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if r := e.st.Runs[id]; r != nil && r.stream != nil {
+		r.stream.reveal(index)
+	}
+	e.mu.Unlock()
+	return nil
 }
 
 // streamPage is what a stream reader gets at once: the entries after the
@@ -201,7 +238,13 @@ func (e *engine) streamRead(ctx context.Context, id string, after int) (streamPa
 	r := e.st.Runs[id]
 	if r != nil {
 		s := r.streamOf()
-		p := streamPage{Entries: s.entries, Ended: terminal(r.Status), Status: r.Status, Wake: s.wake, Done: r.done.ch, Stop: e.stop}
+		select {
+		case <-r.done.ch: // the end is durable, and so is all before it
+			s.reveal(len(s.entries))
+		default:
+		}
+		p := streamPage{Entries: s.entries[:s.durable], Ended: terminal(r.Status) && s.durable == len(s.entries), Status: r.Status,
+			Wake: s.wake, Done: r.done.ch, Stop: e.stop}
 		e.mu.Unlock()
 		return p.from(after), nil
 	}
@@ -265,6 +308,7 @@ func restoreStreams(st *engineState) {
 			for _, en := range entries {
 				s.add(en)
 			}
+			s.reveal(len(s.entries))
 		}
 	}
 	st.Streams = nil
