@@ -318,7 +318,6 @@ func (s *server) handleRunStream(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			sse.sendEvent(strconv.Itoa(en.Index), "chunk", streamEvent{streamEntry: en, Superseded: page.Superseded[streamAttemptKey(en.Seq, en.Attempt)]})
-			after = en.Index
 		}
 		if n := len(page.Entries); n > 0 {
 			after = page.Entries[n-1].Index

@@ -109,6 +109,9 @@ func (p *streamPrinter) read(ctx context.Context, t *target, id string, after *i
 	if resp.StatusCode >= 300 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		ce := t.statusError(http.MethodGet, path, resp.StatusCode, b)
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			return "", errors.New(ce.Message) // standing by, or its history away: try again
+		}
 		if ce.exitCode() == exitCodes[codeNotFound] {
 			ce.Hint = "list runs with `svc runs list`"
 		}

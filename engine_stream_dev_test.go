@@ -160,7 +160,11 @@ export default async function crashy() { "use workflow"; return await work(); }`
 // the middle of a step that streams: after the restart the reader (the CLI,
 // reconnecting by itself) gets every chunk once, the interrupted attempt's
 // marked superseded and the retry's after them.
-func TestRunStreamDev(t *testing.T) {
+func TestRunStreamDev(t *testing.T) { eachEngineStore(t, testRunStreamDev) }
+
+// testRunStreamDev is TestRunStreamDev on one engine store. On PostgreSQL
+// the restarted svc dev takes over once the killed one's lease expired.
+func testRunStreamDev(t *testing.T, store string) {
 	dir := projectDir(t)
 	for f, src := range streamDevWorkflows {
 		writeFile(t, dir, f, src)
@@ -181,7 +185,8 @@ func TestRunStreamDev(t *testing.T) {
 	}))
 	t.Cleanup(func() { close(release); hold.Close() })
 	writeFile(t, dir, ".env", "HOLD="+hold.URL+"\n")
-	env := baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk")
+	env := baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk", "SVC_ENGINE="+store,
+		"SVC_ENGINE_LEASE=1s", "SVC_ENGINE_LEASE_RENEW=250ms")
 	port := freePortBase(t)
 	d := startDevProcess(t, dir, port, env)
 	d.payload = d.nextPayload(60 * time.Second)
@@ -258,6 +263,11 @@ func TestRunStreamDev(t *testing.T) {
 	d.kill()
 	d = startDevProcess(t, dir, port, env)
 	d.payload = d.nextPayload(60 * time.Second)
+	eventually(t, 30*time.Second, "the engine to take its state over", func() bool {
+		var h struct{ Journal journalHealth }
+		httpJSON(t, "GET", d.url("/api/health"), nil, &h)
+		return h.Journal.State == "ok"
+	})
 	resumed := openSSE(t, d.url("/api/runs/"+id+"/stream"), "2")
 	expectEvents(t, "after the restart, from Last-Event-ID 2", nextEvents(t, resumed, 5), []string{
 		"3 superseded 1.1", "4 chunk 1.2 a", `5 chunk 1.2 {"b":2}`, "6 chunk 1.2 c ok", "end completed"})
