@@ -333,6 +333,8 @@ func (s *server) handleRunStream(w http.ResponseWriter, r *http.Request) {
 			sse.comment("keepalive")
 		case <-page.Stop:
 			return // svc is stopping: the reader reconnects with Last-Event-ID
+		case <-s.rt.stopping:
+			return // likewise, and the server's shutdown need not wait for it
 		case <-r.Context().Done():
 			return
 		}

@@ -283,4 +283,13 @@ func testRunStreamDev(t *testing.T, store string) {
 	case <-time.After(90 * time.Second):
 		t.Errorf("svc runs stream did not end after the restart: %q %q", rout.String(), rerr.String())
 	}
+
+	// A stream open while svc dev stops does not hold up its shutdown.
+	id = start("talker")
+	open := openSSE(t, d.url("/api/runs/"+id+"/stream"), "")
+	nextEvents(t, open, 3) // the run waits on its hook
+	if code := d.interrupt(); code != 0 || strings.Contains(d.stderr.String(), "deadline exceeded") {
+		t.Errorf("svc dev stopped with a run stream open: exit %d, stderr:\n%s", code, d.stderr.String())
+	}
+	expectEnd(t, open)
 }
