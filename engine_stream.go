@@ -183,6 +183,7 @@ func (e *engine) streamWrite(id string, seq int, name string, attempt int, ch st
 		return &streamLimitError{fmt.Sprintf("a stream chunk is %d bytes, more than the %d a chunk may hold: write it in smaller chunks", n, streamMaxChunk)}
 	}
 	e.mu.Lock()
+	index := 1 // the entry's, once commitLocked applies it under this hold of mu
 	if r := e.st.Runs[id]; r != nil && r.stream != nil {
 		switch {
 		case r.stream.chunks >= streamMaxChunks:
@@ -192,10 +193,7 @@ func (e *engine) streamWrite(id string, seq int, name string, attempt int, ch st
 			e.mu.Unlock()
 			return &streamLimitError{fmt.Sprintf("the run's stream would exceed %d bytes (it holds %d): keep large data in storage and stream references to it", streamMaxBytes, r.stream.bytes)}
 		}
-	}
-	index := 1
-	if r := e.st.Runs[id]; r != nil && r.stream != nil {
-		index = len(r.stream.entries) + 1 // commitLocked applies it under this hold of mu
+		index = len(r.stream.entries) + 1
 	}
 	ev := &journalEvent{Type: evStream, Run: id, Seq: seq, Name: name, Attempt: attempt, Result: ch.JSON}
 	if ch.JSON == nil {
@@ -219,8 +217,8 @@ type streamPage struct {
 	Entries []streamEntry
 	Ended   bool
 	Status  string // the run's status
-	// superseded are the attempts marked superseded, up to the last entry
-	// of the page, keyed by streamAttemptKey.
+	// Superseded are the attempts marked superseded among the entries
+	// readers may see, keyed by streamAttemptKey.
 	Superseded map[[2]int]bool
 	// Wake is closed when the stream grows, Done when the run ends, Stop
 	// when the engine closes (nil once the run has ended).
@@ -238,13 +236,14 @@ func (e *engine) streamRead(ctx context.Context, id string, after int) (streamPa
 	r := e.st.Runs[id]
 	if r != nil {
 		s := r.streamOf()
+		ended := false
 		select {
-		case <-r.done.ch: // the end is durable, and so is all before it
+		case <-r.done.ch: // the end is durable (or was replayed), and so is all before it
+			ended = terminal(r.Status) // else recovery replaced the record: read again
 			s.reveal(len(s.entries))
 		default:
 		}
-		p := streamPage{Entries: s.entries[:s.durable], Ended: terminal(r.Status) && s.durable == len(s.entries), Status: r.Status,
-			Wake: s.wake, Done: r.done.ch, Stop: e.stop}
+		p := streamPage{Entries: s.entries[:s.durable], Ended: ended, Status: r.Status, Wake: s.wake, Done: r.done.ch, Stop: e.stop}
 		e.mu.Unlock()
 		return p.from(after), nil
 	}
