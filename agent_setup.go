@@ -229,7 +229,7 @@ workflows in ` + "`workflows/<name>.workflow.ts`" + `, the database schema in ` 
 
 - ` + "`svc dev`" + ` boots the local runtime (keep it running; it recompiles on save).
 - ` + "`svc workflows list`" + `, ` + "`svc workflows schema <name>`" + `, ` + "`svc workflows start <name> --input '{...}'`" + `.
-- ` + "`svc runs list`" + `, ` + "`svc runs get <runId> --wait 30s`" + `, ` + "`svc runs logs <runId>`" + `, ` + "`svc runs cancel <runId>`" + `.
+- ` + "`svc runs list`" + `, ` + "`svc runs get <runId> --wait 30s`" + `, ` + "`svc runs logs <runId>`" + `, ` + "`svc runs stream <runId>`" + ` (what its steps write with ` + "`getWritable()`" + `, live), ` + "`svc runs cancel <runId>`" + `.
 - Add ` + "`--agent <installationId>`" + ` to target the deployed box instead of ` + "`svc dev`" + `.
 - Add ` + "`--json`" + ` for one machine-readable line: ` + "`{\"ok\":true,\"data\":...}`" + `.
 

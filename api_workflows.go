@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -272,4 +273,93 @@ func (s *server) handleResumeHook(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusAccepted, map[string]any{"schema_version": schemaVersion, "runId": runID})
 	}
+}
+
+// streamKeepalive is how often an idle run stream sends a comment line, so
+// proxies keep it open and a reader sees the connection is alive.
+const streamKeepalive = 15 * time.Second
+
+// handleRunStream serves a run's stream (engine_stream.go) as server-sent
+// events: each entry after Last-Event-ID (or ?after=N; from the start
+// without either) as `id: <index>` with event `chunk` (its data the entry,
+// with superseded: true when its attempt is already known to have been
+// retried) or `superseded` (an attempt's chunks are superseded from now
+// on); live while the run is active, and once it has ended an `end` event
+// with its status, after which the stream closes.
+func (s *server) handleRunStream(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("runId")
+	after, err := streamResumePoint(r)
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_last_event_id", Message: err.Error()})
+		return
+	}
+	page, err := s.rt.engine.streamRead(r.Context(), id, after)
+	switch {
+	case errors.Is(err, errRunNotFound):
+		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + id + " not found"})
+		return
+	case writeUnavailable(w, err):
+		return
+	case err != nil:
+		s.log.Error("read run stream", "err", err)
+		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+		return
+	}
+	sse := newWireSSE(w)
+	keepalive := time.NewTicker(streamKeepalive)
+	defer keepalive.Stop()
+	for {
+		for _, en := range page.Entries {
+			if en.Kind == streamSuperseded {
+				sse.sendEvent(strconv.Itoa(en.Index), streamSuperseded, en)
+				continue
+			}
+			sse.sendEvent(strconv.Itoa(en.Index), "chunk", streamEvent{streamEntry: en, Superseded: page.Superseded[streamAttemptKey(en.Seq, en.Attempt)]})
+		}
+		if n := len(page.Entries); n > 0 {
+			after = page.Entries[n-1].Index
+		}
+		if page.Ended {
+			sse.send("end", map[string]string{"runId": id, "status": page.Status})
+			return
+		}
+		select {
+		case <-page.Wake:
+		case <-page.Done:
+		case <-keepalive.C:
+			sse.comment("keepalive")
+		case <-page.Stop:
+			return // svc is stopping: the reader reconnects with Last-Event-ID
+		case <-s.rt.stopping:
+			return // likewise, and the server's shutdown need not wait for it
+		case <-r.Context().Done():
+			return
+		}
+		if page, err = s.rt.engine.streamRead(r.Context(), id, after); err != nil {
+			return // the reader reconnects and is told why
+		}
+	}
+}
+
+// streamEvent is a chunk as the stream's SSE data carries it.
+type streamEvent struct {
+	streamEntry
+	Superseded bool `json:"superseded,omitempty"`
+}
+
+// streamResumePoint reads where a stream reader resumes: the index of the
+// last entry it has (Last-Event-ID, else ?after=), 0 for the start.
+func streamResumePoint(r *http.Request) (int, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("Last-Event-ID (or after) is %q: want the id of the last event received, a whole number", truncateForMessage(v))
+	}
+	return n, nil
 }

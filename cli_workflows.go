@@ -33,6 +33,7 @@ func runVerbs() []*verb {
 		{name: "get", summary: "print a run and its step timeline", usage: "<runId>", newFlags: newRunsGetFlags, run: runRunsGet},
 		{name: "cancel", summary: "cancel an active run or queued entry", usage: "<runId>", newFlags: targetFlags("cancel"), run: runRunsCancel},
 		{name: "logs", summary: "print the console lines of a run's workflow and step code", usage: "<runId>", newFlags: targetFlags("logs"), run: runRunsLogs},
+		{name: "stream", summary: "print the chunks a run's steps write (getWritable()), live until it ends", usage: "<runId>", newFlags: newRunsStreamFlags, run: runRunsStream},
 	}
 }
 
@@ -194,9 +195,21 @@ func sameDir(a, b string) bool {
 
 // do sends a request and returns the status and body.
 func (t *target) do(ctx context.Context, method, path string, body []byte, header http.Header) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, t.baseURL+path, bytes.NewReader(body))
+	resp, err := t.send(ctx, method, path, body, header)
 	if err != nil {
 		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// send sends a request with the target's credential and returns the
+// response, its body unread (the caller closes it).
+func (t *target) send(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, t.baseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
 	if t.key != "" {
 		req.Header.Set("Authorization", "Bearer "+t.key)
@@ -204,13 +217,7 @@ func (t *target) do(ctx context.Context, method, path string, body []byte, heade
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := t.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return t.client.Do(req)
 }
 
 // call sends a request and decodes a 2xx body into out; an error body

@@ -85,6 +85,15 @@ export default async function hooked() {
   console.log("waiting for the hook");
   return await h;
 }`)
+	writeFile(t, dir, "workflows/streamer.workflow.ts", `import { createHook, getWritable } from "svc";
+async function say(v: any) { "use step"; const w = getWritable().getWriter(); await w.write(v); w.releaseLock(); }
+export default async function streamer() {
+  "use workflow";
+  await say("thinking…");
+  const p: any = await createHook();
+  await say({ answer: p.answer });
+  return "done";
+}`)
 	writeFile(t, dir, "workflows/shapes.workflow.ts", `export const inputSchema = {
   type: "object",
   properties: {

@@ -117,6 +117,7 @@ type runRecord struct {
 	executing bool       // an execution goroutine owns a VM for it
 	rerun     bool       // something happened while executing: run again
 	done      *runSignal // fired when terminal; shared by copies of the record
+	stream    *runStream // chunks its steps wrote (engine_stream.go); shared by copies of the record
 	cancel    context.CancelFunc
 }
 
@@ -199,6 +200,9 @@ type engineState struct {
 	Hooks  map[string]hookRef          `json:"hooks"`
 	Idem   map[string]*idemEntry       `json:"idem,omitempty"`  // idempotency key → its start, within the retention (engine_idem.go)
 	Clock  int64                       `json:"clock,omitempty"` // shared log: the latest event time applied, unix µs (apply)
+	// Streams are the runs' streams, in a snapshot only (in memory each
+	// run holds its own: engine_stream.go).
+	Streams map[string][]streamEntry `json:"streams,omitempty"`
 }
 
 // engineOptions configure an engine.
@@ -316,6 +320,7 @@ func (e *engine) restoreSnapshot(b []byte) error {
 	for _, r := range st.Runs {
 		r.done = newRunSignal()
 	}
+	restoreStreams(&st)
 	e.st = st
 	return nil
 }
@@ -648,7 +653,7 @@ var errRunEnded = errors.New("run has already ended")
 // (and so must not follow its end).
 func runScoped(t string) bool {
 	switch t {
-	case evAttempt, evStep, evSleep, evHook, evResume, evEnd, evLog:
+	case evAttempt, evStep, evSleep, evHook, evResume, evEnd, evLog, evStream:
 		return true
 	}
 	return false

@@ -86,6 +86,7 @@ func (e *engine) copyStateLocked() engineState {
 	for tok, ref := range e.st.Hooks {
 		st.Hooks[tok] = ref
 	}
+	st.Streams = e.streamsOfLocked()
 	if len(e.st.Idem) > 0 {
 		// A snapshot keeps the live keys only: it is as large as the
 		// active work and the retention, whatever the history.

@@ -190,6 +190,7 @@ func (e *engine) settleReplay(poisoned []poisonedRecord) {
 // began the attempts is gone).
 func (e *engine) interruptInflight(mine func(*runRecord) bool) {
 	e.mu.Lock()
+	e.revealStreamsLocked()
 	var evs []*journalEvent
 	for _, r := range e.st.Runs {
 		for _, c := range r.Steps {

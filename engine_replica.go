@@ -150,6 +150,10 @@ func (e *engine) deliver(recs [][]byte, upto int64) {
 			continue
 		}
 		after = append(after, e.apply(&ev)...)
+		if r := e.st.Runs[ev.Run]; r != nil && r.stream != nil {
+			// What the log delivers is durable: readers see it at once.
+			r.stream.reveal(len(r.stream.entries))
+		}
 	}
 	e.applied = upto
 	if e.j != nil {

@@ -110,6 +110,33 @@ export default async function sleepy(input: { ms: number }) {
   const again = { now: before.now, r: before.r, u: before.u, d: before.d };
   return { same: JSON.stringify(recorded) === JSON.stringify(again), slept: Date.now() - before.now >= input.ms };
 }`,
+	"workflows/streamy.workflow.ts": `
+import { getWritable } from "svc";
+async function talk(key: string) {
+  "use step";
+  const w = getWritable().getWriter();
+  await w.write("start " + key);
+  await w.write({ key, n: 1 });
+  const r = await fetch(process.env.COUNTER + "?k=" + key);
+  if (!r.ok) throw new Error("status " + r.status);
+  await w.write("done");
+  w.releaseLock();
+  return (await r.json()).n;
+}
+async function flood(size: number, times: number) {
+  "use step";
+  const w = getWritable().getWriter();
+  let n = 0;
+  try { for (; n < times; n++) await w.write("x".repeat(size)); } catch (e: any) { return { n, error: e.name + ": " + e.message }; }
+  return { n };
+}
+export default async function streamy(input: { key: string; size?: number; times?: number }) {
+  "use workflow";
+  let inWorkflow = "";
+  try { getWritable(); } catch (e: any) { inWorkflow = e.message; }
+  if (input.size) return await flood(input.size, input.times ?? 1);
+  return { n: await talk(input.key), inWorkflow };
+}`,
 	"workflows/hooked.workflow.ts": `
 import { createHook } from "svc";
 async function announce(token: string) { "use step"; await fetch(process.env.COUNTER + "?k=hook&token=" + token); return true; }

@@ -26,6 +26,7 @@ const (
 	evLog     = "log"     // a console line of the run (Seq/Name/Attempt: the step attempt; 0: workflow code)
 	evLink    = "link"    // a workflow's keyed start answered by its idempotency key: the call settles with the first receipt
 	evClaim   = "claim"   // the runs replica From owned become By's (engine_replica.go)
+	evStream  = "stream"  // a chunk a step attempt wrote to its run's stream (Seq/Name/Attempt; Result: JSON, else Message: text; engine_stream.go)
 )
 
 // journalEvent is one journal record (JSON-encoded; short keys keep the log
@@ -170,6 +171,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 				c.Status, c.Result = runCompleted, ev.Result
 			}
 		}
+		r.supersedeAttempt(ev, at)
 	case evSleep:
 		if r := e.st.Runs[ev.Run]; r != nil {
 			c := r.ensureCall(ev.Seq, callSleep, "", at)
@@ -200,6 +202,8 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 				r.Logs = append(r.Logs, runLog{At: at, Level: ev.Level, Message: ev.Message, Step: ev.Name, Seq: ev.Seq, Attempt: ev.Attempt})
 			}
 		}
+	case evStream:
+		e.applyStream(ev, at)
 	case evTurn:
 		calls := ev.Calls
 		if calls == nil {

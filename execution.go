@@ -239,9 +239,10 @@ func workflowVMOptions(w *workflowVM, p *jsPlatform) vmOptions {
 		Setup:    func(vm *goja.Runtime) { w.vm, w.loop = vm, newJSLoop(vm) },
 		Install:  func(ambient *goja.Object) { p.installWorkflow(w.vm, ambient) },
 		Ambient: map[string]any{
-			"sleep":      func(d goja.Value) goja.Value { return bound("sleep").sleep(d) },
-			"createHook": func() (goja.Value, error) { return bound("createHook").createHook() },
-			"workflows":  map[string]any{"start": child(callStart), "startAndWait": child(callStartAndWait)},
+			"sleep":       func(d goja.Value) goja.Value { return bound("sleep").sleep(d) },
+			"createHook":  func() (goja.Value, error) { return bound("createHook").createHook() },
+			"getWritable": func() goja.Value { panic(w.vm.NewTypeError(errStreamInWorkflow.Error())) },
+			"workflows":   map[string]any{"start": child(callStart), "startAndWait": child(callStartAndWait)},
 		},
 		Globals: map[string]any{
 			"__svc_step": func(name string, impl goja.Value) goja.Value {
@@ -495,8 +496,12 @@ func (x *execution) runStep(st *stepAttemptState) {
 	// A step that settles inline runs under its own timeout, not the
 	// workflow's watchdog.
 	paused := x.busy != nil && x.busy.Stop()
-	keep := func(level slog.Level, msg string) { x.keepLog(level, msg, st.seq, st.name, st.attempt) }
-	result, finish, err := x.e.steps.start(x.def, st.name, st.args, keep)
+	seq, attempt := st.seq, st.attempt
+	out := &stepOutputs{
+		keep:  func(level slog.Level, msg string) { x.keepLog(level, msg, seq, st.name, attempt) },
+		write: func(ch streamChunk) error { return x.e.streamWrite(x.r.RunID, seq, st.name, attempt, ch) },
+	}
+	result, finish, err := x.e.steps.start(x.def, st.name, st.args, out)
 	if paused {
 		x.busy.Reset(x.e.opts.BusyLimit)
 	}

@@ -201,7 +201,8 @@ func jsReadStream(l *jsLoop, v goja.Value, limit int64) *goja.Promise {
 // first use (see installWebLazily). fetch is added in step and tool VMs.
 var webGlobals = []string{
 	"DOMException", "Event", "EventTarget", "AbortController", "AbortSignal", "ReadableStream",
-	"ReadableStreamDefaultReader", "ReadableStreamDefaultController", "reportError", "TextEncoder",
+	"ReadableStreamDefaultReader", "ReadableStreamDefaultController", "WritableStream",
+	"WritableStreamDefaultWriter", "WritableStreamDefaultController", "reportError", "TextEncoder",
 	"TextDecoder", "atob", "btoa", "structuredClone", "queueMicrotask", "CryptoKey", "crypto", "performance",
 	"URL", "URLSearchParams", "Headers", "Blob", "File", "FormData", "Request", "Response",
 }

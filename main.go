@@ -11,7 +11,7 @@
 //	init [dir]                 scaffold a starter project (local-only, no control plane needed)
 //	dev                        boot the local runtime: PostgreSQL, journal, object storage, endpoints
 //	workflows list|schema|start list workflows, read their schemas, start runs
-//	runs list|get|cancel       inspect and cancel workflow runs
+//	runs list|get|cancel|logs|stream inspect and cancel workflow runs, read their logs and streams
 //	serve [--addr :8080] [--data DIR] [dir]  run a project as a box (the deployed container)
 //	link                       register a deployed container with a control plane
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
@@ -68,7 +68,7 @@
 // or HTTP (TestLayering).
 //
 //	commands     main.go (wiring only), cli.go (verb table, envelope, exit codes), cli_workflows.go
-//	             (workflows and runs verbs), cli_target.go (--agent: a box through the control plane),
+//	             (workflows and runs verbs), cli_stream.go (svc runs stream), cli_target.go (--agent: a box through the control plane),
 //	             cli_link.go (svc link), cli_login.go (login, logout, whoami), cli_serve.go (svc serve),
 //	             cli_env.go (svc env, svc console), cli_mcp.go (svc mcp: stdio relay), cli_terminal_*.go, version.go, agent_setup.go
 //	             (coding-agent skill and MCP files); mcp.go (MCP protocol), mcp_tools.go (its tools over
@@ -87,7 +87,7 @@
 //	             http_peer.go, http_peer_*.go (the account of a loopback connection: the developer's
 //	             own passes without a key), console_session.go (the console link's one-time codes
 //	             and sessions),
-//	             ratelimit.go (token buckets per key: per-source limits, 429), api_workflows.go (workflows and runs), api_sessions.go (session transcripts), cors.go
+//	             ratelimit.go (token buckets per key: per-source limits, 429), api_workflows.go (workflows and runs; a run's stream as SSE), api_sessions.go (session transcripts), cors.go
 //	             (CORS for the console's origin), metrics_http.go (GET /metrics, requests recorded),
 //	             wires.go (OpenAI chat, Anthropic, AG-UI),
 //	             wire_responses.go (OpenAI Responses), wire_params.go (the request parameters each wire
@@ -98,10 +98,11 @@
 //	             events, delivery), engine_history.go (archive, prune, compaction), engine_queue.go (serial
 //	             queues), engine_versions.go (run pinning), engine_idem.go (idempotent starts),
 //	             engine_store.go (the store seam, SVC_ENGINE), engine_store_file.go (on the journal),
-//	             engine_store_pg.go (on PostgreSQL: svc_engine, one ordered log, fenced replica leases), events.go (journal records), execution.go
+//	             engine_store_pg.go (on PostgreSQL: svc_engine, one ordered log, fenced replica leases), engine_stream.go (run streams:
+//	             getWritable(), chunks as events, readers), events.go (journal records), execution.go
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
 //	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
-//	             json_limits.go (what can be journaled), metrics.go (what the engine, stores and
+//	             workflow_stream.go (their streams, svc.run_streams), json_limits.go (what can be journaled), metrics.go (what the engine, stores and
 //	             wires record) and metrics_text.go (the Prometheus text format)
 //	user code    jsruntime.go (goja VMs), bundle.go (esbuild: packages, Node built-ins, the drizzle
 //	             stand-in), eventloop.go, js_platform.go (what a VM gets: the entry), js_web.go,

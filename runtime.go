@@ -58,6 +58,12 @@ type runtimeCore struct {
 
 	closers []func(context.Context) error // in start order; run in reverse
 	wg      sync.WaitGroup                // servers and the host's goroutines
+
+	// stopping is closed once the servers begin to shut down: responses
+	// that never end by themselves (run streams) end then, so the shutdown
+	// does not wait out its bound for them.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 }
 
 // runtimeServices are the addresses of the services user code reaches (the
@@ -105,7 +111,7 @@ const (
 
 // newRuntimeCore returns an unopened runtime core of proj logging to log.
 func newRuntimeCore(log *slog.Logger, proj *project) *runtimeCore {
-	return &runtimeCore{log: log, proj: proj, metrics: newMetrics(), fatal: make(chan error, 1)}
+	return &runtimeCore{log: log, proj: proj, metrics: newMetrics(), fatal: make(chan error, 1), stopping: make(chan struct{})}
 }
 
 // open brings the shared runtime up on its database, in SPEC §1 order:
@@ -273,6 +279,7 @@ func (rt *runtimeCore) s3Keys(ctx context.Context, userEnv map[string]string) (k
 // ends the session.
 func (rt *runtimeCore) serve(ln net.Listener, h http.Handler, name string) {
 	srv := newHTTPServer(h)
+	srv.RegisterOnShutdown(func() { rt.stoppingOnce.Do(func() { close(rt.stopping) }) })
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()

@@ -63,6 +63,7 @@ func routeTable(s *server) []route {
 		{"GET", "/api/runs", "run records, newest first, and queued serial triggers", s.handleListRuns},
 		{"GET", "/api/runs/{runId}", "one run with its step timeline; ?wait=30s long-polls until terminal", s.handleGetRun},
 		{"POST", "/api/runs/{runId}/cancel", "cancel an active run", s.handleCancelRun},
+		{"GET", "/api/runs/{runId}/stream", "the chunks a run's steps wrote (getWritable()) as server-sent events, live, from Last-Event-ID", s.handleRunStream},
 		{"POST", "/api/hooks/{token}", "resume a workflow waiting on createHook() with the JSON body", s.handleResumeHook},
 		{"POST", "/openai/v1/chat/completions", "chat-completions wire (OpenAI shape); model = agent name; stream: true = SSE chunks ending data: [DONE]", s.handleOpenAIChat},
 		{"POST", "/openai/v1/responses", "OpenAI Responses API; model = agent name; stream: true = Responses SSE events; previous_response_id continues a kept response", s.handleOpenAIResponses},

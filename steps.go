@@ -28,10 +28,18 @@ type stepVM struct {
 	vm    *goja.Runtime
 	loop  *jsLoop
 	steps map[string]goja.Value
-	// keep receives the console lines of the attempt using the VM (set by
-	// start, cleared when it settles); only the goroutine running the VM
-	// touches it.
-	keep func(slog.Level, string)
+	// out receives the console lines and stream chunks of the attempt
+	// using the VM (set by start, ended and cleared when it settles); only
+	// the goroutine running the VM touches it.
+	out *stepOutputs
+}
+
+// stepOutputs is where one step attempt's console lines and stream chunks
+// (getWritable(), engine_stream.go) go; either may be nil.
+type stepOutputs struct {
+	keep  func(slog.Level, string)
+	write func(streamChunk) error
+	ended bool // the attempt has settled: its streams refuse writes
 }
 
 // stepRunner runs step functions outside the deterministic workflow VM.
@@ -51,13 +59,16 @@ func newStepRunner(env func() map[string]string, platform *jsPlatform, log *slog
 func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 	sv := &stepVM{steps: map[string]goja.Value{}}
 	_, _, err := newModuleVM(m, vmOptions{
-		Env:     s.env(),
-		Setup:   func(vm *goja.Runtime) { sv.vm, sv.loop = vm, newJSLoop(vm) },
-		Install: func(ambient *goja.Object) { s.platform.install(sv.loop, ambient) },
-		Log:     s.log.With("module", m.File),
+		Env:   s.env(),
+		Setup: func(vm *goja.Runtime) { sv.vm, sv.loop = vm, newJSLoop(vm) },
+		Install: func(ambient *goja.Object) {
+			s.platform.install(sv.loop, ambient)
+			ambient.Set("getWritable", sv.getWritable)
+		},
+		Log: s.log.With("module", m.File),
 		Console: func(level slog.Level, msg string) {
-			if sv.keep != nil {
-				sv.keep(level, msg)
+			if sv.out != nil && sv.out.keep != nil {
+				sv.out.keep(level, msg)
 			}
 		},
 		Globals: map[string]any{"__svc_step": func(name string, impl goja.Value) goja.Value {
@@ -75,9 +86,9 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 // settles without waiting on I/O or timers (the common case for CPU-only
 // steps) the result is returned at once and finish is nil; otherwise finish
 // must be called, on another goroutine, to wait for the result (it gives up
-// when ctx ends). A thrown error is a *jsThrown. keep receives the
-// attempt's console lines.
-func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, keep func(slog.Level, string)) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
+// when ctx ends). A thrown error is a *jsThrown. out (nil: nowhere)
+// receives the attempt's console lines and stream chunks.
+func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, out *stepOutputs) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
 	var sv *stepVM
 	select {
 	case sv = <-def.stepVMs:
@@ -99,7 +110,7 @@ func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, 
 	for i := range list {
 		list[i] = arr.Get(strconv.Itoa(i))
 	}
-	sv.keep = keep
+	sv.out = out
 	limit := def.StepTimeout
 	deadline := time.Now().Add(limit)
 	var timedOut atomic.Bool
@@ -133,6 +144,9 @@ func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name 
 		v, err = sv.loop.await(ctx, p)
 	}
 	sv.loop.release() // before the VM can go back to the pool
+	if sv.out != nil {
+		sv.out.ended = true // a stream the attempt opened writes no more
+	}
 	if timedOut.Load() || errors.Is(err, context.DeadlineExceeded) {
 		// The VM may have been interrupted mid-code: it is not reused.
 		s.platform.abandon(sv.loop)
@@ -145,7 +159,7 @@ func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name 
 	if err == nil {
 		out, err = jsonStringify(sv.vm, v)
 	}
-	sv.keep = nil
+	sv.out = nil
 	if sv.loop.pending == 0 {
 		select {
 		case def.stepVMs <- sv:

@@ -53,6 +53,9 @@ declare module "svc" {
   }
   export function createHook<T = unknown>(): Hook<T>;
 
+  /** The run's stream, from a step only: strings (and UTF-8 bytes) are text chunks, other values JSON chunks; a write resolves once the chunk is durable. Read it with GET /api/runs/{runId}/stream or svc runs stream. */
+  export function getWritable<T = unknown>(): WritableStream<T>;
+
   /** Thrown from a step: fail at once, without retries. */
   export class FatalError extends Error {
     constructor(message?: string);

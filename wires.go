@@ -383,7 +383,14 @@ func newWireSSE(w http.ResponseWriter) *wireSSE {
 
 // send writes one event: an `event:` line when name is set, and v as JSON
 // (or as is, for a string) on the data line.
-func (s *wireSSE) send(name string, v any) {
+func (s *wireSSE) send(name string, v any) { s.sendEvent("", name, v) }
+
+// sendEvent is send with an `id:` line when id is set (what a reader's
+// Last-Event-ID names when it reconnects).
+func (s *wireSSE) sendEvent(id, name string, v any) {
+	if id != "" {
+		fmt.Fprintf(s.w, "id: %s\n", id)
+	}
 	var data []byte
 	if str, ok := v.(string); ok {
 		data = []byte(str)
@@ -394,6 +401,17 @@ func (s *wireSSE) send(name string, v any) {
 		fmt.Fprintf(s.w, "event: %s\n", name)
 	}
 	fmt.Fprintf(s.w, "data: %s\n\n", data)
+	s.flush()
+}
+
+// comment writes a comment line (readers ignore it: a keepalive).
+func (s *wireSSE) comment(text string) {
+	fmt.Fprintf(s.w, ": %s\n\n", text)
+	s.flush()
+}
+
+// flush sends what was written, when the writer can.
+func (s *wireSSE) flush() {
 	if s.flusher != nil {
 		s.flusher.Flush()
 	}

@@ -71,6 +71,8 @@ type runHistory interface {
 	list(ctx context.Context, q runQuery) ([]runRecord, error)
 	// prune deletes the runs that ended before endedBefore and returns how many.
 	prune(ctx context.Context, endedBefore time.Time) (int64, error)
+	// stream returns an archived run's stream (workflow_stream.go).
+	stream(ctx context.Context, runID string) ([]streamEntry, error)
 }
 
 // runQuery selects a page of runs. The zero value of a filter field
@@ -275,7 +277,7 @@ func (c *runHistoryChunk) add(r *runRecord, record string) {
 	c.bytes += len(record)
 }
 
-// archive upserts runs by runId; archiving a run again replaces it. Every
+// archive upserts runs by runId, with their streams; archiving a run again replaces it. Every
 // run must be terminal. The runs go in one round trip and one transaction:
 // one statement per chunkBytes of records. A record's JSON that is
 // not valid UTF-8 (possible in an input's raw JSON) is stored with U+FFFD in
@@ -304,6 +306,9 @@ func (h *pgRunHistory) archive(ctx context.Context, runs []runRecord) error {
 	batch := &pgx.Batch{}
 	for _, c := range chunks {
 		batch.Queue(runHistoryUpsertSQL, c.ids, c.workflows, c.statuses, c.triggers, c.agents, c.created, c.ended, c.records)
+	}
+	if err := queueStreams(batch, runs); err != nil {
+		return err
 	}
 	if err := h.db.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("archive %d runs: %w", len(runs), err)

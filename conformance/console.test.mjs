@@ -2,7 +2,8 @@
 // playwright-core): each page exercised by clicks and typing against a
 // real `svc dev`. Run by TestConsoleInChromium (console_test.go), which
 // writes the project's workflows: greet and ping (the scaffold's), waiter
-// (sleeps an hour), hooked (waits on a hook), shapes (a schema with nested
+// (sleeps an hour), hooked (waits on a hook), streamer (streams around a
+// hook wait), shapes (a schema with nested
 // objects, arrays, an enum, a union and an optional field), and the agent
 // helper (the agent tests': add, and refund needing approval) in front of
 // the fake model provider (echo: <text>; "call <tool> <json>" calls it).
@@ -175,6 +176,23 @@ test("resume a hook from the run page", async () => {
   assert.match(await page.locator("#run-output").textContent(), /"approved": true/);
   assert.match(await page.locator("#logs").textContent(), /waiting for the hook/);
   await shot("run-hooked-completed");
+  noConsoleErrors();
+});
+
+test("the run page shows the run's stream live, and all of it once ended", async () => {
+  await page.goto(base + "/#/workflows/streamer");
+  const runId = await startAndOpenRun("streamer");
+  await page.locator("#stream li", { hasText: "thinking…" }).waitFor();
+  await page.getByLabel("Hook payload").fill('{"answer": 42}');
+  await page.getByRole("button", { name: "Resume hook" }).click();
+  await page.locator("#stream li", { hasText: '"answer": 42' }).waitFor();
+  await page.locator("#stream-state", { hasText: "Ended (completed)" }).waitFor();
+  await shot("run-streamer-live");
+  // Opened after the end: the whole stream, then its end.
+  await page.goto(base + "/#/runs");
+  await page.goto(base + `/#/runs/${runId}`);
+  await page.locator("#stream-state", { hasText: "Ended (completed)" }).waitFor();
+  assert.deepEqual(await page.locator("#stream li pre").allTextContents(), ["thinking…", '{\n  "answer": 42\n}']);
   noConsoleErrors();
 });
 

@@ -1,8 +1,8 @@
 // The svc web console (DESIGN §10): hash-routed pages over the runtime
 // API, plain ES modules, no framework. Each page is an async function
 // (ctx, ...route captures) returning its element; ctx.params is the
-// route's query and ctx.every(ms, fn) polls fn while the page is shown
-// (until fn returns false).
+// route's query, ctx.every(ms, fn) polls fn while the page is shown (until
+// fn returns false) and ctx.signal aborts once it is left.
 
 import { devConsole, el, errorBox, health, localBearer, setLocalBearer, signInFromLink } from "./dom.js";
 import { signInPage } from "./signin.js";
@@ -23,6 +23,7 @@ const routes = [
 ];
 
 let visit = 0; // the current navigation; older pages stop polling and never draw
+let pageLeft = new AbortController(); // aborted when the page is left: its open streams end
 let interactive = false;
 
 /** showGate shows the boot gate in the header when it is closed. */
@@ -71,7 +72,9 @@ async function route() {
   if (!match) {
     node = el("section", {}, el("h1", {}, "Not found"), el("p", {}, "No page at ", el("code", {}, path), ". ", el("a", { href: "#/workflows" }, "Workflows")));
   } else {
-    const ctx = { params, every: (ms, fn) => every(n, ms, fn) };
+    pageLeft.abort();
+    pageLeft = new AbortController();
+    const ctx = { params, every: (ms, fn) => every(n, ms, fn), signal: pageLeft.signal };
     try {
       node = await match[2](ctx, ...match[0].slice(1).map(decodeURIComponent));
     } catch (err) {

@@ -1,8 +1,8 @@
 // The runs pages: the list with filters, and a run's live timeline (steps,
-// attempts, errors, sleeps, hooks, children, logs) with cancel and hook
-// resume.
+// attempts, errors, sleeps, hooks, children, logs, its stream) with cancel
+// and hook resume.
 
-import { api, el, fill, errorBox, codeBlock, when, duration, badge } from "./dom.js";
+import { api, apiBase, authHeaders, el, fill, errorBox, codeBlock, when, duration, badge } from "./dom.js";
 
 /** statuses are the run states the list filters on (workflow_history.go runStates). */
 const statuses = ["queued", "pending", "running", "waiting", "completed", "failed", "cancelled"];
@@ -78,13 +78,14 @@ export async function runPage(ctx, id) {
   const path = `/api/runs/${encodeURIComponent(id)}`;
   const view = el("section", { id: "run" });
   const hookForms = new Map(); // token → its resume form, kept across redraws
+  const stream = streamView(path, ctx.signal); // live on its own, kept across redraws
   let shown = "";
   const load = async () => {
     const { run } = await api("GET", path);
     const text = JSON.stringify(run);
     if (text !== shown) {
       shown = text;
-      fill(view, runView(run, hookForms, load));
+      fill(view, runView(run, hookForms, load), el("h2", {}, "Stream"), stream);
     }
     return terminal(run.status);
   };
@@ -200,4 +201,81 @@ function logsView(run) {
       el("td", {}, new Date(l.at).toLocaleTimeString()), el("td", {}, l.level),
       el("td", {}, l.step ? `${l.step}#${l.attempt}` : "workflow"), el("td", {}, el("pre", {}, l.message)))))),
     run.logsDropped ? el("p", { class: "muted" }, `${run.logsDropped} more lines were dropped (the per-run limit).`) : null);
+}
+
+/** streamRetry is how long the stream waits before reconnecting after its connection dropped (ms). */
+const streamRetry = 1000;
+
+/**
+ * streamView is the run's stream (GET {path}/stream, server-sent events read
+ * with fetch so the console's credential goes with them): each chunk as it
+ * is written, with its step and attempt; an attempt that failed and was
+ * retried has its chunks struck through. After a dropped connection it
+ * resumes from the last event (Last-Event-ID); it stops when the stream
+ * ends or signal aborts (the page was left).
+ */
+function streamView(path, signal) {
+  const list = el("ol", { class: "stream", id: "stream" });
+  const state = el("p", { class: "muted", id: "stream-state" }, "Live.");
+  const superseded = new Set(); // "seq.attempt" of the superseded attempts
+  let last = 0;
+  const add = (event, d) => {
+    if (event === "superseded") {
+      superseded.add(`${d.seq}.${d.attempt}`);
+      for (const li of list.querySelectorAll(`li[data-attempt="${d.seq}.${d.attempt}"]`)) li.classList.add("superseded");
+      list.append(el("li", { class: "note" }, `${d.step} attempt ${d.attempt} failed and was retried: its chunks above are superseded`));
+      return;
+    }
+    const key = `${d.seq}.${d.attempt}`;
+    list.append(el("li", { class: d.superseded || superseded.has(key) ? "superseded" : "", "data-attempt": key, "data-index": d.index },
+      el("span", { class: "muted" }, `${d.step}#${d.attempt} `), d.kind === "text" ? el("pre", {}, d.text) : codeBlock(d.json)));
+  };
+  // handle applies one event block; it reports whether the stream ended.
+  const handle = (block) => {
+    let id = "", event = "message", data = "";
+    for (const line of block.split("\n")) {
+      if (line.startsWith("id: ")) id = line.slice(4);
+      else if (line.startsWith("event: ")) event = line.slice(7);
+      else if (line.startsWith("data: ")) data = line.slice(6);
+    }
+    if (!data) return false;
+    const d = JSON.parse(data);
+    if (event === "end") {
+      state.textContent = list.children.length ? `Ended (${d.status}).` : `Ended (${d.status}): the run wrote no chunks.`;
+      return true;
+    }
+    add(event, d);
+    if (id) last = Number(id);
+    return false;
+  };
+  const read = async () => {
+    while (!signal.aborted) {
+      try {
+        const headers = await authHeaders();
+        if (last) headers["last-event-id"] = String(last);
+        const r = await fetch(apiBase + path + "/stream", { credentials: "same-origin", headers, signal });
+        if (!r.ok) {
+          state.replaceChildren(errorBox(new Error(`GET ${path}/stream: HTTP ${r.status}`)));
+          return;
+        }
+        const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          for (let i; (i = buf.indexOf("\n\n")) >= 0; ) {
+            const block = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            if (handle(block)) return;
+          }
+        }
+      } catch {
+        // dropped (the runtime restarting) or aborted: retry unless aborted
+      }
+      await new Promise((res) => setTimeout(res, streamRetry));
+    }
+  };
+  read();
+  return el("div", {}, state, list);
 }

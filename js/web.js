@@ -1,6 +1,6 @@
 // The web platform's core classes (DESIGN §9), compiled once and evaluated in
 // every VM: DOMException, EventTarget, AbortController/AbortSignal,
-// ReadableStream, TextEncoder/TextDecoder, structuredClone, queueMicrotask,
+// ReadableStream, WritableStream, TextEncoder/TextDecoder, structuredClone, queueMicrotask,
 // atob/btoa, crypto and performance. The program evaluates to a function
 // that the runtime calls with its Go natives (js_web.go); it defines the
 // globals and returns the internals other parts of the platform use
@@ -431,6 +431,184 @@
   }
   tag(ReadableStreamDefaultReader, "ReadableStreamDefaultReader");
 
+  // ---- WritableStream ----
+  // Writes reach the sink one at a time, in order: sink.write is called for
+  // a chunk once the previous write's promise has settled; close() waits
+  // for the writes before it. A sink that throws or rejects errors the
+  // stream: that write, every queued one and later ones reject with it.
+  const WRITABLE = Symbol("writable");
+  const WRITER = Symbol("writer");
+  function writableError(st, e) {
+    if (st.state === "closed" || st.state === "errored") return;
+    st.state = "errored";
+    st.error = e;
+    for (const item of st.queue.splice(0)) item.d.reject(e);
+    if (st.writer) st.writer.closed.reject(e);
+  }
+  function writableAdvance(st) {
+    if (!st.started || st.busy || st.state === "errored" || st.queue.length === 0) return;
+    const item = st.queue[0];
+    st.busy = true;
+    let r;
+    try {
+      if (item.close) r = typeof st.sink.close === "function" ? st.sink.close.call(st.sink) : undefined;
+      else r = typeof st.sink.write === "function" ? st.sink.write.call(st.sink, item.chunk, st.controller) : undefined;
+    } catch (e) {
+      r = Promise.reject(e);
+    }
+    Promise.resolve(r).then(
+      () => {
+        st.busy = false;
+        if (st.state === "errored") return;
+        st.queue.shift();
+        item.d.resolve();
+        if (item.close) {
+          st.state = "closed";
+          if (st.writer) st.writer.closed.resolve();
+        }
+        writableAdvance(st);
+      },
+      (e) => {
+        st.busy = false;
+        st.queue.shift();
+        item.d.reject(e);
+        writableError(st, e);
+      },
+    );
+  }
+  function writableWrite(st, chunk) {
+    if (st.state === "errored") return Promise.reject(st.error);
+    if (st.state !== "writable") return Promise.reject(new TypeError("WritableStream: the stream is closing or closed"));
+    const d = deferred();
+    st.queue.push({ chunk, d });
+    writableAdvance(st);
+    return d.promise;
+  }
+  function writableClose(st) {
+    if (st.state === "errored") return Promise.reject(st.error);
+    if (st.state !== "writable") return Promise.reject(new TypeError("WritableStream: the stream is already closing or closed"));
+    st.state = "closing";
+    const d = deferred();
+    st.queue.push({ close: true, d });
+    writableAdvance(st);
+    return d.promise;
+  }
+  function writableAbort(st, reason) {
+    if (st.state === "closed" || st.state === "errored") return Promise.resolve();
+    abortSignal(st.controller.signal, reason);
+    writableError(st, reason === undefined ? domError("The stream was aborted", "AbortError") : reason);
+    try {
+      return Promise.resolve(typeof st.sink.abort === "function" ? st.sink.abort.call(st.sink, reason) : undefined).then(() => undefined);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+  class WritableStreamDefaultController {
+    constructor(key, st) {
+      if (key !== WRITABLE) throw new TypeError("Illegal constructor");
+      define(this, { [WRITABLE]: st, signal: new AbortController().signal });
+    }
+    error(e) {
+      writableError(this[WRITABLE], e);
+    }
+  }
+  tag(WritableStreamDefaultController, "WritableStreamDefaultController");
+  class WritableStream {
+    constructor(sink, strategy) {
+      sink = sink == null ? {} : sink;
+      const hwm = strategy && strategy.highWaterMark !== undefined ? Number(strategy.highWaterMark) : 1;
+      if (!(hwm >= 0)) throw new RangeError("WritableStream: highWaterMark must be a non-negative number");
+      const st = { state: "writable", queue: [], busy: false, started: false, sink, highWaterMark: hwm, writer: null, error: undefined };
+      st.controller = new WritableStreamDefaultController(WRITABLE, st);
+      this[WRITABLE] = st;
+      let r;
+      if (typeof sink.start === "function") r = sink.start.call(sink, st.controller);
+      Promise.resolve(r).then(
+        () => {
+          st.started = true;
+          writableAdvance(st);
+        },
+        (e) => writableError(st, e),
+      );
+    }
+    get locked() {
+      return this[WRITABLE].writer !== null;
+    }
+    getWriter() {
+      return new WritableStreamDefaultWriter(this);
+    }
+    close() {
+      if (this.locked) return Promise.reject(new TypeError("WritableStream: cannot close a locked stream"));
+      return writableClose(this[WRITABLE]);
+    }
+    abort(reason) {
+      if (this.locked) return Promise.reject(new TypeError("WritableStream: cannot abort a locked stream"));
+      return writableAbort(this[WRITABLE], reason);
+    }
+  }
+  tag(WritableStream, "WritableStream");
+  // writerStream returns the stream while writer w holds its lock.
+  function writerStream(w) {
+    const st = w[WRITER];
+    if (!st || st.writer !== w[WRITABLE]) throw new TypeError("WritableStreamDefaultWriter: the writer was released");
+    return st;
+  }
+  class WritableStreamDefaultWriter {
+    constructor(stream) {
+      if (!(stream instanceof WritableStream)) throw new TypeError("WritableStreamDefaultWriter: argument is not a WritableStream");
+      const st = stream[WRITABLE];
+      if (st.writer) throw new TypeError("WritableStream: the stream is locked to another writer");
+      st.writer = { closed: deferred() };
+      if (st.state === "closed") st.writer.closed.resolve();
+      if (st.state === "errored") st.writer.closed.reject(st.error);
+      this[WRITER] = st;
+      this[WRITABLE] = st.writer;
+    }
+    get closed() {
+      return this[WRITABLE].closed.promise;
+    }
+    get desiredSize() {
+      const st = writerStream(this);
+      if (st.state === "errored") return null;
+      if (st.state !== "writable") return 0;
+      return st.highWaterMark - st.queue.length;
+    }
+    get ready() {
+      const st = this[WRITER];
+      if (st && st.state === "errored") return Promise.reject(st.error);
+      return Promise.resolve();
+    }
+    write(chunk) {
+      try {
+        return writableWrite(writerStream(this), chunk);
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    }
+    close() {
+      try {
+        return writableClose(writerStream(this));
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    }
+    abort(reason) {
+      try {
+        return writableAbort(writerStream(this), reason);
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    }
+    releaseLock() {
+      const st = this[WRITER];
+      if (!st || st.writer !== this[WRITABLE]) return;
+      st.writer.closed.reject(new TypeError("WritableStreamDefaultWriter: the writer was released"));
+      st.writer = null;
+      this[WRITER] = null;
+    }
+  }
+  tag(WritableStreamDefaultWriter, "WritableStreamDefaultWriter");
+
   // nativeStream is a byte stream whose chunks come from Go: read() returns
   // a promise of a Uint8Array, or null at the end; cancel() stops the source.
   // highWaterMark 0: Go reads only while user code waits for a chunk.
@@ -681,8 +859,9 @@
   define(g, {
     DOMException, Event, EventTarget, AbortController, AbortSignal,
     ReadableStream, ReadableStreamDefaultReader, ReadableStreamDefaultController, reportError,
+    WritableStream, WritableStreamDefaultWriter, WritableStreamDefaultController,
     TextEncoder, TextDecoder, atob, btoa, structuredClone, queueMicrotask, CryptoKey, crypto, performance,
   });
-  platformClasses.push(EventTarget, ReadableStream, ReadableStreamDefaultReader, CryptoKey);
+  platformClasses.push(EventTarget, ReadableStream, ReadableStreamDefaultReader, WritableStream, WritableStreamDefaultWriter, CryptoKey);
   return { nativeStream, streamBytes, concatBytes, toBytes, domError, deferred, define, tag, abortSignal, platformClasses, errorStream: (s, e) => errorStream(s[STREAM], e) };
 });
