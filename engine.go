@@ -31,6 +31,7 @@ const (
 	triggerCLI      = "cli"
 	triggerWorkflow = "workflow"
 	triggerAgent    = "agent"
+	triggerSchedule = "schedule" // a fire of the workflow's schedule (schedule_engine.go)
 )
 
 // Durable call kinds of a run's timeline.
@@ -105,6 +106,7 @@ type runRecord struct {
 	Wire           string          `json:"wire,omitempty"`           // agent turns: openai, openai-responses, anthropic or agui
 	SessionID      string          `json:"sessionId,omitempty"`      // agent turns: durable session key
 	ConversationID string          `json:"conversationId,omitempty"` // agent turns: grouping key
+	ScheduledAt    *time.Time      `json:"scheduledAt,omitempty"`    // trigger schedule: the fire it was started for
 	CreatedAt      time.Time       `json:"createdAt"`
 	EndedAt        *time.Time      `json:"endedAt,omitempty"`
 	Steps          []*durableCall  `json:"steps"`
@@ -179,6 +181,7 @@ type queuedTrigger struct {
 	ParentRunID  string          `json:"parentRunId,omitempty"`
 	ParentSeq    int             `json:"parentSeq,omitempty"`
 	ParentKind   string          `json:"parentKind,omitempty"`
+	ScheduledAt  *time.Time      `json:"scheduledAt,omitempty"` // trigger schedule: the fire it was queued for
 	CreatedAt    time.Time       `json:"createdAt"`
 }
 
@@ -195,6 +198,8 @@ type engineState struct {
 	Queues map[string][]*queuedTrigger `json:"queues"` // workflow → FIFO
 	Hooks  map[string]hookRef          `json:"hooks"`
 	Idem   map[string]*idemEntry       `json:"idem,omitempty"` // idempotency key → its start, within the retention (engine_idem.go)
+	// Schedules are the workflows' schedule states (schedule_engine.go).
+	Schedules map[string]*scheduleState `json:"schedules,omitempty"`
 }
 
 // engineOptions configure an engine.
@@ -380,8 +385,9 @@ type startRequest struct {
 	Trigger    string
 	ParentRun  string
 	ParentSeq  int
-	ParentKind string // callStart or callStartAndWait
-	IdemKey    string // idempotency key (engine_idem.go); "" for none
+	ParentKind string    // callStart or callStartAndWait
+	IdemKey    string    // idempotency key (engine_idem.go); "" for none
+	Fire       time.Time // trigger schedule: the fire it starts (schedule_engine.go)
 }
 
 // startReceipt is the start receipt (SPEC §2).
@@ -480,7 +486,7 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		return startReceipt{}, fmt.Errorf("%w: %v", errJournalUnavailable, err)
 	}
 	ev := &journalEvent{Workflow: def.Name, Input: compactJSON(req.Input), Trigger: req.Trigger, Serial: def.Serial,
-		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey}
+		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey, Fire: scheduleMicros(&req.Fire)}
 	if req.IdemKey != "" {
 		ev.IdemHash = idemInputHash(req.Input)
 	}

@@ -62,6 +62,7 @@ type journalEvent struct {
 	Message   string          `json:"m,omitempty"`     // evLog
 	Idem      string          `json:"ik,omitempty"`    // evStart, evQueue: the start's idempotency key
 	IdemHash  string          `json:"ih,omitempty"`    // its idemInputHash
+	Fire      int64           `json:"sf,omitempty"`    // evStart, evQueue, evSchedule: a schedule's fire, unix µs (schedule_engine.go)
 }
 
 // micros converts unix microseconds to a time.
@@ -79,6 +80,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, CreatedAt: at}
 		e.st.Queues[ev.Workflow] = append(e.st.Queues[ev.Workflow], q)
 		e.applyIdem(ev, at)
+		e.applyScheduleFire(ev)
 		if p := e.st.Runs[ev.Parent]; p != nil {
 			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
 			c.QueueID = ev.Queue
@@ -93,6 +95,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			CreatedAt: at, Steps: []*durableCall{}, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
 		e.applyIdem(ev, at)
+		e.applyScheduleFire(ev)
 		if ev.Queue != "" {
 			q := e.st.Queues[ev.Workflow]
 			for i, t := range q {
@@ -167,6 +170,8 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		}
 	case evDequeue:
 		after = e.applyDequeue(ev, at)
+	case evSchedule:
+		e.applySchedule(ev)
 	case evLog:
 		if r := e.st.Runs[ev.Run]; r != nil {
 			if len(r.Logs) >= runMaxLogs {
@@ -307,7 +312,8 @@ func (e *engine) advanceQueue(workflow string) {
 	}
 	head := q[0]
 	ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
-		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver}
+		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
+		Fire: scheduleMicros(head.ScheduledAt)}
 	if err := e.commitLocked(ev, false); err != nil {
 		e.log.Error("start queued run", "workflow", workflow, "err", err)
 		return
