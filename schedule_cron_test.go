@@ -36,6 +36,20 @@ func mustTime(t *testing.T, s string) time.Time {
 	return at
 }
 
+// expectNextFires fails unless the fires of c after from are want, in
+// order (RFC 3339 times); what names the case.
+func expectNextFires(t *testing.T, c *scheduleCron, what, from string, want []string) {
+	t.Helper()
+	at := mustTime(t, from)
+	for i, w := range want {
+		at = c.next(at)
+		if !at.Equal(mustTime(t, w)) {
+			t.Errorf("%s from %s: fire %d = %s; want %s", what, from, i+1, at.UTC().Format(time.RFC3339), w)
+			return
+		}
+	}
+}
+
 // TestScheduleCronNext: the fires of expressions, names and field forms,
 // in UTC and in a zone, from a given instant.
 func TestScheduleCronNext(t *testing.T) {
@@ -58,15 +72,7 @@ func TestScheduleCronNext(t *testing.T) {
 		{"@yearly", "UTC", "2026-11-26T00:00:00Z", []string{"2027-01-01T00:00:00Z"}},
 		{"0 9 * * 1-5", "Asia/Kolkata", "2026-11-27T00:00:00Z", []string{"2026-11-27T03:30:00Z", "2026-11-30T03:30:00Z"}},
 	} {
-		c := mustCron(t, tc.expr, tc.zone, scheduleDSTOnce)
-		at := mustTime(t, tc.from)
-		for i, w := range tc.want {
-			at = c.next(at)
-			if !at.Equal(mustTime(t, w)) {
-				t.Errorf("%q in %s from %s: fire %d = %s; want %s", tc.expr, tc.zone, tc.from, i+1, at.UTC().Format(time.RFC3339), w)
-				break
-			}
-		}
+		expectNextFires(t, mustCron(t, tc.expr, tc.zone, scheduleDSTOnce), tc.expr+" in "+tc.zone, tc.from, tc.want)
 	}
 }
 
@@ -90,15 +96,7 @@ func TestScheduleCronDST(t *testing.T) {
 		// From inside the repeated hour: its wall times have fired already.
 		{"*/30 * * * *", scheduleDSTOnce, "2026-11-01T06:10:00Z", []string{"2026-11-01T07:00:00Z", "2026-11-01T07:30:00Z"}},
 	} {
-		c := mustCron(t, tc.expr, "America/New_York", tc.dst)
-		at := mustTime(t, tc.from)
-		for i, w := range tc.want {
-			at = c.next(at)
-			if !at.Equal(mustTime(t, w)) {
-				t.Errorf("%q dst=%s from %s: fire %d = %s; want %s", tc.expr, tc.dst, tc.from, i+1, at.UTC().Format(time.RFC3339), w)
-				break
-			}
-		}
+		expectNextFires(t, mustCron(t, tc.expr, "America/New_York", tc.dst), tc.expr+" dst="+tc.dst, tc.from, tc.want)
 	}
 }
 

@@ -14,6 +14,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -261,9 +263,11 @@ func (e *engine) recordSchedule(workflow, status, spec string, at time.Time) err
 }
 
 // scheduleIdemKey is the idempotency key of workflow's fire at fire: a
-// second start of the same fire answers the first one's receipt.
+// second start of the same fire answers the first one's receipt. It is a
+// hash, so any workflow name makes a valid key.
 func scheduleIdemKey(workflow string, fire time.Time) string {
-	return "schedule:" + workflow + "@" + fire.UTC().Format(time.RFC3339)
+	sum := sha256.Sum256([]byte(workflow + "@" + fire.UTC().Format(time.RFC3339Nano)))
+	return "schedule:" + hex.EncodeToString(sum[:])
 }
 
 // scheduler starts the fires of the catalog's schedules on an engine.
@@ -328,6 +332,9 @@ func (s *scheduler) scheduled() []*workflowDef {
 func (s *scheduler) tick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.e.standbyErr() != nil {
+		return // another process holds the engine: it fires
+	}
 	now := s.now()
 	for _, def := range s.scheduled() {
 		err := s.handle(def, now)
@@ -378,7 +385,7 @@ func (s *scheduler) handle(def *workflowDef, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	s.log.Info("schedule fired", "workflow", def.Name, "fire", fire, "run", rc.RunID+rc.QueueID)
+	s.log.Debug("schedule fired", "workflow", def.Name, "fire", fire, "run", rc.RunID+rc.QueueID)
 	return nil
 }
 
