@@ -59,18 +59,8 @@ func scheduleVerbs() []*verb {
 
 // runSchedulesList is `svc schedules list`.
 func runSchedulesList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
-	if fs.NArg() != 0 {
-		return fmt.Errorf("list takes no arguments: %w", errUsage)
-	}
-	t, err := resolveTarget(ctx, c, fs)
+	out, err := fetchList[scheduleItem](ctx, c, fs, "/api/schedules")
 	if err != nil {
-		return err
-	}
-	var out struct {
-		SchemaVersion int            `json:"schema_version"`
-		Items         []scheduleItem `json:"items"`
-	}
-	if err := t.call(ctx, http.MethodGet, "/api/schedules", nil, nil, &out); err != nil {
 		return err
 	}
 	c.emit(out, func(w io.Writer) {
