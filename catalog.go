@@ -27,6 +27,7 @@ type workflowDef struct {
 	InputSchema  json.RawMessage // nil when not declared
 	OutputSchema json.RawMessage // nil when not declared
 	Serial       bool
+	Schedule     *scheduleDecl    // export const schedule (schedule_engine.go); nil when not declared
 	StepTimeout  time.Duration    // bound of one step attempt (svc.config.ts stepTimeout)
 	input        *jsonSchema      // compiled InputSchema, nil when absent
 	vms          chan *workflowVM // pre-warmed workflow VMs, each used by one execution
@@ -318,7 +319,7 @@ func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.
 	if s, ok := serialOverride[wf.Name]; ok {
 		wf.Serial = s
 	}
-	return nil
+	return inspectSchedule(vm, exports.Get("schedule"), wf)
 }
 
 // inspectAgent evaluates the agent module once, checks that its default

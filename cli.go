@@ -221,6 +221,7 @@ func verbs() []*verb {
 		{name: "dev", summary: "boot the local runtime", newFlags: newDevFlags, run: runDev},
 		{name: "workflows", summary: "list workflows, read schemas, start runs", subverbs: workflowVerbs()},
 		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
+		{name: "schedules", summary: "list the workflows' schedules, pause and resume them", subverbs: scheduleVerbs()},
 		{name: "serve", summary: "run a project as a box: its wires, workflow routes, runs API and the handshake svc link reads", usage: "[dir]", newFlags: newServeFlags, run: runServe},
 		{name: "link", summary: "register a deployed container with a control plane, or (--local) link this directory to an agent for svc dev", newFlags: newLinkFlags, run: runLink},
 		{name: "login", summary: "sign in to a control plane (device code, --invitation a code you were given, --token for CI; --browser: a code to sign a browser in)", newFlags: newLoginFlags, run: runLogin},

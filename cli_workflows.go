@@ -289,20 +289,30 @@ func argAndTarget(ctx context.Context, c *cmd, fs *flag.FlagSet, what string) (s
 	return arg, t, err
 }
 
-// runWorkflowsList is `svc workflows list`.
-func runWorkflowsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+// listPage is the answer of a list route: {"schema_version":1,"items":[…]}.
+type listPage[T any] struct {
+	SchemaVersion int `json:"schema_version"`
+	Items         []T `json:"items"`
+}
+
+// fetchList is the request of a list verb that takes no arguments: GET
+// path of its target.
+func fetchList[T any](ctx context.Context, c *cmd, fs *flag.FlagSet, path string) (listPage[T], error) {
+	var out listPage[T]
 	if fs.NArg() != 0 {
-		return fmt.Errorf("list takes no arguments: %w", errUsage)
+		return out, fmt.Errorf("list takes no arguments: %w", errUsage)
 	}
 	t, err := resolveTarget(ctx, c, fs)
 	if err != nil {
-		return err
+		return out, err
 	}
-	var out struct {
-		SchemaVersion int            `json:"schema_version"`
-		Items         []workflowItem `json:"items"`
-	}
-	if err := t.call(ctx, http.MethodGet, "/api/workflows", nil, nil, &out); err != nil {
+	return out, t.call(ctx, http.MethodGet, path, nil, nil, &out)
+}
+
+// runWorkflowsList is `svc workflows list`.
+func runWorkflowsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	out, err := fetchList[workflowItem](ctx, c, fs, "/api/workflows")
+	if err != nil {
 		return err
 	}
 	c.emit(out, func(w io.Writer) {

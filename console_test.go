@@ -94,6 +94,8 @@ export default async function streamer() {
   await say({ answer: p.answer });
   return "done";
 }`)
+	writeFile(t, dir, "workflows/nightly.workflow.ts", `export const schedule = { cron: "0 3 * * *", timezone: "Europe/Paris" };
+export default async function nightly() { "use workflow"; return 1; }`)
 	writeFile(t, dir, "workflows/shapes.workflow.ts", `export const inputSchema = {
   type: "object",
   properties: {

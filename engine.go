@@ -31,6 +31,7 @@ const (
 	triggerCLI      = "cli"
 	triggerWorkflow = "workflow"
 	triggerAgent    = "agent"
+	triggerSchedule = "schedule" // a fire of the workflow's schedule (schedule_engine.go)
 )
 
 // Durable call kinds of a run's timeline.
@@ -107,6 +108,7 @@ type runRecord struct {
 	Wire           string          `json:"wire,omitempty"`           // agent turns: openai, openai-responses, anthropic or agui
 	SessionID      string          `json:"sessionId,omitempty"`      // agent turns: durable session key
 	ConversationID string          `json:"conversationId,omitempty"` // agent turns: grouping key
+	ScheduledAt    *time.Time      `json:"scheduledAt,omitempty"`    // trigger schedule: the fire it was started for
 	CreatedAt      time.Time       `json:"createdAt"`
 	EndedAt        *time.Time      `json:"endedAt,omitempty"`
 	Steps          []*durableCall  `json:"steps"`
@@ -115,6 +117,7 @@ type runRecord struct {
 	Owner          string          `json:"owner,omitempty"`       // PostgreSQL engine: the replica that executes it ("" on the file journal, or released)
 
 	executing bool       // an execution goroutine owns a VM for it
+	settling  bool       // just claimed from another replica: not executed before its attempts in flight are settled (engine_replica.go)
 	rerun     bool       // something happened while executing: run again
 	done      *runSignal // fired when terminal; shared by copies of the record
 	stream    *runStream // chunks its steps wrote (engine_stream.go); shared by copies of the record
@@ -183,6 +186,7 @@ type queuedTrigger struct {
 	ParentRunID  string          `json:"parentRunId,omitempty"`
 	ParentSeq    int             `json:"parentSeq,omitempty"`
 	ParentKind   string          `json:"parentKind,omitempty"`
+	ScheduledAt  *time.Time      `json:"scheduledAt,omitempty"` // trigger schedule: the fire it was queued for
 	CreatedAt    time.Time       `json:"createdAt"`
 }
 
@@ -203,6 +207,8 @@ type engineState struct {
 	// Streams are the runs' streams, in a snapshot only (in memory each
 	// run holds its own: engine_stream.go).
 	Streams map[string][]streamEntry `json:"streams,omitempty"`
+	// Schedules are the workflows' schedule states (schedule_engine.go).
+	Schedules map[string]*scheduleState `json:"schedules,omitempty"`
 }
 
 // engineOptions configure an engine.
@@ -381,8 +387,9 @@ type startRequest struct {
 	Trigger    string
 	ParentRun  string
 	ParentSeq  int
-	ParentKind string // callStart or callStartAndWait
-	IdemKey    string // idempotency key (engine_idem.go); "" for none
+	ParentKind string    // callStart or callStartAndWait
+	IdemKey    string    // idempotency key (engine_idem.go); "" for none
+	Fire       time.Time // trigger schedule: the fire it starts (schedule_engine.go)
 }
 
 // startReceipt is the start receipt (SPEC §2).
@@ -481,7 +488,7 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		return startReceipt{}, fmt.Errorf("%w: %v", errJournalUnavailable, err)
 	}
 	ev := &journalEvent{Workflow: def.Name, Input: compactJSON(req.Input), Trigger: req.Trigger, Serial: def.Serial,
-		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey}
+		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey, Fire: scheduleMicros(&req.Fire)}
 	if req.IdemKey != "" {
 		ev.IdemHash = idemInputHash(req.Input)
 	}

@@ -87,6 +87,13 @@ func (e *engine) copyStateLocked() engineState {
 		st.Hooks[tok] = ref
 	}
 	st.Streams = e.streamsOfLocked()
+	if len(e.st.Schedules) > 0 {
+		st.Schedules = make(map[string]*scheduleState, len(e.st.Schedules))
+		for wf, s := range e.st.Schedules {
+			c := *s
+			st.Schedules[wf] = &c
+		}
+	}
 	if len(e.st.Idem) > 0 {
 		// A snapshot keeps the live keys only: it is as large as the
 		// active work and the retention, whatever the history.

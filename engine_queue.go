@@ -33,7 +33,7 @@ func (e *engine) queuedLocked(id string) *queuedTrigger {
 // queue id stands in for the run id it does not have yet.
 func (t *queuedTrigger) record() runRecord {
 	return runRecord{RunID: t.QueueID, WorkflowName: t.WorkflowName, Status: runQueued, Trigger: t.Trigger, Input: t.Input,
-		Serial: true, QueueID: t.QueueID, ParentRunID: t.ParentRunID, ParentSeq: t.ParentSeq, CreatedAt: t.CreatedAt, Steps: []*durableCall{}}
+		Serial: true, QueueID: t.QueueID, ParentRunID: t.ParentRunID, ParentSeq: t.ParentSeq, ScheduledAt: t.ScheduledAt, CreatedAt: t.CreatedAt, Steps: []*durableCall{}}
 }
 
 // findQueued returns a queued trigger as a record, or the run it started

@@ -89,6 +89,7 @@ func (e *engine) applyClaim(ev *journalEvent) (after []func()) {
 	for id, r := range e.st.Runs {
 		if r.Owner == ev.From && !terminal(r.Status) {
 			r.Owner = ev.By
+			r.settling = ev.By == e.self && e.self != ""
 			ids = append(ids, id)
 		}
 	}
@@ -129,6 +130,13 @@ func (e *engine) claimReleased() {
 // after a crash), then schedules the runs and the queues they hold up.
 func (e *engine) resumeRuns(ids []string) {
 	e.interruptInflight(func(r *runRecord) bool { return slices.Contains(ids, r.RunID) })
+	e.mu.Lock()
+	for _, id := range ids {
+		if r := e.st.Runs[id]; r != nil {
+			r.settling = false
+		}
+	}
+	e.mu.Unlock()
 	for _, id := range ids {
 		e.schedule(id)
 	}

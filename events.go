@@ -67,6 +67,7 @@ type journalEvent struct {
 	By        string          `json:"by,omitempty"`    // evStart: the replica that executes the run; evClaim: the new owner ("": released)
 	From      string          `json:"fr,omitempty"`    // evClaim: the former owner
 	ID        string          `json:"id,omitempty"`    // evResume: names the resume, so its sender learns whether it won
+	Fire      int64           `json:"sf,omitempty"`    // evStart, evQueue, evSchedule: a schedule's fire, unix µs (schedule_engine.go)
 }
 
 // micros converts unix microseconds to a time.
@@ -105,6 +106,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, CreatedAt: at}
 		e.st.Queues[ev.Workflow] = append(e.st.Queues[ev.Workflow], q)
 		e.applyIdem(ev, at)
+		e.applyScheduleFire(ev)
 		if p := e.st.Runs[ev.Parent]; p != nil {
 			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
 			c.QueueID = ev.Queue
@@ -119,6 +121,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			CreatedAt: at, Steps: []*durableCall{}, Owner: ev.By, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
 		e.applyIdem(ev, at)
+		e.applyScheduleFire(ev)
 		if ev.Queue != "" {
 			q := e.st.Queues[ev.Workflow]
 			for i, t := range q {
@@ -194,6 +197,8 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		}
 	case evDequeue:
 		after = e.applyDequeue(ev, at)
+	case evSchedule:
+		e.applySchedule(ev)
 	case evLog:
 		if r := e.st.Runs[ev.Run]; r != nil {
 			if len(r.Logs) >= runMaxLogs {
@@ -336,7 +341,8 @@ func (e *engine) advanceQueue(workflow string) {
 	}
 	head := q[0]
 	ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
-		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver}
+		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
+		Fire: scheduleMicros(head.ScheduledAt)}
 	if err := e.commitLocked(ev, false); err != nil {
 		e.log.Error("start queued run", "workflow", workflow, "err", err)
 		return

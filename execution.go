@@ -26,7 +26,7 @@ func (e *engine) schedule(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.st.Runs[id]
-	if r == nil || terminal(r.Status) || e.closed || e.failed != nil || !e.owns(r) || !e.j.fresh() {
+	if r == nil || terminal(r.Status) || e.closed || e.failed != nil || !e.owns(r) || r.settling || !e.j.fresh() {
 		return
 	}
 	if r.executing {

@@ -12,6 +12,7 @@
 //	dev                        boot the local runtime: PostgreSQL, journal, object storage, endpoints
 //	workflows list|schema|start list workflows, read their schemas, start runs
 //	runs list|get|cancel|logs|stream inspect and cancel workflow runs, read their logs and streams
+//	schedules list|pause|resume the workflows' schedules
 //	serve [--addr :8080] [--data DIR] [dir]  run a project as a box (the deployed container)
 //	link                       register a deployed container with a control plane
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
@@ -51,6 +52,7 @@
 //	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes a linked session at public_url, with that port unless 443 (registration tokens from its control plane)
 //	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
 //	SVC_IDEMPOTENCY_RETENTION how long start idempotency keys are kept (default 24h; engine_idem.go)
+//	SVC_SCHEDULE_CLOCK_OFFSET tests only: a duration added to the schedules' clock (read in runtime.go)
 //	SVC_RESPONSE_RETENTION how long kept Responses-wire responses stay (default 30d; 0 keeps them)
 //	SVC_ENGINE           svc dev's and svc serve's engine store: file (default, the journal on disk) or postgres (schema svc_engine)
 //	SVC_ENGINE_LEASE     a PostgreSQL engine replica's lease (default 10s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s);
@@ -97,6 +99,8 @@
 //	             failures, recovery), engine_replica.go (replicas on one log: ownership, claims, void
 //	             events, delivery), engine_history.go (archive, prune, compaction), engine_queue.go (serial
 //	             queues), engine_versions.go (run pinning), engine_idem.go (idempotent starts),
+//	             schedule_cron.go (cron expressions, time zones, DST), schedule_engine.go (schedules: fires,
+//	             pause, catch-up), schedule_api.go (their HTTP routes and svc schedules),
 //	             engine_store.go (the store seam, SVC_ENGINE), engine_store_file.go (on the journal),
 //	             engine_store_pg.go (on PostgreSQL: svc_engine, one ordered log, fenced replica leases), engine_stream.go (run streams:
 //	             getWritable(), chunks as events, readers), events.go (journal records), execution.go

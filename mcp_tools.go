@@ -134,6 +134,7 @@ func (t *mcpTools) call(ctx context.Context, tl *mcpTool, args json.RawMessage) 
 // mcpToolDefs are the tools, in tools/list order.
 func mcpToolDefs() []*mcpTool {
 	const runID = `{"type": "string", "minLength": 1, "maxLength": 256, "description": "a run id (start_workflow's runId, or a queued entry's queueId)"}`
+	const schedWorkflow = `{"type": "object", "properties": {"workflow": {"type": "string", "minLength": 1, "maxLength": 256, "description": "a workflow that declares a schedule (list_schedules)"}}, "required": ["workflow"], "additionalProperties": false}`
 	return []*mcpTool{
 		{name: "list_workflows", title: "List workflows and agents", readOnly: true,
 			description: "Lists the project's workflows (name, whether they declare schemas, the HTTP route that starts them) and its agents.",
@@ -161,6 +162,15 @@ func mcpToolDefs() []*mcpTool {
 			description: "Cancels an active run or a queued entry.",
 			input:       `{"type": "object", "properties": {"runId": ` + runID + `}, "required": ["runId"], "additionalProperties": false}`,
 			run:         mcpCancelRun},
+		{name: "list_schedules", title: "List schedules", readOnly: true,
+			description: "Lists the workflows that declare a schedule: cron, timezone, overlap, catchUp, dst, whether paused, the next fires and the last run.",
+			input:       `{"type": "object", "properties": {}, "additionalProperties": false}`, run: mcpListSchedules},
+		{name: "pause_schedule", title: "Pause a schedule",
+			description: "Pauses a workflow's schedule, durably: it fires no more until resume_schedule; the fires while paused are dropped.",
+			input:       schedWorkflow, run: mcpPauseSchedule},
+		{name: "resume_schedule", title: "Resume a schedule",
+			description: "Resumes a paused schedule: it fires again from its next fire after now.",
+			input:       schedWorkflow, run: mcpResumeSchedule},
 		{name: "resume_hook", title: "Resume a hook",
 			description: "Resumes a run waiting on createHook(): token is the hook step's token (get_run shows it), payload the value the workflow receives.",
 			input:       `{"type": "object", "properties": {"token": {"type": "string", "minLength": 1, "maxLength": 512}, "payload": {"description": "any JSON value (default null)"}}, "required": ["token"], "additionalProperties": false}`,
@@ -387,4 +397,33 @@ func mcpMessageAgent(ctx context.Context, t *mcpTools, args json.RawMessage) (an
 		out["session"] = a.Session
 	}
 	return out, nil
+}
+
+// mcpListSchedules lists the workflows' schedules.
+func mcpListSchedules(ctx context.Context, t *mcpTools, _ json.RawMessage) (any, error) {
+	return map[string]any{"schedules": t.rt.sched.list(ctx)}, nil
+}
+
+// mcpPauseSchedule pauses a workflow's schedule.
+func mcpPauseSchedule(ctx context.Context, t *mcpTools, args json.RawMessage) (any, error) {
+	return mcpSetSchedulePaused(ctx, t, args, true)
+}
+
+// mcpResumeSchedule resumes a workflow's schedule.
+func mcpResumeSchedule(ctx context.Context, t *mcpTools, args json.RawMessage) (any, error) {
+	return mcpSetSchedulePaused(ctx, t, args, false)
+}
+
+// mcpSetSchedulePaused pauses or resumes a workflow's schedule.
+func mcpSetSchedulePaused(ctx context.Context, t *mcpTools, args json.RawMessage, paused bool) (any, error) {
+	var a struct{ Workflow string }
+	json.Unmarshal(args, &a)
+	it, err := t.rt.sched.setPaused(ctx, a.Workflow, paused)
+	if errors.Is(err, errScheduleNotFound) {
+		return nil, mcpFail("schedule_not_found: %v; list_schedules lists the schedules", err)
+	}
+	if err != nil {
+		return nil, mcpEngineFailure(err)
+	}
+	return map[string]any{"schedule": it}, nil
 }

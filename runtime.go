@@ -37,6 +37,7 @@ type runtimeCore struct {
 	secrets  *secretStore
 	engine   *engine
 	metrics  *metrics    // what GET /metrics shows (metrics.go)
+	sched    *scheduler  // the workflows' schedules (schedule_engine.go)
 	agents   *agentHost  // chat wires: model clients, sessions, credentials (wires.go)
 	platform *jsPlatform // globals and data of step and tool VMs (js_platform.go)
 	s3       *s3Server   // built-in object storage; nil with an external one
@@ -187,6 +188,16 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: hint}
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { return rt.engine.close() })
+	// Schedules; SVC_SCHEDULE_CLOCK_OFFSET moves their clock (tests only).
+	var clockOffset time.Duration
+	if s := o.Getenv("SVC_SCHEDULE_CLOCK_OFFSET"); s != "" {
+		if clockOffset, err = time.ParseDuration(s); err != nil {
+			return &cliError{Code: codeGeneric, Message: "parse SVC_SCHEDULE_CLOCK_OFFSET: " + err.Error(), Err: err, Hint: "unset it, or set a duration such as -90m (it is for tests)"}
+		}
+	}
+	rt.sched = newScheduler(rt.engine, func() time.Time { return time.Now().Add(clockOffset) })
+	go rt.sched.run(scheduleTick)
+	rt.closers = append(rt.closers, func(context.Context) error { rt.sched.close(); return nil })
 
 	// System secrets (object-storage keys minted once, stored encrypted) and .env.
 	if rt.secrets, err = openSecretStore(ctx, rt.db, filepath.Join(o.StateDir, "master.key"), o.MasterKey); err != nil {

@@ -44,6 +44,19 @@ declare module "svc" {
     startAndWait<N extends WorkflowName>(name: N, input: WorkflowInput<N>): Promise<WorkflowOutput<N>>;
   };
 
+  /** A workflow's schedule: export const schedule: Schedule = "0 9 * * 1-5" (five-field cron or @hourly, @daily, …). */
+  export type Schedule = string | {
+    cron: string;
+    /** An IANA time zone (default "UTC"). */
+    timezone?: string;
+    /** A fire while a run of an earlier fire is active (default "skip"). */
+    overlap?: "skip" | "queue" | "allow";
+    /** Fires missed while svc was down: one run for the latest (default), or none. */
+    catchUp?: "latest" | "none";
+    /** A wall time the clocks skip fires at the next valid minute ("once", default) or not ("skip"). */
+    dst?: "once" | "skip";
+  };
+
   /** Durable sleep: "500ms", "1s", "2m", "1h", "1d", or milliseconds. */
   export function sleep(duration: string | number): Promise<void>;
 

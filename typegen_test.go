@@ -39,6 +39,10 @@ export default async function order(input: { id: string; qty: number }) {
   const r = await workflows.start("ping", {});
   return answer.approved && greeting.greeting.length > 0 && r.status === "started" ? { ok: true as const } : null;
 }`,
+	"workflows/nightly.workflow.ts": `
+import type { Schedule } from "svc";
+export const schedule: Schedule = { cron: "0 3 * * *", timezone: "Europe/Paris", overlap: "queue", catchUp: "none", dst: "skip" };
+export default async function nightly() { "use workflow"; return 1; }`,
 	"svc.config.ts": `
 import { defineConfig } from "svc";
 export default defineConfig({ workflows: { order: { serial: true } } });`,

@@ -57,7 +57,7 @@ const (
 var runStates = []string{runQueued, runPending, runRunning, runWaiting, runCompleted, runFailed, runCancelled}
 
 // runTriggers lists every run trigger.
-var runTriggers = []string{triggerHTTP, triggerCLI, triggerWorkflow, triggerAgent}
+var runTriggers = []string{triggerHTTP, triggerCLI, triggerWorkflow, triggerAgent, triggerSchedule}
 
 // runHistory is the durable, queryable home of ended runs once they leave
 // the engine's memory.

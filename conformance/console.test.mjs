@@ -3,7 +3,8 @@
 // real `svc dev`. Run by TestConsoleInChromium (console_test.go), which
 // writes the project's workflows: greet and ping (the scaffold's), waiter
 // (sleeps an hour), hooked (waits on a hook), streamer (streams around a
-// hook wait), shapes (a schema with nested
+// hook wait), nightly (a schedule at 03:00 in Europe/Paris, which never
+// fires during the test), shapes (a schema with nested
 // objects, arrays, an enum, a union and an optional field), and the agent
 // helper (the agent tests': add, and refund needing approval) in front of
 // the fake model provider (echo: <text>; "call <tool> <json>" calls it).
@@ -212,6 +213,25 @@ test("runs list filters by status and workflow", async () => {
     return cells.length > 0 && cells.every((td) => td.textContent === "greet");
   });
   await shot("runs-filtered");
+  noConsoleErrors();
+});
+
+test("the workflows page lists the schedules; Pause and Resume change them, durably", async () => {
+  await page.goto(base + "/#/workflows");
+  const row = page.locator('#schedules tbody tr[data-workflow="nightly"]');
+  await row.waitFor();
+  const cells = await row.locator("td").allTextContents();
+  assert.deepEqual(cells.slice(0, 3), ["nightly", "0 3 * * *", "Europe/Paris"]);
+  assert.ok(cells[3] !== "" && cells[3] !== "paused", `next fire: ${cells[3]}`);
+  await row.getByRole("button", { name: "pause nightly" }).click();
+  await row.locator(".badge", { hasText: "paused" }).waitFor();
+  await page.reload();
+  await row.getByRole("button", { name: "resume nightly" }).waitFor();
+  assert.equal(await row.locator(".badge").textContent(), "paused");
+  await shot("schedules-paused");
+  await row.getByRole("button", { name: "resume nightly" }).click();
+  await row.getByRole("button", { name: "pause nightly" }).waitFor();
+  assert.equal(await row.locator(".badge").count(), 0);
   noConsoleErrors();
 });
 

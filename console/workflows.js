@@ -5,9 +5,12 @@
 import { api, el, pretty, errorBox, codeBlock, when, badge } from "./dom.js";
 import { Form, drawable } from "./schemaform.js";
 
-/** workflowsPage lists the workflows. */
+/** workflowsPage lists the workflows, and the schedules of those that declare one. */
 export async function workflowsPage() {
-  const { items } = await api("GET", "/api/workflows");
+  const [{ items }, schedules] = await Promise.all([
+    api("GET", "/api/workflows"),
+    api("GET", "/api/schedules").then((r) => r.items, () => []),
+  ]);
   const rows = items.map((w) => el("tr", {},
     el("td", {}, el("a", { href: `#/workflows/${encodeURIComponent(w.name)}` }, w.name)),
     el("td", {}, w.hasSchema ? "declared" : el("span", { class: "muted" }, "none (raw JSON)")),
@@ -17,7 +20,42 @@ export async function workflowsPage() {
     el("h1", {}, "Workflows"),
     items.length
       ? el("table", { class: "list", id: "workflows" }, el("thead", {}, el("tr", {}, el("th", {}, "Workflow"), el("th", {}, "Schema"), el("th", {}, "Start route"), el("th", {}, ""))), el("tbody", {}, rows))
-      : el("p", { class: "muted" }, "No workflows yet: add a file such as workflows/hello.workflow.ts with a function marked \"use workflow\"."));
+      : el("p", { class: "muted" }, "No workflows yet: add a file such as workflows/hello.workflow.ts with a function marked \"use workflow\"."),
+    schedules.length ? schedulesTable(schedules) : null);
+}
+
+/** schedulesTable lists schedules (GET /api/schedules items), each with a Pause or Resume button. */
+function schedulesTable(schedules) {
+  const note = el("div", { "aria-live": "polite" });
+  const row = (s) => {
+    const action = s.paused ? "resume" : "pause";
+    const button = el("button", { type: "button", "aria-label": `${action} ${s.workflow}` }, s.paused ? "Resume" : "Pause");
+    const tr = el("tr", { "data-workflow": s.workflow },
+      el("td", {}, s.workflow),
+      el("td", {}, el("code", {}, s.cron)),
+      el("td", {}, s.timezone),
+      el("td", {}, s.paused ? badge("paused") : when(s.nextFires[0])),
+      el("td", {}, s.lastRun ? el("a", { href: `#/runs/${encodeURIComponent(s.lastRun.runId)}` }, when(s.lastRun.scheduledAt)) : ""),
+      el("td", {}, button));
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      note.replaceChildren();
+      try {
+        const { schedule } = await api("POST", `/api/schedules/${encodeURIComponent(s.workflow)}/${action}`);
+        tr.replaceWith(row(schedule));
+      } catch (err) {
+        note.replaceChildren(errorBox(err));
+        button.disabled = false;
+      }
+    });
+    return tr;
+  };
+  return el("section", {},
+    el("h2", {}, "Schedules"),
+    el("table", { class: "list", id: "schedules" },
+      el("thead", {}, el("tr", {}, el("th", {}, "Workflow"), el("th", {}, "Cron"), el("th", {}, "Time zone"), el("th", {}, "Next fire"), el("th", {}, "Last run"), el("th", {}, ""))),
+      el("tbody", {}, schedules.map(row))),
+    note);
 }
 
 /** playgroundPage shows a workflow's schemas and starts runs of it; ?from=<runId> prefills the input of an earlier run. */
