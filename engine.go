@@ -101,6 +101,7 @@ type runRecord struct {
 	QueueID        string          `json:"queueId,omitempty"`
 	ParentRunID    string          `json:"parentRunId,omitempty"`
 	ParentSeq      int             `json:"parentSeq,omitempty"`
+	TraceParent    string          `json:"traceParent,omitempty"`    // the W3C span its run span is the child of (otel_engine.go)
 	Agent          string          `json:"agent,omitempty"`          // agent turns: the agent
 	Wire           string          `json:"wire,omitempty"`           // agent turns: openai, openai-responses, anthropic or agui
 	SessionID      string          `json:"sessionId,omitempty"`      // agent turns: durable session key
@@ -179,6 +180,7 @@ type queuedTrigger struct {
 	ParentRunID  string          `json:"parentRunId,omitempty"`
 	ParentSeq    int             `json:"parentSeq,omitempty"`
 	ParentKind   string          `json:"parentKind,omitempty"`
+	TraceParent  string          `json:"traceParent,omitempty"`
 	CreatedAt    time.Time       `json:"createdAt"`
 }
 
@@ -214,6 +216,7 @@ type engineOptions struct {
 	Retention    time.Duration // ended runs older than this leave the history; 0 keeps them
 	// IdemRetention is how long idempotency keys are kept; 0: idemRetentionDefault.
 	IdemRetention time.Duration
+	Tracer        *otelTracer // spans of runs, steps, sleeps and hooks (otel_engine.go); nil: none
 }
 
 // engine is the durable workflow engine (DESIGN §3). Every state change is
@@ -382,6 +385,9 @@ type startRequest struct {
 	ParentSeq  int
 	ParentKind string // callStart or callStartAndWait
 	IdemKey    string // idempotency key (engine_idem.go); "" for none
+	// TraceParent is the W3C traceparent the run's span is the child of
+	// (an incoming request's); a child run's is its parent run's span.
+	TraceParent string
 }
 
 // startReceipt is the start receipt (SPEC §2).
@@ -486,6 +492,7 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 	}
 	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
 	e.mu.Lock()
+	ev.TraceParent = e.otelStartParentLocked(req)
 	if ev.Idem != "" {
 		if orig, answered, err := e.idemAnswerLocked(req, def.Name, ev.IdemHash); answered {
 			return orig, err
@@ -552,6 +559,7 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 	}
 	pending := e.j.append(b, durable)
 	after := e.apply(ev)
+	e.otelEventLocked(ev)
 	e.maybeCompactLocked()
 	e.mu.Unlock()
 	if durable {

@@ -62,6 +62,8 @@ type journalEvent struct {
 	Message   string          `json:"m,omitempty"`     // evLog
 	Idem      string          `json:"ik,omitempty"`    // evStart, evQueue: the start's idempotency key
 	IdemHash  string          `json:"ih,omitempty"`    // its idemInputHash
+	// TraceParent (evStart, evQueue) is the W3C span the run's span is the child of.
+	TraceParent string `json:"tp,omitempty"`
 }
 
 // micros converts unix microseconds to a time.
@@ -76,7 +78,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 	switch ev.Type {
 	case evQueue:
 		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Input: ev.Input, Trigger: ev.Trigger,
-			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, CreatedAt: at}
+			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, TraceParent: ev.TraceParent, CreatedAt: at}
 		e.st.Queues[ev.Workflow] = append(e.st.Queues[ev.Workflow], q)
 		e.applyIdem(ev, at)
 		if p := e.st.Runs[ev.Parent]; p != nil {
@@ -90,7 +92,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		e.pinLocked(ev.Ver)
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
 			Input: ev.Input, Serial: ev.Serial, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
-			CreatedAt: at, Steps: []*durableCall{}, done: newRunSignal()}
+			TraceParent: ev.TraceParent, CreatedAt: at, Steps: []*durableCall{}, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
 		e.applyIdem(ev, at)
 		if ev.Queue != "" {
@@ -307,7 +309,7 @@ func (e *engine) advanceQueue(workflow string) {
 	}
 	head := q[0]
 	ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
-		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver}
+		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver, TraceParent: head.TraceParent}
 	if err := e.commitLocked(ev, false); err != nil {
 		e.log.Error("start queued run", "workflow", workflow, "err", err)
 		return

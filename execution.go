@@ -496,7 +496,8 @@ func (x *execution) runStep(st *stepAttemptState) {
 	// workflow's watchdog.
 	paused := x.busy != nil && x.busy.Stop()
 	keep := func(level slog.Level, msg string) { x.keepLog(level, msg, st.seq, st.name, st.attempt) }
-	result, finish, err := x.e.steps.start(x.def, st.name, st.args, keep)
+	trace := otelUserTrace{t: x.e.opts.Tracer, parent: otelStepContext(x.r, st.seq, st.attempt)}
+	result, finish, err := x.e.steps.start(x.def, st.name, st.args, keep, trace)
 	if paused {
 		x.busy.Reset(x.e.opts.BusyLimit)
 	}
@@ -578,6 +579,7 @@ func (x *execution) sleep(d goja.Value) goja.Value {
 	x.e.mu.Lock()
 	if live := x.r.call(seq); live != nil && live.Status == runWaiting {
 		live.Status, live.EndedAt = runCompleted, &until
+		x.e.otelSleepOverLocked(x.r, live)
 	}
 	x.e.mu.Unlock()
 	x.advance(until)

@@ -53,6 +53,9 @@
 //	SVC_ENGINE           svc dev's and svc serve's engine store: file (default, the journal on disk) or postgres (schema svc_engine)
 //	SVC_ENGINE_LEASE     the PostgreSQL engine's lease (default 10s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s)
 //	SVC_STORAGE_LOCAL_OK 1: svc serve may run the PostgreSQL engine with the built-in object storage
+//	OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
+//	OTEL_EXPORTER_OTLP_TRACES_HEADERS, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+//	                     OTLP/HTTP trace export (otel_export.go; README "OpenTelemetry")
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
 //	                     model provider resolution (see the README's boot gate section)
 //
@@ -124,6 +127,10 @@
 //	             secret proof, teaching), sign.go (request signing), sign_window.go (its per-sender replay
 //	             windows in the box's PostgreSQL), ident.go and ident_verify.go (identity and tunnel
 //	             registration tokens, JWKS)
+//	telemetry    otel_export.go (OTEL_* settings, spans, the OTLP/HTTP JSON exporter: bounded queue,
+//	             batches, drops counted), otel_engine.go (spans of runs, steps, sleeps, hooks, child
+//	             runs), otel_user.go (fetch, sql and storage calls of user code), otel_http.go (the
+//	             server span, an incoming traceparent); tools/otelcol (the test's collector, own module)
 //	tunnel       relay.go (svc relay: registration, spent tokens under --state, routing, identity at the door), cli_relay.go,
 //	             tunnel.go (svc dev's tunnel client), cp_tunnel.go (registration tokens)
 package main

@@ -83,7 +83,9 @@ func routeTable(s *server) []route {
 // when verbose.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	w, r, traced := s.otelRequest(w, r)
 	s.guard.ServeHTTP(w, r)
+	traced()
 	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "dur", time.Since(start))
 }
 

@@ -76,8 +76,9 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 // steps) the result is returned at once and finish is nil; otherwise finish
 // must be called, on another goroutine, to wait for the result (it gives up
 // when ctx ends). A thrown error is a *jsThrown. keep receives the
-// attempt's console lines.
-func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, keep func(slog.Level, string)) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
+// attempt's console lines; its fetch, sql and storage calls are traced under
+// trace.
+func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, keep func(slog.Level, string), trace otelUserTrace) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
 	var sv *stepVM
 	select {
 	case sv = <-def.stepVMs:
@@ -99,7 +100,7 @@ func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, 
 	for i := range list {
 		list[i] = arr.Get(strconv.Itoa(i))
 	}
-	sv.keep = keep
+	sv.keep, sv.loop.trace = keep, trace
 	limit := def.StepTimeout
 	deadline := time.Now().Add(limit)
 	var timedOut atomic.Bool
@@ -145,7 +146,7 @@ func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name 
 	if err == nil {
 		out, err = jsonStringify(sv.vm, v)
 	}
-	sv.keep = nil
+	sv.keep, sv.loop.trace = nil, otelUserTrace{}
 	if sv.loop.pending == 0 {
 		select {
 		case def.stepVMs <- sv:
