@@ -25,7 +25,7 @@ var (
 	lowerFiles = []string{"engine*.go", "journal.go", "events.go", "execution.go", "steps.go", "eventloop.go",
 		"jsruntime.go", "bundle.go", "js_*.go", "catalog.go", "workflow_*.go", "json_limits.go", "files.go", "fdatasync_*.go",
 		"schema*.go", "typegen*.go", "automigrate.go", "migrate.go", "secrets.go", "s3*.go", "storage_*.go", "sign.go", "ident*.go", "agent.go", "session.go", "model.go", "providers.go", "agent_history.go",
-		"otel_export.go", "otel_engine.go", "otel_user.go"}
+		"otel_export.go", "otel_engine.go", "otel_user.go", "otel_agent.go"}
 )
 
 // TestLayering fails when a lower file names a top-level declaration of an

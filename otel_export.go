@@ -505,6 +505,12 @@ func (t *otelTracer) start(ctx context.Context, parent otelContext, name string,
 	return context.WithValue(ctx, otelCtxKey{}, l.span.Ctx), l
 }
 
+// child begins a span under the one ctx carries (a new trace when none).
+func (t *otelTracer) child(ctx context.Context, name string, kind int, attrs ...otelAttr) (context.Context, *otelLive) {
+	parent, _ := otelFromContext(ctx)
+	return t.start(ctx, parent, name, kind, attrs...)
+}
+
 // context is the span's own context (zero for nil).
 func (l *otelLive) context() otelContext {
 	if l == nil {

@@ -246,7 +246,9 @@ func readJudgedSpans(t testing.TB, file string) []judgedSpan {
 // a workflow with a step that fetches (sending its traceparent on), a sleep, a hook wait and
 // a child run whose steps use sql and storage; the collector's file then holds one trace (the
 // caller's) whose tree is the request's span, the run, its step attempt with the fetch under
-// it, the sleep, the hook wait and the child run with its steps and their calls. A run started
+// it, the sleep, the hook wait and the child run with its steps and their calls. A chat turn
+// carrying a traceparent is, under its request's span, the turn with its model calls (GenAI
+// attributes, token usage) and its tool call. A run started
 // without a traceparent, interrupted by a restart of svc dev during its sleep, is one trace
 // across both processes, whose id is the run's traceId.
 func TestOTelTraceTree(t *testing.T) {
@@ -277,7 +279,9 @@ export default async function traced(input: { url: string }) {
 async function before() { "use step"; return 1; }
 async function after() { "use step"; return 2; }
 export default async function across() { "use workflow"; await before(); await sleep("4s"); return await after(); }`)
-	env := baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_API_KEY=sk", "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint,
+	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
+	fake := newFakeProvider(t)
+	env := baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake", "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint,
 		"OTEL_SERVICE_NAME=shop", "OTEL_RESOURCE_ATTRIBUTES=deployment.environment=judge", "OTEL_EXPORTER_OTLP_HEADERS=x-team=blue")
 	d := startDev(t, dir, env)
 
@@ -296,6 +300,14 @@ export default async function across() { "use workflow"; await before(); await s
 	if resp.StatusCode != http.StatusAccepted || rc.RunID == "" {
 		t.Fatalf("start = %d %+v", resp.StatusCode, rc)
 	}
+	// A chat turn carrying a traceparent: the model calls the tool add, then answers.
+	const chatTrace, chatSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	chat := newPgFaultClient(t, dir, d.payload.EmulatorURL)
+	if st, out := chat.post("/openai/v1/chat/completions", wiresOpenAIBody("helper", `call add {"a":2,"b":3}`, false),
+		map[string]string{"Authorization": "Bearer " + chat.key, "traceparent": "00-" + chatTrace + "-" + chatSpan + "-01"}); st != http.StatusOK {
+		t.Fatalf("chat turn = %d %v", st, out)
+	}
+
 	var across startReceipt
 	if code := httpJSON(t, "POST", d.url("/api/workflows/across/start"), map[string]any{}, &across); code != http.StatusAccepted {
 		t.Fatalf("start across = %d", code)
@@ -343,18 +355,30 @@ export default async function across() { "use workflow"; await before(); await s
 		for _, s := range spans {
 			byName[s.Name] = append(byName[s.Name], s)
 		}
-		return len(byName["workflow traced"]) > 0 && len(byName["workflow greet"]) > 0 && len(byName["workflow across"]) > 0
+		return len(byName["workflow traced"]) > 0 && len(byName["workflow greet"]) > 0 && len(byName["workflow across"]) > 0 &&
+			len(byName["invoke_agent helper"]) > 0
 	})
-	one := func(name string) judgedSpan {
+	// pick returns the one span named name that keep accepts (nil: any).
+	pick := func(name string, keep func(judgedSpan) bool) judgedSpan {
 		t.Helper()
-		if len(byName[name]) != 1 {
+		var found []judgedSpan
+		for _, s := range byName[name] {
+			if keep == nil || keep(s) {
+				found = append(found, s)
+			}
+		}
+		if len(found) != 1 {
 			var names []string
 			for _, s := range spans {
 				names = append(names, s.Name)
 			}
-			t.Fatalf("%d spans named %q; want 1 (spans: %s)", len(byName[name]), name, strings.Join(names, ", "))
+			t.Fatalf("%d spans named %q; want 1 (spans: %s)", len(found), name, strings.Join(names, ", "))
 		}
-		return byName[name][0]
+		return found[0]
+	}
+	one := func(name string) judgedSpan { t.Helper(); return pick(name, nil) }
+	ofRun := func(id string) func(judgedSpan) bool {
+		return func(s judgedSpan) bool { return s.Attrs["svc.run.id"] == id }
 	}
 	childOf := func(s, parent judgedSpan) {
 		t.Helper()
@@ -363,7 +387,7 @@ export default async function across() { "use workflow"; await before(); await s
 		}
 	}
 
-	server := one("POST /api/workflows/{name}/start")
+	server := pick("POST /api/workflows/{name}/start", func(s judgedSpan) bool { return s.TraceID == callerTrace })
 	if server.TraceID != callerTrace || server.ParentSpanID != callerSpan || server.Kind != otelKindServer ||
 		server.Attrs["http.response.status_code"] != "202" || server.Attrs["http.route"] != "/api/workflows/{name}/start" {
 		t.Errorf("the start request's span: %+v; want the server child of the caller's traceparent, answered 202", server)
@@ -391,8 +415,8 @@ export default async function across() { "use workflow"; await before(); await s
 		t.Errorf("the fetch target received traceparent %q; want %q", received, want)
 	}
 	mu.Unlock()
-	childOf(one("sleep"), run)
-	childOf(one("hook"), run)
+	childOf(pick("sleep", ofRun(rc.RunID)), run)
+	childOf(pick("hook", ofRun(rc.RunID)), run)
 	child := one("workflow greet")
 	childOf(child, run)
 	if child.Attrs["svc.run.parent_id"] != rc.RunID {
@@ -407,6 +431,37 @@ export default async function across() { "use workflow"; await before(); await s
 		t.Errorf("sql span attributes %v", insert.Attrs)
 	}
 	childOf(one("storage put"), save)
+
+	wire := one("POST /openai/v1/chat/completions")
+	if wire.TraceID != chatTrace || wire.ParentSpanID != chatSpan {
+		t.Errorf("the chat request's span: trace %s parent %s; want the child of the caller's traceparent", wire.TraceID, wire.ParentSpanID)
+	}
+	turn := one("invoke_agent helper")
+	childOf(turn, wire)
+	if turn.Attrs["gen_ai.agent.name"] != "helper" || turn.Attrs["svc.agent.wire"] != wireOpenAI {
+		t.Errorf("turn span attributes %v", turn.Attrs)
+	}
+	var models []judgedSpan
+	for _, s := range spans {
+		if strings.HasPrefix(s.Name, "chat") {
+			models = append(models, s)
+		}
+	}
+	if len(models) != 2 {
+		t.Fatalf("%d model call spans; want 2 (the tool call, then the answer)", len(models))
+	}
+	for _, m := range models {
+		childOf(m, turn)
+		if m.Kind != otelKindClient || m.Attrs["gen_ai.system"] != providerOpenAI || m.Attrs["gen_ai.request.model"] == "" ||
+			m.Attrs["gen_ai.usage.input_tokens"] == "" || m.Attrs["gen_ai.usage.input_tokens"] == "0" || m.Attrs["gen_ai.usage.output_tokens"] == "" {
+			t.Errorf("model call span %+v; want the GenAI attributes with token usage", m)
+		}
+	}
+	tool := one("execute_tool add")
+	childOf(tool, turn)
+	if tool.Attrs["gen_ai.tool.name"] != "add" || tool.Attrs["gen_ai.tool.call.id"] == "" {
+		t.Errorf("tool call span attributes %v", tool.Attrs)
+	}
 
 	acrossRun := one("workflow across")
 	if want := otelTraceOf(across.WorldRunID); acrossRun.TraceID != hex.EncodeToString(want[:]) || acrossRun.ParentSpanID != "" {
