@@ -44,19 +44,32 @@ func TestOTelExportCollectorDown(t *testing.T) {
 	}
 
 	release := make(chan struct{})
-	got := make(chan int, 16)
+	got := make(chan string, 16)
 	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		got <- strings.Count(string(b), `"spanId"`)
+		io.Copy(io.Discard, r.Body)
+		got <- r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type") + " " + r.Header.Get("X-Team")
 		<-release
 	}))
 	defer hung.Close()
-	tr = newOTelTracer(otelSettings{URL: hung.URL + "/v1/traces"}, log)
-	first := otelTestSpan(0)
-	tr.emit(first)
-	<-got // the exporter is now stuck in a request that does not answer
-	for i := 1; i < n; i++ {
-		tr.emit(otelTestSpan(i))
+	tr = newOTelTracer(otelSettings{URL: hung.URL + "/v1/traces", Headers: http.Header{"X-Team": {"blue"}}}, log)
+	tr.client = &http.Client{} // no timeout: the request hangs until release
+	tr.emit(otelTestSpan(0))
+	// The exporter is now stuck in a request that does not answer.
+	if req := <-got; req != "POST /v1/traces application/json blue" {
+		t.Errorf("the export request was %q; want POST /v1/traces, Content-Type application/json and the configured header", req)
+	}
+	emitted := make(chan struct{})
+	go func() {
+		for i := 1; i < n; i++ {
+			tr.emit(otelTestSpan(i))
+		}
+		close(emitted)
+	}()
+	select {
+	case <-emitted:
+	case <-time.After(time.Minute): // a bound against a hang, not a measure
+		close(release)
+		t.Fatal("emit blocked while the collector did not answer")
 	}
 	_, dropped := tr.counts()
 	if min := uint64(n - 1 - otelQueueSize - otelBatchSize); dropped < min {
