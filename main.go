@@ -129,8 +129,9 @@
 //	             registration tokens, JWKS)
 //	telemetry    otel_export.go (OTEL_* settings, spans, the OTLP/HTTP JSON exporter: bounded queue,
 //	             batches, drops counted), otel_engine.go (spans of runs, steps, sleeps, hooks, child
-//	             runs), otel_user.go (fetch, sql and storage calls of user code), otel_http.go (the
-//	             server span, an incoming traceparent); tools/otelcol (the test's collector, own module)
+//	             runs), otel_user.go (fetch, sql and storage calls of user code), otel_agent.go (agent
+//	             turns, model and tool calls), otel_http.go (the server span, an incoming traceparent);
+//	             tools/otelcol (the tests' collector, a module of its own)
 //	tunnel       relay.go (svc relay: registration, spent tokens under --state, routing, identity at the door), cli_relay.go,
 //	             tunnel.go (svc dev's tunnel client), cp_tunnel.go (registration tokens)
 package main
