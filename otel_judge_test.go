@@ -248,7 +248,8 @@ func readJudgedSpans(t testing.TB, file string) []judgedSpan {
 // caller's) whose tree is the request's span, the run, its step attempt with the fetch under
 // it, the sleep, the hook wait and the child run with its steps and their calls. A chat turn
 // carrying a traceparent is, under its request's span, the turn with its model calls (GenAI
-// attributes, token usage) and its tool call. A run started
+// attributes, token usage) and its tool call; so is a run started by MCP's start_workflow. A run
+// started
 // without a traceparent, interrupted by a restart of svc dev during its sleep, is one trace
 // across both processes, whose id is the run's traceId.
 func TestOTelTraceTree(t *testing.T) {
@@ -308,6 +309,13 @@ export default async function across() { "use workflow"; await before(); await s
 		t.Fatalf("chat turn = %d %v", st, out)
 	}
 
+	// MCP's start_workflow carrying a traceparent.
+	const mcpTrace, mcpSpan = "5b8aa5a2d2c872e8321cf37308d69df2", "051581bf3cb55c13"
+	if st, out := chat.post("/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_workflow","arguments":{"name":"ping","input":{}}}}`,
+		map[string]string{"Authorization": "Bearer " + chat.key, "traceparent": "00-" + mcpTrace + "-" + mcpSpan + "-01"}); st != http.StatusOK || out["error"] != nil {
+		t.Fatalf("MCP start_workflow = %d %v", st, out)
+	}
+
 	var across startReceipt
 	if code := httpJSON(t, "POST", d.url("/api/workflows/across/start"), map[string]any{}, &across); code != http.StatusAccepted {
 		t.Fatalf("start across = %d", code)
@@ -356,7 +364,7 @@ export default async function across() { "use workflow"; await before(); await s
 			byName[s.Name] = append(byName[s.Name], s)
 		}
 		return len(byName["workflow traced"]) > 0 && len(byName["workflow greet"]) > 0 && len(byName["workflow across"]) > 0 &&
-			len(byName["invoke_agent helper"]) > 0
+			len(byName["invoke_agent helper"]) > 0 && len(byName["workflow ping"]) > 0
 	})
 	// pick returns the one span named name that keep accepts (nil: any).
 	pick := func(name string, keep func(judgedSpan) bool) judgedSpan {
@@ -462,6 +470,12 @@ export default async function across() { "use workflow"; await before(); await s
 	if tool.Attrs["gen_ai.tool.name"] != "add" || tool.Attrs["gen_ai.tool.call.id"] == "" {
 		t.Errorf("tool call span attributes %v", tool.Attrs)
 	}
+
+	mcp := pick("POST /mcp", func(s judgedSpan) bool { return s.TraceID == mcpTrace })
+	if mcp.ParentSpanID != mcpSpan {
+		t.Errorf("the MCP request's span has parent %s; want the caller's %s", mcp.ParentSpanID, mcpSpan)
+	}
+	childOf(one("workflow ping"), mcp)
 
 	acrossRun := one("workflow across")
 	if want := otelTraceOf(across.WorldRunID); acrossRun.TraceID != hex.EncodeToString(want[:]) || acrossRun.ParentSpanID != "" {
