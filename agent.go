@@ -203,6 +203,7 @@ type agentHost struct {
 	models   func(*modelProvider) modelClient // the outbound client of a provider
 	sessions *sessionStore                    // nil: no database, no durable sessions
 	record   func(agentTurn) (string, error)  // records a finished turn as a run
+	tracer   *otelTracer                      // spans of turns, model and tool calls (otel_agent.go); nil: none
 }
 
 // newToolVM evaluates the agent's module in a fresh VM for its tools.
@@ -252,7 +253,9 @@ func (h *agentHost) executeTool(ctx context.Context, ag *agentDef, t *agentTool,
 	defer cancel()
 	// A tool stuck in synchronous code is interrupted; its VM is then dropped.
 	stopInterrupt := context.AfterFunc(ctx, func() { av.vm.Interrupt("tool execution timed out or was cancelled") })
+	av.loop.trace = h.otelToolTrace(ctx)
 	out, err := h.callExecute(ctx, av, t.Name, args, tc)
+	av.loop.trace = otelUserTrace{}
 	av.loop.release()
 	if stopInterrupt() && av.loop.pending == 0 && ctx.Err() == nil {
 		select {
@@ -361,6 +364,7 @@ type agentLoop struct {
 	policy      *agentToolPolicy
 	durable     bool
 	sessionID   string
+	system      string // the provider's kind (gen_ai.system)
 	stream      bool
 	emit        func(agentEvent)
 	res         agentResult
@@ -373,8 +377,11 @@ func newAgentLoop(h *agentHost, ag *agentDef, client modelClient, p *modelProvid
 	l := &agentLoop{host: h, agent: ag, client: client, clientTools: map[string]bool{}, policy: wr.ToolPolicy,
 		durable: wr.SessionKey != "", sessionID: wr.SessionKey, stream: wr.Stream, emit: emit}
 	l.req.Model = ag.Spec.Model
-	if l.req.Model == "" && p != nil {
-		l.req.Model = p.Model
+	if p != nil {
+		l.system = p.Kind
+		if l.req.Model == "" {
+			l.req.Model = p.Model
+		}
 	}
 	l.req.System = strings.TrimSpace(strings.Join([]string{ag.Spec.Instructions, wr.System}, "\n\n"))
 	l.req.MaxTokens, l.req.Temperature, l.req.Format = wr.MaxTokens, wr.Temperature, wr.Format
@@ -498,7 +505,9 @@ func (l *agentLoop) callModel(ctx context.Context, step int) (modelResponse, err
 			}
 		}
 	}
-	resp, err := l.client.complete(ctx, l.req, onDelta)
+	sctx, span := l.otelModelCall(ctx)
+	resp, err := l.client.complete(sctx, l.req, onDelta)
+	l.otelModelDone(span, resp, err)
 	if err != nil {
 		return resp, err
 	}
@@ -570,7 +579,9 @@ func (l *agentLoop) runTool(ctx context.Context, t *agentTool, c toolCall) {
 		l.answer(c, b.String(), true, &started)
 		return
 	}
-	out, err := l.host.executeTool(ctx, l.agent, t, c.Arguments, agentToolContext{ToolCallID: c.ID, Agent: l.agent.Name, SessionID: l.sessionID})
+	tctx, span := l.otelToolCall(ctx, c)
+	out, err := l.host.executeTool(tctx, l.agent, t, c.Arguments, agentToolContext{ToolCallID: c.ID, Agent: l.agent.Name, SessionID: l.sessionID})
+	span.end(err)
 	if err != nil {
 		l.answer(c, fmt.Sprintf("Tool %q failed: %v", c.Name, err), true, &started)
 		return

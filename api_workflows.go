@@ -111,7 +111,8 @@ func (s *server) handleStartWorkflow(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(triggerHeader) == triggerCLI {
 		trigger = triggerCLI
 	}
-	rc, err := s.rt.engine.start(startRequest{Workflow: r.PathValue("name"), Input: body, Trigger: trigger, IdemKey: r.Header.Get(idemKeyHeader)})
+	rc, err := s.rt.engine.start(startRequest{Workflow: r.PathValue("name"), Input: body, Trigger: trigger, IdemKey: r.Header.Get(idemKeyHeader),
+		TraceParent: otelRequestParent(r.Context())})
 	if err != nil {
 		s.writeStartError(w, err)
 		return

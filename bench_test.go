@@ -120,9 +120,19 @@ func BenchmarkBoot(b *testing.B) {
 // a 3-step workflow (a start and a long-polled GET; W1-sync one start with
 // ?wait=); W2 1000 runs from 32 concurrent clients; W3 one run of 1000
 // sequential steps.
-func BenchmarkWorkflows(b *testing.B) {
+func BenchmarkWorkflows(b *testing.B) { benchWorkflows(b) }
+
+// BenchmarkWorkflowsTraced is BenchmarkWorkflows with trace export on, to
+// the OpenTelemetry Collector (otel_judge_test.go): the cost of tracing.
+func BenchmarkWorkflowsTraced(b *testing.B) {
+	endpoint, _ := startOTelCol(b)
+	benchWorkflows(b, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint)
+}
+
+// benchWorkflows runs W1-W3 over HTTP against svc dev with env added.
+func benchWorkflows(b *testing.B, env ...string) {
 	dir := benchProject(b, 4, 1)
-	d := startDev(b, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(b), "OPENAI_API_KEY=sk-bench"))
+	d := startDev(b, dir, baseEnv(append([]string{"SVC_DATABASE_URL=" + testPostgresURL(b), "OPENAI_API_KEY=sk-bench"}, env...)...))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	startAndWait := func(wf, input string) error {
 		resp, err := client.Post(d.url("/api/workflows/"+wf+"/start"), "application/json", strings.NewReader(input))

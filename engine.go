@@ -104,6 +104,7 @@ type runRecord struct {
 	QueueID        string          `json:"queueId,omitempty"`
 	ParentRunID    string          `json:"parentRunId,omitempty"`
 	ParentSeq      int             `json:"parentSeq,omitempty"`
+	TraceParent    string          `json:"traceParent,omitempty"`    // the W3C span its run span is the child of (otel_engine.go)
 	Agent          string          `json:"agent,omitempty"`          // agent turns: the agent
 	Wire           string          `json:"wire,omitempty"`           // agent turns: openai, openai-responses, anthropic or agui
 	SessionID      string          `json:"sessionId,omitempty"`      // agent turns: durable session key
@@ -187,6 +188,7 @@ type queuedTrigger struct {
 	ParentSeq    int             `json:"parentSeq,omitempty"`
 	ParentKind   string          `json:"parentKind,omitempty"`
 	ScheduledAt  *time.Time      `json:"scheduledAt,omitempty"` // trigger schedule: the fire it was queued for
+	TraceParent  string          `json:"traceParent,omitempty"`
 	CreatedAt    time.Time       `json:"createdAt"`
 }
 
@@ -228,7 +230,8 @@ type engineOptions struct {
 	Retention    time.Duration // ended runs older than this leave the history; 0 keeps them
 	// IdemRetention is how long idempotency keys are kept; 0: idemRetentionDefault.
 	IdemRetention time.Duration
-	Metrics       *metrics // what GET /metrics shows of runs, steps and the store; nil records nothing
+	Metrics       *metrics    // what GET /metrics shows of runs, steps and the store; nil records nothing
+	Tracer        *otelTracer // spans of runs, steps, sleeps and hooks (otel_engine.go); nil: none
 }
 
 // engine is the durable workflow engine (DESIGN §3). Every state change is
@@ -390,6 +393,9 @@ type startRequest struct {
 	ParentKind string    // callStart or callStartAndWait
 	IdemKey    string    // idempotency key (engine_idem.go); "" for none
 	Fire       time.Time // trigger schedule: the fire it starts (schedule_engine.go)
+	// TraceParent is the W3C traceparent the run's span is the child of
+	// (an incoming request's); a child run's is its parent run's span.
+	TraceParent string
 }
 
 // startReceipt is the start receipt (SPEC §2).
@@ -496,6 +502,7 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 	for tries := 0; ; tries++ {
 		rc = startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
 		e.mu.Lock()
+		ev.TraceParent = e.otelStartParentLocked(req)
 		var writing chan struct{}
 		if ev.Idem != "" {
 			if orig, answered, err := e.idemAnswerLocked(req, def.Name, ev.IdemHash); answered {
@@ -612,11 +619,14 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		}
 		e.mu.Unlock()
 		err := pending.Wait()
-		if ev.Type == evEnd {
-			e.mu.Lock()
-			delete(e.ending, ev.Run)
-			e.mu.Unlock()
+		e.mu.Lock()
+		delete(e.ending, ev.Run)
+		if err == nil {
+			// Counted and traced by its writer, once the log has it.
+			e.opts.Metrics.engineEvent(ev, e.st.Runs[ev.Run])
+			e.otelEventLocked(ev)
 		}
+		e.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("%w: %v", errJournalUnavailable, err)
 		}
@@ -624,6 +634,7 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 	}
 	after := e.apply(ev)
 	e.opts.Metrics.engineEvent(ev, e.st.Runs[ev.Run])
+	e.otelEventLocked(ev)
 	e.maybeCompactLocked()
 	e.mu.Unlock()
 	if durable {

@@ -30,6 +30,9 @@ type jsLoop struct {
 	// release when the invocation settles; only the loop goroutine, or the
 	// one that ran it after it stopped, touches it.
 	held map[io.Closer]struct{}
+	// trace is what the outbound calls of the current invocation are traced
+	// under (otel_user.go): a step attempt's span, or nothing.
+	trace otelUserTrace
 }
 
 // newJSLoop returns a loop for vm.

@@ -68,6 +68,8 @@ type journalEvent struct {
 	From      string          `json:"fr,omitempty"`    // evClaim: the former owner
 	ID        string          `json:"id,omitempty"`    // evResume: names the resume, so its sender learns whether it won
 	Fire      int64           `json:"sf,omitempty"`    // evStart, evQueue, evSchedule: a schedule's fire, unix µs (schedule_engine.go)
+	// TraceParent (evStart, evQueue) is the W3C span the run's span is the child of.
+	TraceParent string `json:"tp,omitempty"`
 }
 
 // micros converts unix microseconds to a time.
@@ -103,7 +105,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		return e.applyClaim(ev)
 	case evQueue:
 		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Input: ev.Input, Trigger: ev.Trigger,
-			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, CreatedAt: at}
+			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, TraceParent: ev.TraceParent, CreatedAt: at}
 		e.st.Queues[ev.Workflow] = append(e.st.Queues[ev.Workflow], q)
 		e.applyIdem(ev, at)
 		e.applyScheduleFire(ev)
@@ -118,7 +120,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		e.pinLocked(ev.Ver)
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
 			Input: ev.Input, Serial: ev.Serial, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
-			CreatedAt: at, Steps: []*durableCall{}, Owner: ev.By, done: newRunSignal()}
+			CreatedAt: at, Steps: []*durableCall{}, Owner: ev.By, TraceParent: ev.TraceParent, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
 		e.applyIdem(ev, at)
 		e.applyScheduleFire(ev)
@@ -342,7 +344,7 @@ func (e *engine) advanceQueue(workflow string) {
 	head := q[0]
 	ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
 		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
-		Fire: scheduleMicros(head.ScheduledAt)}
+		Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent}
 	if err := e.commitLocked(ev, false); err != nil {
 		e.log.Error("start queued run", "workflow", workflow, "err", err)
 		return

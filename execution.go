@@ -501,7 +501,8 @@ func (x *execution) runStep(st *stepAttemptState) {
 		keep:  func(level slog.Level, msg string) { x.keepLog(level, msg, seq, st.name, attempt) },
 		write: func(ch streamChunk) error { return x.e.streamWrite(x.r.RunID, seq, st.name, attempt, ch) },
 	}
-	result, finish, err := x.e.steps.start(x.def, st.name, st.args, out)
+	trace := otelUserTrace{t: x.e.opts.Tracer, parent: otelStepContext(x.r, st.seq, st.attempt)}
+	result, finish, err := x.e.steps.start(x.def, st.name, st.args, out, trace)
 	if paused {
 		x.busy.Reset(x.e.opts.BusyLimit)
 	}
@@ -583,6 +584,7 @@ func (x *execution) sleep(d goja.Value) goja.Value {
 	x.e.mu.Lock()
 	if live := x.r.call(seq); live != nil && live.Status == runWaiting {
 		live.Status, live.EndedAt = runCompleted, &until
+		x.e.otelSleepOverLocked(x.r, live)
 	}
 	x.e.mu.Unlock()
 	x.advance(until)

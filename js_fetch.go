@@ -113,6 +113,7 @@ func fetchNatives(l *jsLoop, n *goja.Object, client *http.Client) {
 				req.Header.Add(kv[0], kv[1])
 			}
 		}
+		traced := l.trace.fetch(req)
 		c := client
 		if redirect != "follow" {
 			cc := *client
@@ -128,6 +129,7 @@ func fetchNatives(l *jsLoop, n *goja.Object, client *http.Client) {
 		l.begin()
 		go func() {
 			resp, err := c.Do(req)
+			traced(resp, err)
 			l.post(func() {
 				if err != nil {
 					cancel()

@@ -660,7 +660,9 @@ func (h *sqlHost) newQueryFunc(l *jsLoop, exec func(st *sqlStatement, done func(
 	vm := l.vm
 	promise := func(st *sqlStatement) goja.Value {
 		p, resolve, reject := vm.NewPromise()
+		span := l.trace.sql(st.text)
 		exec(st, func(res *sqlResult, err error) {
+			span.end(err)
 			if err != nil {
 				reject(sqlJSError(vm, err))
 				return

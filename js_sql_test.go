@@ -62,7 +62,7 @@ func (e *sqlTestEnv) step(t testing.TB, body string) (string, error) {
 // run runs step s of def once.
 func (e *sqlTestEnv) run(t testing.TB, def *workflowDef) (string, error) {
 	t.Helper()
-	res, finish, err := e.runner.start(def, "s", json.RawMessage("[]"), nil)
+	res, finish, err := e.runner.start(def, "s", json.RawMessage("[]"), nil, otelUserTrace{})
 	if finish != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -102,7 +102,7 @@ func (s *jsStorage) async(work func(ctx context.Context, c *storageClient) (done
 	}
 	s.l.begin()
 	go func() {
-		done, err := work(context.Background(), c)
+		done, err := work(s.l.trace.withContext(context.Background()), c)
 		s.l.post(func() {
 			var v goja.Value
 			if err == nil {

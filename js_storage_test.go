@@ -487,7 +487,7 @@ export default async function w() { "use workflow"; return put(0); }`)
 	runner := newStepRunner(func() map[string]string { return nil }, p, discardLogger())
 	b.Run("step", func(b *testing.B) {
 		for i := range b.N {
-			out, finish, err := runner.start(def, "put", json.RawMessage(fmt.Sprintf("[%d]", i)), nil)
+			out, finish, err := runner.start(def, "put", json.RawMessage(fmt.Sprintf("[%d]", i)), nil, otelUserTrace{})
 			if err == nil && finish != nil {
 				out, err = finish(context.Background())
 			}

@@ -18,14 +18,15 @@ import (
 var (
 	// upperFiles hold the commands, the dev boot and the HTTP surface.
 	upperFiles = []string{"main.go", "cli*.go", "devenv.go", "server.go", "api_*.go", "wires.go", "wire_*.go",
-		"http_guard.go", "console.go", "link.go", "contract.go", "watch.go", "gate.go", "cp_*.go", "runtime*.go", "box*.go", "metrics_http.go", "schedule_api.go"}
+		"http_guard.go", "otel_http.go", "console.go", "link.go", "contract.go", "watch.go", "gate.go", "cp_*.go", "runtime*.go", "box*.go", "metrics_http.go", "schedule_api.go"}
 	// lowerFiles hold the durable engine, its storage, the runtime of user
 	// code and the agents (their loop, sessions and model vocabulary): the
 	// wires decode into the agents' request type, never the reverse.
 	lowerFiles = []string{"engine*.go", "journal.go", "events.go", "execution.go", "steps.go", "eventloop.go",
 		"jsruntime.go", "bundle.go", "js_*.go", "catalog.go", "workflow_*.go", "json_limits.go", "files.go", "fdatasync_*.go",
 		"schema*.go", "typegen*.go", "automigrate.go", "migrate.go", "secrets.go", "s3*.go", "storage_*.go", "sign.go", "ident*.go", "agent.go", "session.go", "model.go", "providers.go", "agent_history.go",
-		"metrics.go", "metrics_text.go", "schedule_cron.go", "schedule_engine.go"}
+		"metrics.go", "metrics_text.go", "schedule_cron.go", "schedule_engine.go",
+		"otel_export.go", "otel_engine.go", "otel_user.go", "otel_agent.go"}
 )
 
 // TestLayering fails when a lower file names a top-level declaration of an

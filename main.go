@@ -58,6 +58,9 @@
 //	SVC_ENGINE_LEASE     a PostgreSQL engine replica's lease (default 10s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s);
 //	                     SVC_ENGINE_POLL how often an idle replica reads the log without a notification (default 1s)
 //	SVC_STORAGE_LOCAL_OK 1: svc serve may run the PostgreSQL engine with the built-in object storage
+//	OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
+//	OTEL_EXPORTER_OTLP_TRACES_HEADERS, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+//	                     OTLP/HTTP trace export (otel_export.go; README "OpenTelemetry")
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
 //	                     model provider resolution (see the README's boot gate section)
 //
@@ -137,6 +140,11 @@
 //	             secret proof, teaching), sign.go (request signing), sign_window.go (its per-sender replay
 //	             windows in the box's PostgreSQL), ident.go and ident_verify.go (identity and tunnel
 //	             registration tokens, JWKS)
+//	telemetry    otel_export.go (OTEL_* settings, spans, the OTLP/HTTP JSON exporter: bounded queue,
+//	             batches, drops counted), otel_engine.go (spans of runs, steps, sleeps, hooks, child
+//	             runs), otel_user.go (fetch, sql and storage calls of user code), otel_agent.go (agent
+//	             turns, model and tool calls), otel_http.go (the server span, an incoming traceparent);
+//	             tools/otelcol (the tests' collector, a module of its own)
 //	tunnel       relay.go (svc relay: registration, spent tokens under --state, routing, identity at the door), cli_relay.go,
 //	             tunnel.go (svc dev's tunnel client), cp_tunnel.go (registration tokens)
 package main

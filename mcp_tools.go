@@ -219,15 +219,17 @@ func mcpWorkflowSchema(_ context.Context, t *mcpTools, args json.RawMessage) (an
 	return map[string]any{"name": a.Name, "input": orNull(wf.InputSchema), "output": orNull(wf.OutputSchema)}, nil
 }
 
-// mcpStartWorkflow starts a run and returns its receipt.
-func mcpStartWorkflow(_ context.Context, t *mcpTools, args json.RawMessage) (any, error) {
+// mcpStartWorkflow starts a run and returns its receipt; the run is the
+// child of the request's traceparent, if any (otel_http.go).
+func mcpStartWorkflow(ctx context.Context, t *mcpTools, args json.RawMessage) (any, error) {
 	var a struct {
 		Name           string
 		Input          json.RawMessage
 		IdempotencyKey string
 	}
 	json.Unmarshal(args, &a)
-	rc, err := t.rt.engine.start(startRequest{Workflow: a.Name, Input: a.Input, Trigger: triggerHTTP, IdemKey: a.IdempotencyKey})
+	rc, err := t.rt.engine.start(startRequest{Workflow: a.Name, Input: a.Input, Trigger: triggerHTTP, IdemKey: a.IdempotencyKey,
+		TraceParent: otelRequestParent(ctx)})
 	if err != nil {
 		return nil, mcpStartFailure(err)
 	}

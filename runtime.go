@@ -57,6 +57,8 @@ type runtimeCore struct {
 
 	fatal chan error // a service that died ends the session
 
+	tracer *otelTracer // OpenTelemetry trace export (otel_export.go); nil: off
+
 	closers []func(context.Context) error // in start order; run in reverse
 	wg      sync.WaitGroup                // servers and the host's goroutines
 
@@ -159,6 +161,14 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	if err != nil {
 		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set SVC_IDEMPOTENCY_RETENTION to a duration such as 24h or 7d"}
 	}
+	otelSet, err := readOTelSettings(o.Getenv)
+	if err != nil {
+		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "fix the variable, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without trace export"}
+	}
+	if rt.tracer = newOTelTracer(otelSet, rt.log); rt.tracer != nil {
+		rt.closers = append(rt.closers, func(ctx context.Context) error { rt.tracer.close(ctx); return nil })
+		rt.log.Info("trace export on (OTLP/HTTP, JSON)", "endpoint", otelSet.URL)
+	}
 	journal := filepath.Join(o.StateDir, "journal")
 	var store engineStore = engineStoreFile{dir: journal, metrics: rt.metrics}
 	hint := "the journal under " + journal + " is damaged before its tail; move it aside to start fresh"
@@ -179,7 +189,7 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	rt.engine, err = openEngine(engineOptions{
 		Store: store, Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
 		OnRunDone: func(*runRecord) { rt.markFirstRun() },
-		History:   newPGRunHistory(rt.db), Retention: retention, IdemRetention: idemRetention, Metrics: rt.metrics,
+		History:   newPGRunHistory(rt.db), Retention: retention, IdemRetention: idemRetention, Metrics: rt.metrics, Tracer: rt.tracer,
 	})
 	if err != nil {
 		if errors.Is(err, errJournalLocked) {

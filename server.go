@@ -91,9 +91,11 @@ func routeTable(s *server) []route {
 // when verbose.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	w, r, traced := s.otelRequest(w, r)
 	mw := &metricsResponse{ResponseWriter: w, m: s.rt.metrics}
 	defer mw.served(r, start)
 	s.guard.ServeHTTP(mw, r)
+	traced()
 	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "dur", time.Since(start))
 }
 

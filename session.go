@@ -182,6 +182,7 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 	if p == nil {
 		return nil, fmt.Errorf("%w: set OPENAI_API_KEY or ANTHROPIC_API_KEY (or SVC_MODEL_BASE_URL), or store a credential in the console", errNoModelProvider)
 	}
+	ctx, span := h.otelTurn(ctx, ag.Name, wire, wr.SessionKey)
 	loop := newAgentLoop(h, ag, h.models(p), p, wr, emit)
 	input := wr.Messages
 	var res *agentResult
@@ -244,6 +245,7 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		}
 	}
 	h.recordTurn(ag.Name, wire, wr, input, res, err, started)
+	span.end(err)
 	return res, err
 }
 

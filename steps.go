@@ -87,8 +87,9 @@ func (s *stepRunner) newVM(m *jsModule) (*stepVM, error) {
 // steps) the result is returned at once and finish is nil; otherwise finish
 // must be called, on another goroutine, to wait for the result (it gives up
 // when ctx ends). A thrown error is a *jsThrown. out (nil: nowhere)
-// receives the attempt's console lines and stream chunks.
-func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, out *stepOutputs) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
+// receives the attempt's console lines and stream chunks; its fetch, sql
+// and storage calls are traced under trace.
+func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, out *stepOutputs, trace otelUserTrace) (result json.RawMessage, finish func(context.Context) (json.RawMessage, error), err error) {
 	var sv *stepVM
 	select {
 	case sv = <-def.stepVMs:
@@ -110,7 +111,7 @@ func (s *stepRunner) start(def *workflowDef, name string, args json.RawMessage, 
 	for i := range list {
 		list[i] = arr.Get(strconv.Itoa(i))
 	}
-	sv.out = out
+	sv.out, sv.loop.trace = out, trace
 	limit := def.StepTimeout
 	deadline := time.Now().Add(limit)
 	var timedOut atomic.Bool
@@ -159,7 +160,7 @@ func (s *stepRunner) settle(def *workflowDef, sv *stepVM, p *goja.Promise, name 
 	if err == nil {
 		out, err = jsonStringify(sv.vm, v)
 	}
-	sv.out = nil
+	sv.out, sv.loop.trace = nil, otelUserTrace{}
 	if sv.loop.pending == 0 {
 		select {
 		case def.stepVMs <- sv:

@@ -251,7 +251,9 @@ func (c *storageClient) do(ctx context.Context, op, key, method string, u *url.U
 		req.ContentLength = int64(len(body))
 	}
 	c.sign(req, payload)
+	span := otelStorage(ctx, op, key)
 	resp, err := c.http.Do(req)
+	span.endHTTP(resp, err)
 	if err != nil {
 		return nil, &storageError{Op: op, Key: key, Code: "NetworkError", Message: err.Error(), Err: err}
 	}

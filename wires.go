@@ -147,6 +147,7 @@ func newAgentHost(rt *runtimeCore) *agentHost {
 		models:   func(p *modelProvider) modelClient { return newModelClient(p, hc) },
 		sessions: newSessionStore(rt.db),
 		record:   rt.engine.recordTurn,
+		tracer:   rt.tracer,
 	}
 }
 
