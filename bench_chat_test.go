@@ -287,6 +287,7 @@ func heldStreamBytes(tb testing.TB, url, model string, n int) float64 {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	inUse := func() (uint64, int) {
 		runtime.GC()
+		runtime.GC() // the second empties the pools (net/http's buffers) the first kept
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		return m.HeapAlloc + m.StackInuse, runtime.NumGoroutine()
@@ -300,8 +301,15 @@ func heldStreamBytes(tb testing.TB, url, model string, n int) float64 {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if _, err := bufio.NewReader(resp.Body).Peek(1); err != nil {
-			tb.Fatal(err)
+		// svc answers its first chunk before calling the model: the stream
+		// is held once the upstream's chunk ("hi") has come through.
+		br := bufio.NewReader(resp.Body)
+		line, err := br.ReadString('\n')
+		for err == nil && !strings.Contains(line, `"hi"`) {
+			line, err = br.ReadString('\n')
+		}
+		if err != nil || resp.StatusCode != 200 {
+			tb.Fatalf("stream %d: status %d (%v)", len(bodies), resp.StatusCode, err)
 		}
 		bodies = append(bodies, resp.Body)
 	}
