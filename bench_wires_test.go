@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -15,8 +14,8 @@ import (
 
 // BenchmarkWires measures what each chat wire adds over calling the fake
 // provider directly (p50/p99, whole answers and time to first token when
-// streaming), requests/s at 32 concurrent clients, and the memory held per
-// open SSE stream:
+// streaming) and requests/s at 32 concurrent clients (the memory held per
+// open SSE stream: BenchmarkChatStreams):
 //
 //	go test -run '^$' -bench Wires -benchtime=1x .
 func BenchmarkWires(b *testing.B) {
@@ -110,58 +109,4 @@ func BenchmarkWires(b *testing.B) {
 		wg.Wait()
 		b.ReportMetric(total/time.Since(t0).Seconds(), "openai-req/s-32-clients")
 	}
-	b.ReportMetric(sseStreamsPerGiB(b, d, fake), "sse-streams-per-GiB")
-}
-
-// sseStreamsPerGiB holds open streams through svc against an upstream that
-// never finishes its stream, and extrapolates from the growth of svc's
-// resident memory how many one process holds within 1 GiB.
-func sseStreamsPerGiB(b *testing.B, d *devProcess, fake *fakeProvider) float64 {
-	release := make(chan struct{})
-	hold := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}`+"\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer hold.Close()
-	defer close(release)
-	// A second svc dev whose provider is the holding upstream.
-	dir := projectDir(b)
-	d2 := startDev(b, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(b), "OPENAI_API_KEY=sk-bench", "OPENAI_BASE_URL="+hold.URL+"/v1"))
-	pid := d2.cmd.Process.Pid
-	before := currentRSS(pid)
-	const streams = 1000
-	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: streams}}
-	var bodies []io.Closer
-	for range streams {
-		req, _ := http.NewRequest("POST", d2.url("/openai/v1/chat/completions"), strings.NewReader(`{"model":"assistant","messages":[{"role":"user","content":"hi"}],"stream":true}`))
-		req.Header.Set("Authorization", "Bearer sk")
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := bufio.NewReader(resp.Body).Peek(1); err != nil {
-			b.Fatal(err)
-		}
-		bodies = append(bodies, resp.Body)
-	}
-	after := currentRSS(pid)
-	for _, body := range bodies {
-		body.Close()
-	}
-	perStreamMiB := (after - before) / streams
-	b.ReportMetric(perStreamMiB*1024, "KiB-per-open-stream")
-	if perStreamMiB <= 0 {
-		return 0
-	}
-	return (1024 - before) / perStreamMiB
-}
-
-// currentRSS returns the resident set of a process in MiB.
-func currentRSS(pid int) float64 {
-	return procStatusMiB(pid, "VmRSS:")
 }

@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -82,22 +81,6 @@ var cpProxyHopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive",
 // cpProxyCredentialHeaders carry the caller's credential to the control
 // plane; the box gets a signature instead.
 var cpProxyCredentialHeaders = append([]string{"Authorization", "Cookie", "X-Api-Key"}, signHeaders...)
-
-// newCPProxyTransport returns the connection pool of the proxy and of link
-// to the boxes, dialling only addresses inside nets (cp_network.go). It
-// never reads the environment's proxy settings (the dialled address is the
-// box's, so the check holds) and never decompresses: bytes pass as sent.
-func newCPProxyTransport(nets cpNetworks) *http.Transport {
-	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: cpProxyDialTimeout, KeepAlive: 30 * time.Second, Control: nets.control}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-	}
-}
 
 // handleProxy is ANY /{org}/{agent}/{path...}: authenticate (the route is
 // public to the credential middleware: the proxy takes API keys too), find

@@ -620,7 +620,9 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		e.mu.Unlock()
 		err := pending.Wait()
 		e.mu.Lock()
-		delete(e.ending, ev.Run)
+		if ev.Type == evEnd {
+			delete(e.ending, ev.Run)
+		}
 		if err == nil {
 			// Counted and traced by its writer, once the log has it.
 			e.opts.Metrics.engineEvent(ev, e.st.Runs[ev.Run])

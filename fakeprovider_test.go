@@ -45,11 +45,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -71,11 +73,12 @@ type fakeProvider struct {
 	*httptest.Server
 	mu         sync.Mutex
 	recorded   []fakeRequest
-	failures   []int // statuses the next calls answer, in order
-	interrupts int   // streamed answers still to cut after their first content
-	callIDs    int   // tool calls issued so far
-	answerIDs  int   // answers issued so far
-	hangups    int   // "hang" requests whose caller hung up
+	failures   []int        // statuses the next calls answer, in order
+	interrupts int          // streamed answers still to cut after their first content
+	callIDs    int          // tool calls issued so far
+	answerIDs  int          // answers issued so far
+	hangups    int          // "hang" requests whose caller hung up
+	conns      atomic.Int64 // connections accepted
 }
 
 // newFakeProvider starts a fake provider, closed when the test ends.
@@ -85,7 +88,13 @@ func newFakeProvider(t testing.TB) *fakeProvider {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", f.handleOpenAI)
 	mux.HandleFunc("POST /v1/messages", f.handleAnthropic)
-	f.Server = httptest.NewServer(mux)
+	f.Server = httptest.NewUnstartedServer(mux)
+	f.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.Start()
 	t.Cleanup(f.Close)
 	return f
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,12 +23,16 @@ type jsPlatform struct {
 	storage atomic.Pointer[storageClient]
 }
 
+// jsDefaultPlatform is the platform of VMs given none, made once so that
+// their fetches share one connection pool.
+var jsDefaultPlatform = sync.OnceValue(newJSPlatform)
+
 // defaultFetchTimeout bounds one fetch() of user code, headers and body.
 const defaultFetchTimeout = 10 * time.Minute
 
 // newJSPlatform returns the platform with the default fetch client.
 func newJSPlatform() *jsPlatform {
-	return &jsPlatform{fetch: &http.Client{Timeout: defaultFetchTimeout}}
+	return &jsPlatform{fetch: newFetchHTTPClient()}
 }
 
 // install gives the VM of l its globals and the ambient module its data
@@ -35,7 +40,7 @@ func newJSPlatform() *jsPlatform {
 // top-level code sees them too.
 func (p *jsPlatform) install(l *jsLoop, ambient *goja.Object) {
 	if p == nil {
-		p = newJSPlatform()
+		p = jsDefaultPlatform()
 	}
 	installTimers(l)
 	installWeb(l, p.fetch)

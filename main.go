@@ -91,7 +91,8 @@
 //	HTTP         server.go (the route table), http_guard.go (Host, Origin, credential, pacing),
 //	             http_peer.go, http_peer_*.go (the account of a loopback connection: the developer's
 //	             own passes without a key), console_session.go (the console link's one-time codes
-//	             and sessions),
+//	             and sessions), http_transport.go (the outbound connection pools: providers,
+//	             fetch, storage, the control plane's proxy, the relay's tunnels),
 //	             ratelimit.go (token buckets per key: per-source limits, 429), api_workflows.go (workflows and runs; a run's stream as SSE), api_sessions.go (session transcripts), cors.go
 //	             (CORS for the console's origin), metrics_http.go (GET /metrics, requests recorded),
 //	             wires.go (OpenAI chat, Anthropic, AG-UI),

@@ -123,16 +123,16 @@ func (c providerMissingClient) complete(context.Context, modelRequest, func(mode
 }
 
 // newModelClient returns the client for the resolved provider, sending its
-// requests through hc (a plain http.Client when nil; its Timeout should be
-// zero, since a streamed answer may take long: calls have their own
-// deadline). A nil provider or an unknown kind yields a client whose calls
+// requests through hc (a new newProviderHTTPClient when nil; its Timeout
+// should be zero, since a streamed answer may take long: calls have their
+// own deadline). A nil provider or an unknown kind yields a client whose calls
 // fail with errNoModelProvider.
 func newModelClient(p *modelProvider, hc *http.Client) modelClient {
 	if p == nil {
 		return providerMissingClient{}
 	}
 	if hc == nil {
-		hc = &http.Client{}
+		hc = newProviderHTTPClient()
 	}
 	c := &providerClient{kind: p.Kind, apiKey: p.APIKey, hc: hc, policy: providerDefaultPolicy()}
 	var base, path, model string
@@ -432,15 +432,21 @@ func providerObject(raw json.RawMessage, orElse string) json.RawMessage {
 // providerEmptySchema is the parameters schema of a tool that declares none.
 const providerEmptySchema = `{"type":"object","properties":{}}`
 
+// providerSSEBuffer is the first size of an SSE reader's line buffer: a
+// vendor's chunk line is a few hundred bytes.
+const providerSSEBuffer = 1 << 10
+
 // providerSSE reads Server-Sent Events.
 type providerSSE struct {
 	sc *bufio.Scanner
 }
 
 // newProviderSSE reads events from r; a line may be up to providerMaxBody.
+// The scanner's buffer starts at providerSSEBuffer and grows only for a
+// longer line: a stream waiting on its model holds only that.
 func newProviderSSE(r io.Reader) *providerSSE {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), providerMaxBody)
+	sc.Buffer(make([]byte, 0, providerSSEBuffer), providerMaxBody)
 	return &providerSSE{sc: sc}
 }
 

@@ -372,13 +372,7 @@ func (s *relayServer) attach(c *tls.Conn, installation string, v *identVerifier)
 	}
 	c.SetDeadline(time.Time{})
 	wc := &relayWatchedConn{Conn: c, done: make(chan struct{})}
-	tr := &http.Transport{
-		Protocols:   relayH2C(),
-		DialContext: func(context.Context, string, string) (net.Conn, error) { return wc, nil },
-		// A tunnel silent this long is pinged; unanswered, it is dropped.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: relayPingEvery, PingTimeout: relayPingEvery / 2},
-	}
-	cc, err := tr.NewClientConn(context.Background(), "http", sub+":80")
+	cc, err := newRelayTunnelTransport(wc).NewClientConn(context.Background(), "http", sub+":80")
 	if err != nil { // after the welcome: the client sees the connection close
 		s.log.Warn("tunnel: open HTTP/2", "installation", installation, "err", err)
 		return nil

@@ -87,7 +87,7 @@ func newStorageClient(t storageTarget) (*storageClient, error) {
 	u.RawPath = ""
 	return &storageClient{
 		base: u, bucket: t.Bucket, region: t.Region, access: t.AccessKey, secret: t.SecretKey,
-		http: &http.Client{Timeout: storageRequestTimeout}, now: time.Now,
+		http: &http.Client{Transport: newOutboundTransport(fetchIdlePerHost), Timeout: storageRequestTimeout}, now: time.Now,
 	}, nil
 }
 

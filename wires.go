@@ -139,7 +139,7 @@ func (a wireWhole) fail(e *wireError) { a.writeError(a.w, e) }
 // newAgentHost builds the agents' runtime side for rt: the outbound model
 // clients and the session store over rt.db.
 func newAgentHost(rt *runtimeCore) *agentHost {
-	hc := &http.Client{Timeout: 10 * time.Minute}
+	hc := newProviderHTTPClient()
 	return &agentHost{
 		log:      rt.log,
 		env:      rt.vmEnv,
