@@ -305,7 +305,9 @@ func openEngine(opts engineOptions) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock() // a shared log may deliver already
 	e.j = j
+	e.mu.Unlock()
 	e.opts.Store.removeVersions(func(v string) bool { return e.versions[v] != nil })
 	e.settleReplay(poisoned)
 	e.resumeAll()
