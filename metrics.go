@@ -165,5 +165,7 @@ func (m *metrics) write(out io.Writer, sc metricsScrape) error {
 		metricsWriteGauge(w, "svc_engine_lease_state", "The PostgreSQL engine's lease as this process sees it: 1 for the current state.", []string{"state"}, states)
 		metricsWriteGauge(w, "svc_engine_lease_epoch", "The fencing token of the PostgreSQL engine's lease held or last held by this process.", nil,
 			[]metricsSample{{value: float64(sc.Store.Epoch)}})
+		metricsWriteGauge(w, "svc_engine_replicas", "Replicas of the box holding a lease on the PostgreSQL engine, as of this replica's last renewal.", nil,
+			[]metricsSample{{value: float64(sc.Store.Replicas)}})
 	})
 }
