@@ -239,7 +239,7 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	}
 	rt.agents = newAgentHost(rt)
 	stopTrim := rt.agents.sessions.startResponseTrim(responseRetention, rt.log)
-	rt.closers = append(rt.closers, func(context.Context) error { stopTrim(); return nil })
+	rt.closers = append(rt.closers, func(context.Context) error { stopTrim(); rt.agents.sessions.close(); return nil })
 	// The gate decides whether agents and workflows start.
 	return rt.resolveGate(ctx)
 }

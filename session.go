@@ -16,6 +16,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -38,13 +39,24 @@ var (
 )
 
 // sessionStore keeps durable sessions in PostgreSQL and lets one turn of a
-// session run at a time (in this process).
+// session run at a time: in this process (busy) and across the replicas of
+// a box on one database (a session-level advisory lock held for the turn
+// on a connection of locks, which PostgreSQL releases if the replica dies).
 type sessionStore struct {
 	db *pgxpool.Pool
 
-	mu   sync.Mutex
-	busy map[string]bool // sessionRef.lockKey of the sessions running a turn
+	mu       sync.Mutex
+	busy     map[string]bool // sessionRef.lockKey of the sessions running a turn
+	locks    *pgxpool.Pool   // made on first use: one connection per turn holding its lock
+	locksErr error
 }
+
+// Bounds of the session locks' pool: at most this many durable turns run at
+// once on a replica; one more waits up to sessionLockWait for a connection.
+const (
+	sessionLockMaxConns = 64
+	sessionLockWait     = 5 * time.Second
+)
 
 // newSessionStore returns a store over db.
 func newSessionStore(db *pgxpool.Pool) *sessionStore {
@@ -76,21 +88,77 @@ type agentSession struct {
 	stored   bool // it exists in the database
 }
 
-// acquire marks ref as running a turn; release undoes it. ok is false when
-// a turn of ref is already running.
-func (s *sessionStore) acquire(ref sessionRef) (release func(), ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// acquire marks ref as running a turn, here and for every replica on the
+// database; release undoes it. It fails with errSessionBusy when a turn of
+// ref is already running anywhere.
+func (s *sessionStore) acquire(ctx context.Context, ref sessionRef) (release func(), err error) {
 	k := ref.lockKey()
+	s.mu.Lock()
 	if s.busy[k] {
-		return nil, false
+		s.mu.Unlock()
+		return nil, errSessionBusy
 	}
 	s.busy[k] = true
-	return func() {
+	if s.locks == nil && s.locksErr == nil {
+		cfg := s.db.Config().Copy()
+		cfg.MaxConns = sessionLockMaxConns
+		s.locks, s.locksErr = pgxpool.NewWithConfig(context.Background(), cfg)
+	}
+	locks, lerr := s.locks, s.locksErr
+	s.mu.Unlock()
+	unmark := func() {
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		delete(s.busy, k)
-	}, true
+		s.mu.Unlock()
+	}
+	if lerr != nil {
+		unmark()
+		return nil, fmt.Errorf("%w: %v", errSessionUnavailable, lerr)
+	}
+	actx, cancel := context.WithTimeout(ctx, sessionLockWait)
+	defer cancel()
+	conn, err := locks.Acquire(actx)
+	if err != nil {
+		unmark()
+		return nil, fmt.Errorf("%w (no connection for its lock within %v: %d durable turns run at once here)", errSessionBusy, sessionLockWait, sessionLockMaxConns)
+	}
+	key := sessionLockID(k)
+	var got bool
+	if err := conn.QueryRow(actx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&got); err != nil || !got {
+		conn.Release()
+		unmark()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errSessionUnavailable, err)
+		}
+		return nil, errSessionBusy // another replica runs a turn of it
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.Background(), sessionLockWait)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+			conn.Conn().Close(uctx) // closing the connection releases the lock
+		}
+		conn.Release()
+		unmark()
+	}, nil
+}
+
+// sessionLockID is the advisory lock key of a session: the first 8 bytes of
+// the SHA-256 of its lock key (collisions only make two sessions wait for
+// each other).
+func sessionLockID(k string) int64 {
+	sum := sha256.Sum256([]byte("svc session\x00" + k))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// close releases the locks' pool without waiting for turns still holding
+// a lock (pgxpool's Close waits for them; the process is ending).
+func (s *sessionStore) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.locks != nil {
+		go s.locks.Close()
+	}
 }
 
 // load returns the session ref, empty when it does not exist yet.
@@ -195,9 +263,9 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 			return nil, errSessionUnavailable
 		}
 		ref := newSessionRef(ag.Name, credential, wr.SessionKey)
-		release, ok := h.sessions.acquire(ref)
-		if !ok {
-			return nil, errSessionBusy
+		release, err := h.sessions.acquire(ctx, ref)
+		if err != nil {
+			return nil, err
 		}
 		defer release()
 		from := ref

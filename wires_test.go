@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -500,7 +501,10 @@ func TestWiresSessions(t *testing.T) {
 		t.Fatalf("approval request = %v", r)
 	}
 	// A busy session answers 409.
-	release, _ := env.rt.agents.sessions.acquire(newSessionRef("helper", "a", "s2"))
+	release, err := env.rt.agents.sessions.acquire(context.Background(), newSessionRef("helper", "a", "s2"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if busy := env.post(t, "/openai/v1/chat/completions", session("a", "s2"), wiresOpenAIBody("helper", "x", false)); busy.Status != http.StatusConflict {
 		t.Errorf("busy session = %d %s; want 409", busy.Status, busy.Body)
 	}
@@ -661,4 +665,49 @@ func TestHealthReportsPostgres(t *testing.T) {
 	if strings.Contains(raw, addr) || strings.Contains(raw, "dbuser") {
 		t.Errorf("health shows the database's address or user: %s", raw)
 	}
+}
+
+// TestSessionLockAcrossReplicas: two session stores on one database (two
+// replicas of a box) never run turns of one session at once; a replica that
+// dies mid-turn (its connections gone) leaves the session usable.
+func TestSessionLockAcrossReplicas(t *testing.T) {
+	pool := historyTestDB(t)
+	a, b := newSessionStore(pool), newSessionStore(pool)
+	defer a.close()
+	defer b.close()
+	ctx := context.Background()
+	ref := newSessionRef("helper", "cred", "s1")
+	release, err := a.acquire(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.acquire(ctx, ref); !errors.Is(err, errSessionBusy) {
+		t.Fatalf("a turn on the other replica while one runs = %v; want errSessionBusy", err)
+	}
+	if _, err := a.acquire(ctx, ref); !errors.Is(err, errSessionBusy) {
+		t.Fatalf("a second turn on the same replica = %v; want errSessionBusy", err)
+	}
+	other, err := b.acquire(ctx, newSessionRef("helper", "cred", "s2"))
+	if err != nil {
+		t.Fatalf("another session on the other replica = %v", err)
+	}
+	other()
+	release()
+	release, err = b.acquire(ctx, ref)
+	if err != nil {
+		t.Fatalf("after the first turn ended = %v", err)
+	}
+	// b's process dies mid-turn: the server sees its connection drop.
+	_ = release // never called: the process is gone
+	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the dead replica's lock released", func() bool {
+		r, err := a.acquire(ctx, ref)
+		if err == nil {
+			r()
+		}
+		return err == nil
+	})
 }
