@@ -113,7 +113,7 @@ const (
 
 // Defaults and bounds of a PostgreSQL replica's lease.
 const (
-	engineLeaseDefault      = 10 * time.Second
+	engineLeaseDefault      = 8 * time.Second
 	engineLeaseRenewDefault = 3 * time.Second
 	engineLeaseMin          = time.Second
 	engineLeaseMax          = 10 * time.Minute

@@ -83,12 +83,13 @@ ON CONFLICT (owner) DO UPDATE SET epoch = excluded.epoch, lease_until = excluded
 RETURNING epoch`
 
 // engineStorePGRenewSQL extends this replica's lease while it holds it at
-// its epoch, reports what it applied, and counts the live replicas and
-// the expired ones (to be claimed).
+// its epoch, reports what it applied, counts the live replicas, and says
+// in how many milliseconds the first other replica's lease expires (0 or
+// less: already; a day when there is none), so its runs are claimed then.
 const engineStorePGRenewSQL = `WITH u AS (UPDATE svc_engine.replicas SET lease_until = now() + $3 * interval '1 millisecond', applied = $4
     WHERE owner = $1 AND epoch = $2 RETURNING 1)
 SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM svc_engine.replicas WHERE lease_until > now()),
-    (SELECT count(*) FROM svc_engine.replicas WHERE lease_until <= now())`
+    coalesce(floor(extract(epoch FROM (SELECT min(lease_until) FROM svc_engine.replicas WHERE owner <> $1) - now()) * 1000), 86400000)::bigint`
 
 // engineStorePGOrderSQL makes appends take turns: seqs become visible in
 // the order they were drawn.
@@ -653,13 +654,18 @@ func (l *engineStorePGLog) fail(err error) error {
 	return err
 }
 
-// renewLoop extends the lease every Renew and asks for a claim when it
-// sees another replica's lease expired. A renewal that finds the row gone,
-// or renewals failing for a whole lease, fail the log.
+// renewLoop extends the lease every Renew and asks for a claim when
+// another replica's lease expires: at once when it has, or at the moment it
+// will when that comes before the next renewal (so a dead replica's runs
+// are claimed a lease after its last renewal, not up to a renew interval
+// later). A renewal that finds the row gone, or renewals failing for a
+// whole lease, fail the log.
 func (l *engineStorePGLog) renewLoop() {
 	defer close(l.renewDone)
 	t := time.NewTicker(l.s.renew)
 	defer t.Stop()
+	reap := time.AfterFunc(time.Hour, func() { l.poke(true) })
+	defer reap.Stop()
 	for {
 		select {
 		case <-l.stopBg:
@@ -668,8 +674,8 @@ func (l *engineStorePGLog) renewLoop() {
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), l.s.renew)
-		var held, live, expired int64
-		err := l.s.db.QueryRow(ctx, engineStorePGRenewSQL, l.s.owner, l.epoch, l.s.lease.Milliseconds(), l.delivered.Load()).Scan(&held, &live, &expired)
+		var held, live, expiresMs int64
+		err := l.s.db.QueryRow(ctx, engineStorePGRenewSQL, l.s.owner, l.epoch, l.s.lease.Milliseconds(), l.delivered.Load()).Scan(&held, &live, &expiresMs)
 		cancel()
 		switch {
 		case err == nil && held == 1:
@@ -677,8 +683,10 @@ func (l *engineStorePGLog) renewLoop() {
 			l.s.mu.Lock()
 			l.s.replicas = int(live)
 			l.s.mu.Unlock()
-			if expired > 0 {
+			if next := time.Duration(expiresMs) * time.Millisecond; next <= 0 {
 				l.poke(true)
+			} else if next < l.s.renew {
+				reap.Reset(next + 20*time.Millisecond) // past it by a little: the claim checks it in the database
 			}
 		case err == nil:
 			l.fail(errEngineLeaseLost)

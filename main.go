@@ -55,7 +55,7 @@
 //	SVC_SCHEDULE_CLOCK_OFFSET tests only: a duration added to the schedules' clock (read in runtime.go)
 //	SVC_RESPONSE_RETENTION how long kept Responses-wire responses stay (default 30d; 0 keeps them)
 //	SVC_ENGINE           svc dev's and svc serve's engine store: file (default, the journal on disk) or postgres (schema svc_engine)
-//	SVC_ENGINE_LEASE     a PostgreSQL engine replica's lease (default 10s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s);
+//	SVC_ENGINE_LEASE     a PostgreSQL engine replica's lease (default 8s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s);
 //	                     SVC_ENGINE_POLL how often an idle replica reads the log without a notification (default 1s)
 //	SVC_STORAGE_LOCAL_OK 1: svc serve may run the PostgreSQL engine with the built-in object storage
 //	OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
