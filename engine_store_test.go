@@ -269,7 +269,7 @@ func TestEngineSelection(t *testing.T) {
 		}
 	}
 	if s, err := readEngineSettings(env()); err != nil || s.Kind != engineKindFile || s.Lease != engineLeaseDefault || s.Renew != engineLeaseRenewDefault {
-		t.Errorf("defaults = %+v %v; want the file journal, 10s/3s", s, err)
+		t.Errorf("defaults = %+v %v; want the file journal, 8s/3s", s, err)
 	}
 	if s, err := readEngineSettings(env("SVC_ENGINE", "postgres", "SVC_ENGINE_LEASE", "20s", "SVC_ENGINE_LEASE_RENEW", "5s")); err != nil ||
 		s.Kind != engineKindPostgres || s.Lease != 20*time.Second || s.Renew != 5*time.Second {
