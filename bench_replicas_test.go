@@ -1,0 +1,323 @@
+package main
+
+// Benchmarks of several `svc serve` replicas on one PostgreSQL
+// (SVC_ENGINE=postgres, active/active), over signed HTTP:
+//
+//	go test -run '^$' -bench 'Replicas' -benchtime=1x .
+//
+// They print figures and never fail on timing.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// benchStatsSettle is how long the benchmarks wait before reading
+// pg_stat_database: a backend flushes its counters at most once a second,
+// and an idle one with counters pending only after 10 s.
+const benchStatsSettle = 11 * time.Second
+
+// benchFleet is a client of n replicas of one box: each request goes to the
+// next replica in turn.
+type benchFleet struct {
+	boxes  []*boxProcess
+	secret []byte
+	client *http.Client
+	next   atomic.Uint64
+}
+
+// pick returns the next replica's URL, round-robin.
+func (f *benchFleet) pick() string {
+	return f.boxes[int(f.next.Add(1)-1)%len(f.boxes)].url
+}
+
+// do sends a signed request to base and returns the status and body.
+func (f *benchFleet) do(base, method, path, body string) (int, []byte, error) {
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	testSender.sign(req, []byte(body), f.secret, time.Now())
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// run returns run id as the replica at base shows it.
+func (f *benchFleet) run(base, id string) (runRecord, error) {
+	var got struct{ Run runRecord }
+	code, body, err := f.do(base, "GET", "/api/runs/"+id, "")
+	if err == nil && code != 200 {
+		err = fmt.Errorf("GET run %s = %d %.200s", id, code, body)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &got)
+	}
+	return got.Run, err
+}
+
+// startAndWait starts wf on the next replica with ?wait= and, when the run
+// outlives the wait, long-polls it there until it ends.
+func (f *benchFleet) startAndWait(wf, input string) error {
+	base := f.pick()
+	code, body, err := f.do(base, "POST", "/api/workflows/"+wf+"/start?wait=60s", input)
+	for range 10 {
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(body, []byte(`"status":"completed"`)) {
+			return nil
+		}
+		var rc startReceipt
+		if json.Unmarshal(body, &rc); rc.RunID == "" || code >= 300 {
+			return fmt.Errorf("start %s = %d %.300s", wf, code, body)
+		}
+		code, body, err = f.do(base, "GET", "/api/runs/"+rc.RunID+"?wait=60s", "")
+	}
+	return fmt.Errorf("run of %s did not complete: %.300s", wf, body)
+}
+
+// health returns the engine's store as the replica at base reports it.
+func (f *benchFleet) health(base string) engineStoreHealth {
+	var h struct{ Engine engineStoreHealth }
+	if _, body, err := f.do(base, "GET", "/api/health", ""); err == nil {
+		json.Unmarshal(body, &h)
+	}
+	return h.Engine
+}
+
+// ready waits until every replica holds its lease and sees the others.
+func (f *benchFleet) ready(b *testing.B) {
+	for _, x := range f.boxes {
+		eventually(b, 30*time.Second, "every replica holds its lease and sees the others", func() bool {
+			h := f.health(x.url)
+			return h.Lease == engineLeaseHeld && h.Replicas == len(f.boxes)
+		})
+	}
+}
+
+// pgLoad is a reading of PostgreSQL's counters for one database.
+type pgLoad struct {
+	at     time.Time
+	xacts  int64 // pg_stat_database.xact_commit
+	wal    int64 // pg_current_wal_lsn() in bytes (cluster-wide)
+	tupIns int64 // sum of pg_stat_user_tables.n_tup_ins
+}
+
+// readPGLoad reads the counters through conn.
+func readPGLoad(b *testing.B, conn *pgx.Conn) pgLoad {
+	l := pgLoad{at: time.Now()}
+	err := conn.QueryRow(context.Background(), `SELECT
+  (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
+  pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
+  (SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_stat_user_tables)`).Scan(&l.xacts, &l.wal, &l.tupIns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// pgLoadMeter reports the load a workload put on PostgreSQL, less the load
+// of idle replicas (lease renewals, polls) over the same time.
+type pgLoadMeter struct {
+	b                *testing.B
+	conn             *pgx.Conn
+	idleXacts        float64 // per second
+	idleWAL, idleIns float64
+	last             pgLoad
+}
+
+// newPGLoadMeter measures the idle load of the fleet over one settle time.
+func newPGLoadMeter(b *testing.B, conn *pgx.Conn) *pgLoadMeter {
+	time.Sleep(benchStatsSettle)
+	m := &pgLoadMeter{b: b, conn: conn, last: readPGLoad(b, conn)}
+	time.Sleep(benchStatsSettle)
+	now := readPGLoad(b, conn)
+	s := now.at.Sub(m.last.at).Seconds()
+	m.idleXacts, m.idleWAL, m.idleIns = float64(now.xacts-m.last.xacts)/s, float64(now.wal-m.last.wal)/s, float64(now.tupIns-m.last.tupIns)/s
+	m.last = now
+	b.ReportMetric(m.idleXacts, "idle-xact/s")
+	return m
+}
+
+// report waits for the counters to settle and reports the load since the
+// last reading per unit (runs or steps) under name.
+func (m *pgLoadMeter) report(name, unit string, units float64) {
+	time.Sleep(benchStatsSettle)
+	now := readPGLoad(m.b, m.conn)
+	s := now.at.Sub(m.last.at).Seconds()
+	m.b.ReportMetric((float64(now.xacts-m.last.xacts)-m.idleXacts*s)/units, name+"-xact/"+unit)
+	m.b.ReportMetric((float64(now.wal-m.last.wal)-m.idleWAL*s)/units, name+"-WAL-B/"+unit)
+	m.b.ReportMetric((float64(now.tupIns-m.last.tupIns)-m.idleIns*s)/units, name+"-ins/"+unit)
+	m.last = now
+}
+
+// benchReplicasNapper sleeps durably, long enough to be asleep when its
+// replica is killed.
+const benchReplicasNapper = `
+import { sleep } from "svc";
+export default async function napper(input: { ms: number }) {
+  "use workflow";
+  await sleep(input.ms);
+  return {};
+}`
+
+// startBenchFleet starts n `svc serve` replicas of dir with
+// SVC_ENGINE=postgres on a new database, default lease settings.
+func startBenchFleet(b *testing.B, dir string, n int) (*benchFleet, *pgx.Conn) {
+	dbURL := testPostgresURL(b)
+	secret := strings.Repeat("ab", 32)
+	env := baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+secret, "SVC_MASTER_KEY="+strings.Repeat("cd", 32),
+		"OPENAI_API_KEY=sk-bench", "SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1")
+	f := &benchFleet{secret: []byte(secret), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	for range n {
+		f.boxes = append(f.boxes, startBox(b, dir, b.TempDir(), env))
+	}
+	f.ready(b)
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close(context.Background()) })
+	return f, conn
+}
+
+// BenchmarkReplicas runs W1-W3 (as BenchmarkWorkflows) against 1 and 2
+// `svc serve` replicas on one PostgreSQL, the client going round-robin
+// over the replicas: W1 100 sequential runs of a 3-step workflow, each one
+// POST start?wait=; W2 1000 runs from 32 concurrent clients; W3 one run of
+// 1000 sequential steps. Per run (W3: per step) it reports PostgreSQL's
+// committed transactions, WAL bytes and inserted rows, less the idle
+// fleet's. Then the takeover time: a replica with runs asleep SIGKILLed,
+// the time until another replica owns them (default lease settings).
+func BenchmarkReplicas(b *testing.B) {
+	dir := benchProject(b, 4, 1)
+	writeFile(b, dir, "workflows/napper.workflow.ts", benchReplicasNapper)
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			f, conn := startBenchFleet(b, dir, n)
+			m := newPGLoadMeter(b, conn)
+			for range b.N {
+				benchFleetW1W3(b, f, m)
+			}
+		})
+	}
+	b.Run("takeover", func(b *testing.B) { benchTakeover(b, dir) })
+}
+
+// benchFleetW1W3 runs W1-W3 against f and reports them.
+func benchFleetW1W3(b *testing.B, f *benchFleet, m *pgLoadMeter) {
+	var lat []time.Duration
+	for range 100 {
+		t0 := time.Now()
+		if err := f.startAndWait("w00", `{"n":1}`); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
+	b.ReportMetric(percentile(lat, 50), "W1-p50-ms")
+	b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
+	m.report("W1", "run", 100)
+
+	work := make(chan struct{}, 1000)
+	for range 1000 {
+		work <- struct{}{}
+	}
+	close(work)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	t0 := time.Now()
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				if err := f.startAndWait("w00", `{"n":2}`); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(1000/time.Since(t0).Seconds(), "W2-runs/s")
+	m.report("W2", "run", 1000)
+
+	t0 = time.Now()
+	if err := f.startAndWait("long", `{"steps":1000}`); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(time.Since(t0).Microseconds())/1000/1000, "W3-ms/step")
+	m.report("W3", "step", 1000)
+}
+
+// benchTakeoverSamples is how many kills the takeover benchmark times.
+const benchTakeoverSamples = 10
+
+// benchTakeover times takeovers on two replicas with the default lease:
+// replica 0 starts runs that go to sleep, is SIGKILLed, and replica 1 is
+// polled until it shows another owner for them; replica 0 is then started
+// afresh for the next sample.
+func benchTakeover(b *testing.B, dir string) {
+	f, _ := startBenchFleet(b, dir, 2)
+	var took []time.Duration
+	for range benchTakeoverSamples * b.N {
+		victim, other := f.boxes[0], f.boxes[1].url
+		owner := f.health(victim.url).Owner
+		var ids []string
+		for range 3 {
+			code, body, err := f.do(victim.url, "POST", "/api/workflows/napper/start", `{"ms":30000}`)
+			var rc startReceipt
+			if json.Unmarshal(body, &rc); err != nil || code != 202 || rc.RunID == "" {
+				b.Fatalf("start napper = %d %s %v", code, body, err)
+			}
+			ids = append(ids, rc.RunID)
+		}
+		for _, id := range ids {
+			eventually(b, 30*time.Second, "the napper asleep on its replica", func() bool {
+				r, err := f.run(other, id)
+				return err == nil && r.Status == runWaiting && r.Owner == owner
+			})
+		}
+		killed := time.Now()
+		victim.cmd.Process.Signal(syscall.SIGKILL)
+		<-victim.exited
+		for _, id := range ids {
+			eventually(b, 60*time.Second, "the runs of the killed replica claimed", func() bool {
+				r, err := f.run(other, id)
+				return err == nil && r.Owner != "" && r.Owner != owner
+			})
+		}
+		took = append(took, time.Since(killed))
+		f.boxes[0] = startBox(b, dir, b.TempDir(), victim.cmd.Env)
+		f.ready(b)
+	}
+	sort.Slice(took, func(i, k int) bool { return took[i] < took[k] })
+	b.ReportMetric(percentile(took, 50), "takeover-p50-ms")
+	b.ReportMetric(percentile(took, 99), "takeover-p99-ms")
+	b.ReportMetric(percentile(took, 100), "takeover-max-ms")
+	b.Logf("takeovers after SIGKILL: %v", took)
+}
