@@ -335,3 +335,86 @@ func TestEnginePostgresDev(t *testing.T) {
 		t.Errorf("journal segments on disk with the PostgreSQL engine: %v", segs)
 	}
 }
+
+// deployWorkflow is a workflow whose output names its code's version.
+func deployWorkflow(version string) string {
+	return `
+import { sleep, createHook } from "svc";
+async function hit(key: string, token: string) { "use step"; const r = await fetch(process.env.COUNTER + "?k=" + key + "&token=" + token); return (await r.json()).n; }
+export default async function deploy(input: { id: string, ms: number, hook: boolean }) {
+  "use workflow";
+  let token = "";
+  let hook: any = null;
+  if (input.hook) { hook = createHook(); token = hook.token; }
+  await hit(input.id + "-before", token);
+  if (hook) await hook; else await sleep(input.ms);
+  await hit(input.id + "-after-` + version + `", "");
+  return { id: input.id, version: "` + version + `" };
+}`
+}
+
+// TestEngineRollingDeploy restarts two replicas one by one onto a new
+// version of the project (each replica its own project directory, as each
+// image carries its code) while runs of the old version sleep or wait on a
+// hook: every run finishes on the code it started with, on whichever
+// replica holds it, and new runs take the new code.
+func TestEngineRollingDeploy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four svc serve processes")
+	}
+	counter := newStepCounter(t)
+	dirs := map[string]string{}
+	for _, v := range []string{"v1", "v2"} {
+		dirs[v] = projectDir(t)
+		writeFile(t, dirs[v], "workflows/deploy.workflow.ts", deployWorkflow(v))
+		writeFile(t, dirs[v], ".env", "COUNTER="+counter.URL+"\n")
+	}
+	dbURL := testPostgresURL(t)
+	secret := strings.Repeat("ab", 32)
+	env := baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+secret, "SVC_MASTER_KEY="+strings.Repeat("cd", 32), "OPENAI_API_KEY=sk-test",
+		"SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1", "SVC_ENGINE_LEASE=3s", "SVC_ENGINE_LEASE_RENEW=1s")
+	start := func(v string) *pgBox { return &pgBox{startBox(t, dirs[v], t.TempDir(), env), []byte(secret)} }
+	stop := func(b *pgBox) {
+		b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.exited:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a replica did not stop within 30s of SIGTERM")
+		}
+	}
+	a, b := start("v1"), start("v1")
+	old := []string{
+		a.start(t, "deploy", `{"id":"a-nap","ms":8000}`).RunID,
+		b.start(t, "deploy", `{"id":"b-nap","ms":8000}`).RunID,
+		a.start(t, "deploy", `{"id":"a-hook","hook":true}`).RunID,
+	}
+	token := <-counter.tokens
+	eventually(t, 20*time.Second, "the old runs asleep or waiting", func() bool {
+		return counter.count("a-nap-before") == 1 && counter.count("b-nap-before") == 1 && counter.count("a-hook-before") == 1
+	})
+	// The rolling deploy: a onto v2, then b.
+	stop(a)
+	a = start("v2")
+	stop(b)
+	b = start("v2")
+	eventually(t, 20*time.Second, "the hook resumed on a new replica", func() bool {
+		code := a.do(t, "POST", "/api/hooks/"+token, `{"ok":true}`, nil)
+		return code == 200 || code == 202
+	})
+	for _, id := range old {
+		if r := b.await(t, id); r.Status != runCompleted || !strings.Contains(string(r.Output), `"version":"v1"`) {
+			t.Errorf("old run %s after the deploy = %s %s; want completed on v1", id, r.Status, r.Output)
+		}
+	}
+	for _, k := range []string{"a-nap-after-v1", "b-nap-after-v1", "a-hook-after-v1"} {
+		if n := counter.count(k); n != 1 {
+			t.Errorf("step %s ran %d times; want once", k, n)
+		}
+	}
+	for _, x := range []*pgBox{a, b} {
+		id := x.start(t, "deploy", `{"id":"new","ms":10}`).RunID
+		if r := x.await(t, id); r.Status != runCompleted || !strings.Contains(string(r.Output), `"version":"v2"`) {
+			t.Errorf("new run after the deploy = %s %s; want v2", r.Status, r.Output)
+		}
+	}
+}
