@@ -26,7 +26,17 @@ func (e *engine) schedule(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.st.Runs[id]
-	if r == nil || terminal(r.Status) || e.closed || e.failed != nil || !e.owns(r) || r.settling || !e.j.fresh() {
+	if r == nil || terminal(r.Status) || e.closed || e.failed != nil || !e.owns(r) || r.settling {
+		return
+	}
+	if !e.j.fresh() {
+		// A shared log's lease is not surely held (a renewal is late, or
+		// this process stalled): start nothing now, look again shortly. A
+		// lease really lost fails the log, and recovery resumes every run.
+		if t := e.timers[id]; t != nil {
+			t.Stop()
+		}
+		e.timers[id] = time.AfterFunc(engineStaleRetry, func() { e.schedule(id) })
 		return
 	}
 	if r.executing {
@@ -55,6 +65,10 @@ func (e *engine) schedule(id string) {
 		}
 	}()
 }
+
+// engineStaleRetry is how soon a run skipped for a lease not surely held is
+// looked at again.
+const engineStaleRetry = 250 * time.Millisecond
 
 // execution is one pass of a run through its workflow function in a fresh
 // VM: calls already in the journal are answered from it (replay), new ones

@@ -120,7 +120,10 @@ func (s *sessionStore) acquire(ctx context.Context, ref sessionRef) (release fun
 	conn, err := locks.Acquire(actx)
 	if err != nil {
 		unmark()
-		return nil, fmt.Errorf("%w (no connection for its lock within %v: %d durable turns run at once here)", errSessionBusy, sessionLockWait, sessionLockMaxConns)
+		if locks.Stat().AcquiredConns() >= sessionLockMaxConns {
+			return nil, fmt.Errorf("%w (no connection for its lock within %v: %d durable turns run at once here)", errSessionBusy, sessionLockWait, sessionLockMaxConns)
+		}
+		return nil, fmt.Errorf("%w: %v", errSessionUnavailable, err)
 	}
 	key := sessionLockID(k)
 	var got bool
@@ -263,9 +266,9 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 			return nil, errSessionUnavailable
 		}
 		ref := newSessionRef(ag.Name, credential, wr.SessionKey)
-		release, err := h.sessions.acquire(ctx, ref)
-		if err != nil {
-			return nil, err
+		release, aerr := h.sessions.acquire(ctx, ref)
+		if aerr != nil {
+			return nil, aerr
 		}
 		defer release()
 		from := ref
