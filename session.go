@@ -113,7 +113,7 @@ func (s *sessionStore) acquire(ctx context.Context, ref sessionRef) (release fun
 	}
 	if lerr != nil {
 		unmark()
-		return nil, fmt.Errorf("%w: %v", errSessionUnavailable, lerr)
+		return nil, lerr // the driver's: wireErrorFor tells an unreachable database, and shows no detail
 	}
 	actx, cancel := context.WithTimeout(ctx, sessionLockWait)
 	defer cancel()
@@ -123,7 +123,7 @@ func (s *sessionStore) acquire(ctx context.Context, ref sessionRef) (release fun
 		if locks.Stat().AcquiredConns() >= sessionLockMaxConns {
 			return nil, fmt.Errorf("%w (no connection for its lock within %v: %d durable turns run at once here)", errSessionBusy, sessionLockWait, sessionLockMaxConns)
 		}
-		return nil, fmt.Errorf("%w: %v", errSessionUnavailable, err)
+		return nil, err // the driver's, as above
 	}
 	key := sessionLockID(k)
 	var got bool
@@ -131,7 +131,7 @@ func (s *sessionStore) acquire(ctx context.Context, ref sessionRef) (release fun
 		conn.Release()
 		unmark()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errSessionUnavailable, err)
+			return nil, err // the driver's, as above
 		}
 		return nil, errSessionBusy // another replica runs a turn of it
 	}
