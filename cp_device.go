@@ -58,11 +58,16 @@ const (
 	cpSignInKeys  = 100_000
 )
 
-// limitSignIn runs h unless r's source has spent its sign-in requests
-// (429 with Retry-After).
+// limitSignIn runs h unless r's source has spent its sign-in requests, in
+// this process or across the replicas (cp_limits.go): 429 with Retry-After.
 func (s *cpServer) limitSignIn(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.signInLimit.allow(rateLimitSource(r)); !ok {
+		src := rateLimitSource(r)
+		ok, wait := s.signInLimit.allow(src)
+		if ok && s.signInShared != nil {
+			ok, wait = s.signInShared.allow(r.Context(), src)
+		}
+		if !ok {
 			rateLimitRefuse(w, wait, "too many sign-in requests from your address")
 			return
 		}

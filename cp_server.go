@@ -75,6 +75,8 @@ type cpServer struct {
 	// signInLimit bounds the unauthenticated sign-in requests of each
 	// source (limitSignIn, cp_device.go).
 	signInLimit *rateLimiter
+	// signInShared is the same limit across the replicas on the database.
+	signInShared *cpSharedLimit
 	// tunnelDomain is the relay's --domain (SVC_TUNNEL_DOMAIN): the console
 	// at a deeplink talks only to https://<sub>.tun.<tunnelDomain>; "" turns
 	// that console off (cp_console.go).
@@ -92,7 +94,7 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 	}
 	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport(nil),
 		signer: newSignSender(cpSignLanes), limit: newRateLimiter(cpProxyRate, cpProxyBurst, cpProxyMaxKeys),
-		signInLimit: newRateLimiter(cpSignInRate, cpSignInBurst, cpSignInKeys)}
+		signInLimit: newRateLimiter(cpSignInRate, cpSignInBurst, cpSignInKeys), signInShared: &cpSharedLimit{store: store, rate: cpSignInRate, burst: cpSignInBurst}}
 	for _, r := range s.routes() {
 		if r.access == 0 {
 			return nil, fmt.Errorf("new control plane server: route %s %s has no access rule", r.method, r.path)
