@@ -499,6 +499,9 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey, Fire: scheduleMicros(&req.Fire)}
 	if req.IdemKey != "" {
 		ev.IdemHash = idemInputHash(req.Input)
+		if e.self != "" {
+			ev.IdemTTL = e.idemRetention().Milliseconds()
+		}
 	}
 	var rc startReceipt
 	for tries := 0; ; tries++ {

@@ -27,6 +27,11 @@ func (e *engine) owns(r *runRecord) bool { return r.Owner == e.self }
 // voidLocked reports whether the state no longer admits ev (see apply).
 // mu must be held.
 func (e *engine) voidLocked(ev *journalEvent, at time.Time) bool {
+	if e.self == "" {
+		// The file journal holds only what one process decided under mu:
+		// its replay applies every record, whatever the settings now.
+		return false
+	}
 	if runScoped(ev.Type) {
 		if r := e.st.Runs[ev.Run]; r == nil || terminal(r.Status) {
 			return true
@@ -34,7 +39,9 @@ func (e *engine) voidLocked(ev *journalEvent, at time.Time) bool {
 	}
 	switch ev.Type {
 	case evStart, evQueue:
-		if k := e.st.Idem[ev.Idem]; ev.Idem != "" && k != nil && at.Sub(k.At) <= e.idemRetention() {
+		// The retention the writer decided under is in the event, so a
+		// replay under another SVC_IDEMPOTENCY_RETENTION decides alike.
+		if k := e.st.Idem[ev.Idem]; ev.Idem != "" && k != nil && at.Sub(k.At) <= time.Duration(ev.IdemTTL)*time.Millisecond {
 			return true // a twin on another replica took the key first
 		}
 		if ev.Type == evQueue || !ev.Serial {

@@ -67,6 +67,7 @@ type journalEvent struct {
 	By        string          `json:"by,omitempty"`    // evStart: the replica that executes the run; evClaim: the new owner ("": released)
 	From      string          `json:"fr,omitempty"`    // evClaim: the former owner
 	ID        string          `json:"id,omitempty"`    // evResume: names the resume, so its sender learns whether it won
+	IdemTTL   int64           `json:"it,omitempty"`    // evStart, evQueue on a shared log: the key retention (ms) the writer decided under
 	Fire      int64           `json:"sf,omitempty"`    // evStart, evQueue, evSchedule: a schedule's fire, unix µs (schedule_engine.go)
 	// TraceParent (evStart, evQueue) is the W3C span the run's span is the child of.
 	TraceParent string `json:"tp,omitempty"`
