@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -238,31 +237,8 @@ func benchFleetW1W3(b *testing.B, f *benchFleet, m *pgLoadMeter) {
 	b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
 	m.report("W1", "run", 100)
 
-	work := make(chan struct{}, 1000)
-	for range 1000 {
-		work <- struct{}{}
-	}
-	close(work)
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
 	t0 := time.Now()
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				if err := f.startAndWait("w00", `{"n":2}`); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
+	benchW2(b, f.startAndWait)
 	b.ReportMetric(1000/time.Since(t0).Seconds(), "W2-runs/s")
 	m.report("W2", "run", 1000)
 

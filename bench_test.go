@@ -190,31 +190,8 @@ func benchWorkflows(b *testing.B, env ...string) {
 		b.ReportMetric(percentile(lat, 50), "W1-sync-p50-ms")
 		b.ReportMetric(percentile(lat, 99), "W1-sync-p99-ms")
 		// W2
-		var wg sync.WaitGroup
-		work := make(chan struct{}, 1000)
-		for range 1000 {
-			work <- struct{}{}
-		}
-		close(work)
 		t0 := time.Now()
-		errs := make(chan error, 32)
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range work {
-					if err := startAndWait("w00", `{"n":2}`); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
+		benchW2(b, startAndWait)
 		el := time.Since(t0).Seconds()
 		b.ReportMetric(1000/el, "W2-runs/s")
 		b.ReportMetric(3000/el, "W2-steps/s")
@@ -240,51 +217,66 @@ func BenchmarkEngineInProcessPostgres(b *testing.B) {
 	benchW1W3(b, benchEngineOn(b, 0, newEngineStorePG(pool, engineSettings{Lease: engineLeaseDefault, Renew: engineLeaseRenewDefault}, discardLogger())))
 }
 
+// benchW2 runs W2 through startAndWait: 1000 runs of w00 from 32
+// concurrent clients; the caller times it.
+func benchW2(b *testing.B, startAndWait func(wf, input string) error) {
+	work := make(chan struct{}, 1000)
+	for range 1000 {
+		work <- struct{}{}
+	}
+	close(work)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				if err := startAndWait("w00", `{"n":2}`); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
+
 // benchW1W3 runs W1-W3 against e and reports them.
 func benchW1W3(b *testing.B, e *engine) {
 	defer debug.SetGCPercent(debug.SetGCPercent(devGCPercent)) // as svc dev runs
-	startAndWait := func(wf, input string) {
+	startAndWait := func(wf, input string) error {
 		rc, err := e.start(startRequest{Workflow: wf, Input: json.RawMessage(input), Trigger: triggerHTTP})
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := e.wait(ctx, rc.RunID); err != nil {
-			b.Fatal(err)
-		}
+		return e.wait(ctx, rc.RunID)
 	}
 	for range b.N {
 		var lat []time.Duration
 		for range 100 {
 			t0 := time.Now()
-			startAndWait("w00", `{"n":1}`)
+			if err := startAndWait("w00", `{"n":1}`); err != nil {
+				b.Fatal(err)
+			}
 			lat = append(lat, time.Since(t0))
 		}
 		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
 		b.ReportMetric(percentile(lat, 50), "W1-p50-ms")
 		b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
-		work := make(chan struct{}, 1000)
-		for range 1000 {
-			work <- struct{}{}
-		}
-		close(work)
-		var wg sync.WaitGroup
 		t0 := time.Now()
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range work {
-					startAndWait("w00", `{"n":2}`)
-				}
-			}()
-		}
-		wg.Wait()
-		el := time.Since(t0).Seconds()
-		b.ReportMetric(1000/el, "W2-runs/s")
+		benchW2(b, startAndWait)
+		b.ReportMetric(1000/time.Since(t0).Seconds(), "W2-runs/s")
 		t0 = time.Now()
-		startAndWait("long", `{"steps":1000}`)
+		if err := startAndWait("long", `{"steps":1000}`); err != nil {
+			b.Fatal(err)
+		}
 		b.ReportMetric(float64(time.Since(t0).Microseconds())/1000/1000, "W3-ms/step")
 	}
 }
