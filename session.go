@@ -39,11 +39,13 @@ var (
 )
 
 // sessionStore keeps durable sessions in PostgreSQL and lets one turn of a
-// session run at a time: in this process (busy) and across the replicas of
-// a box on one database (a session-level advisory lock held for the turn
-// on a connection of locks, which PostgreSQL releases if the replica dies).
+// session run at a time: in this process (busy) and, when replicas share
+// the engine (replicas), across them (a session-level advisory lock held
+// for the turn on a connection of locks, which PostgreSQL releases if the
+// replica dies).
 type sessionStore struct {
-	db *pgxpool.Pool
+	db       *pgxpool.Pool
+	replicas bool
 
 	mu       sync.Mutex
 	busy     map[string]bool // sessionRef.lockKey of the sessions running a turn
@@ -58,9 +60,10 @@ const (
 	sessionLockWait     = 5 * time.Second
 )
 
-// newSessionStore returns a store over db.
-func newSessionStore(db *pgxpool.Pool) *sessionStore {
-	return &sessionStore{db: db, busy: map[string]bool{}}
+// newSessionStore returns a store over db; replicas says whether other
+// processes may run turns on the same database (the PostgreSQL engine).
+func newSessionStore(db *pgxpool.Pool, replicas bool) *sessionStore {
+	return &sessionStore{db: db, replicas: replicas, busy: map[string]bool{}}
 }
 
 // sessionRef names a durable session: agent, credential and key.
@@ -99,6 +102,15 @@ func (s *sessionStore) acquire(ctx context.Context, ref sessionRef) (release fun
 		return nil, errSessionBusy
 	}
 	s.busy[k] = true
+	unmark := func() {
+		s.mu.Lock()
+		delete(s.busy, k)
+		s.mu.Unlock()
+	}
+	if !s.replicas { // one process runs every turn: busy is the whole lock
+		s.mu.Unlock()
+		return unmark, nil
+	}
 	if s.locks == nil && s.locksErr == nil {
 		cfg := s.db.Config().Copy()
 		cfg.MaxConns = sessionLockMaxConns
@@ -106,11 +118,6 @@ func (s *sessionStore) acquire(ctx context.Context, ref sessionRef) (release fun
 	}
 	locks, lerr := s.locks, s.locksErr
 	s.mu.Unlock()
-	unmark := func() {
-		s.mu.Lock()
-		delete(s.busy, k)
-		s.mu.Unlock()
-	}
 	if lerr != nil {
 		unmark()
 		return nil, lerr // the driver's: wireErrorFor tells an unreachable database, and shows no detail

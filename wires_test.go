@@ -51,7 +51,7 @@ func newWiresEnv(t *testing.T, dbURL string) *wiresEnv {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		rt.agents.sessions = newSessionStore(pool)
+		rt.agents.sessions = newSessionStore(pool, false)
 	}
 	env.url = wiresServe(t, rt)
 	return env
@@ -672,7 +672,7 @@ func TestHealthReportsPostgres(t *testing.T) {
 // dies mid-turn (its connections gone) leaves the session usable.
 func TestSessionLockAcrossReplicas(t *testing.T) {
 	pool := historyTestDB(t)
-	a, b := newSessionStore(pool), newSessionStore(pool)
+	a, b := newSessionStore(pool, true), newSessionStore(pool, true)
 	defer a.close()
 	defer b.close()
 	ctx := context.Background()
