@@ -145,7 +145,7 @@ func newAgentHost(rt *runtimeCore) *agentHost {
 		env:      rt.vmEnv,
 		platform: rt.platform,
 		models:   func(p *modelProvider) modelClient { return newModelClient(p, hc) },
-		sessions: newSessionStore(rt.db, rt.engine.self != ""),
+		sessions: newSessionStore(rt.db, rt.engine != nil && rt.engine.self != ""),
 		record:   rt.engine.recordTurn,
 		tracer:   rt.tracer,
 	}
