@@ -91,6 +91,16 @@ const engineStorePGRenewSQL = `WITH u AS (UPDATE svc_engine.replicas SET lease_u
 SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM svc_engine.replicas WHERE lease_until > now()),
     coalesce(floor(extract(epoch FROM (SELECT min(lease_until) FROM svc_engine.replicas WHERE owner <> $1) - now()) * 1000), 86400000)::bigint`
 
+// engineStorePGTxSQL opens every transaction of the store that takes a
+// lock: synchronous_commit as its batch needs ($1), and an
+// idle_in_transaction_session_timeout ($2, ms) after which PostgreSQL ends
+// the session. A replica stalled inside a transaction (SIGSTOP, a paused
+// VM, a partition that leaves its socket open) would otherwise hold the
+// append lock every replica takes turns on, and the fleet's appends with
+// it, until it woke; a healthy replica is never idle in one for more than
+// a round trip.
+const engineStorePGTxSQL = `SELECT set_config('synchronous_commit', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`
+
 // engineStorePGOrderSQL makes appends take turns: seqs become visible in
 // the order they were drawn.
 const engineStorePGOrderSQL = `SELECT pg_advisory_xact_lock(hashtext('svc_engine append'))`
@@ -187,6 +197,20 @@ func (s *engineStorePG) setState(state string, epoch int64) {
 func (s *engineStorePG) fault(what string, err error) error {
 	s.log.Warn("PostgreSQL engine: "+what, "err", err)
 	return fmt.Errorf("%s: PostgreSQL did not answer or refused (the log has the cause)", what)
+}
+
+// beginTx sets up a transaction of the store (engineStorePGTxSQL), with
+// synchronous_commit commitMode.
+func (s *engineStorePG) beginTx(ctx context.Context, tx pgx.Tx, commitMode string) error {
+	_, err := tx.Exec(ctx, engineStorePGTxSQL, commitMode, fmt.Sprint(s.idleInTx().Milliseconds()))
+	return err
+}
+
+// idleInTx is how long a transaction of the store may sit idle before
+// PostgreSQL ends its session: a quarter of the lease, within [500ms, 2s],
+// so a stalled replica holds up the others' appends for at most that.
+func (s *engineStorePG) idleInTx() time.Duration {
+	return min(max(s.lease/4, 500*time.Millisecond), 2*time.Second)
 }
 
 // ensureSchema creates svc_engine once per process.
@@ -513,7 +537,7 @@ func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error
 	var upto int64
 	lost := false
 	err := pgx.BeginFunc(ctx, l.s.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('synchronous_commit', $1, true)`, commitMode); err != nil {
+		if err := l.s.beginTx(ctx, tx, commitMode); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, engineStorePGOrderSQL); err != nil {
@@ -562,6 +586,12 @@ func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error
 	})
 	if lost {
 		return errEngineLeaseLost
+	}
+	if err != nil && time.Now().After(*l.deadline.Load()) {
+		// The lease ran out while the transaction was open (this process
+		// stalled in it, and PostgreSQL ended the session): whatever the
+		// error, another replica may hold our runs now.
+		return fmt.Errorf("%w (%v)", errEngineLeaseLost, l.s.fault("append to svc_engine.events", err))
 	}
 	if err != nil {
 		return l.s.fault("append to svc_engine.events", err)
@@ -759,6 +789,9 @@ func (c *engineStorePGCompaction) Finish(snap []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGReplayTimeout)
 	defer cancel()
 	err := pgx.BeginFunc(ctx, l.s.db, func(tx pgx.Tx) error {
+		if err := l.s.beginTx(ctx, tx, "on"); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO svc_engine.snapshot (id, upto, data) VALUES (1, $1, $2)
 ON CONFLICT (id) DO UPDATE SET upto = excluded.upto, data = excluded.data WHERE svc_engine.snapshot.upto < excluded.upto`, c.upto, snap); err != nil {
 			return err

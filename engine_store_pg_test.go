@@ -253,6 +253,7 @@ func TestEngineReplicas(t *testing.T) {
 	stall := b.start(t, "napper", `{"id":"stall","ms":1000}`)
 	eventually(t, 20*time.Second, "the napper asleep on b", func() bool { return counter.count("stall-before") == 1 })
 	_, bHealth := b.engineHealth(t)
+	t.Cleanup(func() { b.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop, should the test end here
 	b.cmd.Process.Signal(syscall.SIGSTOP)
 	if r := c.await(t, stall.RunID); r.Status != runCompleted || r.Owner != ownerOf(c) {
 		t.Fatalf("the stalled replica's run on c = %s owner %q", r.Status, r.Owner)

@@ -243,6 +243,50 @@ func TestEngineStorePGFencing(t *testing.T) {
 	}
 }
 
+// TestEngineStorePGStalledInTx: a replica stalled inside its append
+// transaction (here a session that set up its transaction as the store does,
+// took the append lock, and then sent nothing) does not hold up the others'
+// appends: PostgreSQL ends its session after idleInTx, the lock goes with
+// it, and nothing it began lands.
+func TestEngineStorePGStalledInTx(t *testing.T) {
+	pool := historyTestDB(t)
+	nop := func([]byte) error { return nil }
+	s := newEngineStorePG(pool, engineTestLease, discardLogger())
+	l, err := s.open(engineLogHooks{onFail: func(error) {}, onSnapshot: nop, onRecord: nop, claim: claimRecord, deliver: func([][]byte, int64) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	ctx := context.Background()
+	stalled, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Rollback(ctx)
+	if err := s.beginTx(ctx, stalled, "on"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stalled.Exec(ctx, engineStorePGOrderSQL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stalled.Exec(ctx, `INSERT INTO svc_engine.events (data) VALUES ('{"t":"probe","n":0}')`); err != nil {
+		t.Fatal(err)
+	}
+	// The append waits for the lock (its own timeout is engineStorePGWriteTimeout,
+	// well past idleInTx), then commits.
+	if err := l.append([]byte(`{"t":"probe","n":1}`), true).Wait(); err != nil {
+		t.Fatalf("append while another session stalls holding the append lock = %v; want it to commit once PostgreSQL ends that session", err)
+	}
+	if _, err := stalled.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("the stalled session still works; want it ended by idle_in_transaction_session_timeout")
+	}
+	var n int
+	pool.QueryRow(ctx, `SELECT count(*) FROM svc_engine.events WHERE convert_from(data, 'UTF8') LIKE '%"n":0%'`).Scan(&n)
+	if n != 0 {
+		t.Error("the stalled session's insert landed")
+	}
+}
+
 // historyPool is the database of te's run history: its store's on
 // PostgreSQL, else a fresh one.
 func (te *testEngine) historyPool(t *testing.T) *pgxpool.Pool {
