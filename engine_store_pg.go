@@ -22,7 +22,8 @@ package main
 // a smaller one. In the same transaction the appender reads the events
 // others committed since its last delivery, and delivers them, then its
 // own, to the engine. Idle replicas learn of new events by LISTEN/NOTIFY
-// (channel svc_engine) and a jittered poll about every second.
+// (channel svc_engine, the payload naming the writer, which skips its own)
+// and a jittered poll about every second.
 //
 // Leases, fenced. A replica's row is its lease: it renews lease_until every
 // Renew in one statement. Every append locks the writer's row FOR SHARE
@@ -59,6 +60,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -581,7 +583,9 @@ func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, engineStorePGChannel)
+		// The payload names the writer, whose listener skips it: the
+		// writer delivers its own events when this commits.
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, engineStorePGChannel, l.s.owner)
 		return err
 	})
 	if lost {
@@ -741,7 +745,8 @@ func (l *engineStorePGLog) listen() {
 		if err == nil {
 			_, err = conn.Exec(ctx, "LISTEN "+engineStorePGChannel)
 			for err == nil {
-				if _, err = conn.WaitForNotification(ctx); err == nil {
+				var n *pgconn.Notification
+				if n, err = conn.WaitForNotification(ctx); err == nil && n.Payload != l.s.owner {
 					l.poke(false)
 				}
 			}

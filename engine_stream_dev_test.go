@@ -109,6 +109,29 @@ func expectEvents(t *testing.T, what string, got, want []string) {
 	}
 }
 
+// mcpStreamResult is read_run_stream's structured result.
+type mcpStreamResult struct {
+	Entries []streamEvent
+	Next    int
+	Ended   bool
+	Status  string
+}
+
+// mcpStreamPage decodes a tools/call answer of read_run_stream.
+func mcpStreamPage(t *testing.T, body string) mcpStreamResult {
+	t.Helper()
+	var rpc struct {
+		Result struct {
+			IsError           bool
+			StructuredContent mcpStreamResult
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &rpc); err != nil || rpc.Result.IsError {
+		t.Fatalf("read_run_stream = %s", body)
+	}
+	return rpc.Result.StructuredContent
+}
+
 // expectEnd fails unless the stream closes with no further event.
 func expectEnd(t *testing.T, ch <-chan sseEvent) {
 	t.Helper()
@@ -207,10 +230,18 @@ func testRunStreamDev(t *testing.T, store string) {
 	var tok struct{ Hook string }
 	json.Unmarshal([]byte(strings.Fields(got[2])[3]), &tok)
 	expectEvents(t, "live before the hook", got, []string{"1 chunk 1.1 one", "2 chunk 1.1 two", fmt.Sprintf(`3 chunk 3.1 {"hook":"%s"}`, tok.Hook)})
+	// Over MCP: read_run_stream waits for the next entry.
+	mcpNext := make(chan string, 1)
+	go func() {
+		mcpNext <- mcpCallTool(t, d.url("/mcp"), "read_run_stream", `{"runId":"`+id+`","after":3,"waitSeconds":20}`)
+	}()
 	if code := httpJSON(t, "POST", d.url("/api/hooks/"+tok.Hook), map[string]any{}, nil); code != http.StatusOK && code != http.StatusAccepted {
 		t.Fatalf("resume the hook = %d", code)
 	}
 	expectEvents(t, "live after the hook", nextEvents(t, live, 2), []string{"4 chunk 4.1 three", "end completed"})
+	if page := mcpStreamPage(t, <-mcpNext); len(page.Entries) != 1 || page.Entries[0].Index != 4 || page.Entries[0].Text == nil || *page.Entries[0].Text != "three\n" || page.Next != 4 {
+		t.Errorf("MCP read_run_stream after 3, waiting = %+v; want entry 4, three", page)
+	}
 	expectEnd(t, live)
 	// Resumed: from Last-Event-ID, once the run has ended.
 	again := openSSE(t, d.url("/api/runs/"+id+"/stream"), "2")
@@ -275,6 +306,16 @@ func testRunStreamDev(t *testing.T, store string) {
 	expectEvents(t, "the whole stream", nextEvents(t, whole, 7), []string{
 		"1 chunk 1.1 a superseded", `2 chunk 1.1 {"b":2} superseded`, "3 superseded 1.1",
 		"4 chunk 1.2 a", `5 chunk 1.2 {"b":2}`, "6 chunk 1.2 c ok", "end completed"})
+	// Over MCP, a page at a time: the interrupted attempt's chunks marked.
+	first2 := mcpStreamPage(t, mcpCallTool(t, d.url("/mcp"), "read_run_stream", `{"runId":"`+id+`","limit":2}`))
+	rest := mcpStreamPage(t, mcpCallTool(t, d.url("/mcp"), "read_run_stream", fmt.Sprintf(`{"runId":"%s","after":%d}`, id, first2.Next)))
+	if len(first2.Entries) != 2 || !first2.Entries[0].Superseded || !first2.Entries[1].Superseded || first2.Ended || first2.Next != 2 ||
+		len(rest.Entries) != 4 || rest.Entries[0].Kind != streamSuperseded || rest.Entries[1].Superseded || !rest.Ended || rest.Next != 6 || rest.Status != runCompleted {
+		t.Errorf("MCP read_run_stream of the crashed run = %+v then %+v; want 2 superseded chunks, then the marker, 3 chunks and the end", first2, rest)
+	}
+	if got := mcpCallTool(t, d.url("/mcp"), "read_run_stream", `{"runId":"no-such-run"}`); !strings.Contains(got, "run_not_found") || !strings.Contains(got, `"isError":true`) {
+		t.Errorf("MCP read_run_stream of an unknown run = %s; want a run_not_found tool error", got)
+	}
 	select {
 	case err := <-readerDone:
 		if want := "a\n{\"b\":2}\na\n{\"b\":2}\nc ok\n"; err != nil || rout.String() != want || !strings.Contains(rerr.String(), "superseded") {

@@ -8,6 +8,7 @@ package main
 // an isError result saying what to do, never a protocol error.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -152,6 +153,11 @@ func mcpToolDefs() []*mcpTool {
 			description: "Returns a run with its status, output or error, and its step timeline (hooks carry their token). waitSeconds (at most 25) waits for the run to end first.",
 			input:       `{"type": "object", "properties": {"runId": ` + runID + `, "waitSeconds": {"type": "number", "minimum": 0, "maximum": 25}}, "required": ["runId"], "additionalProperties": false}`,
 			run:         mcpGetRun},
+		{name: "read_run_stream", title: "Read a run's stream", readOnly: true,
+			description: "Returns what a run's steps wrote with getWritable(), in order: the entries after index after (0: from the start), at most limit. A chunk of an attempt that was retried has superseded: true (the retry's chunks follow). waitSeconds (at most 25) waits for an entry or the run's end when there is none yet. ended: the stream is complete; next is the after of the next call.",
+			input: `{"type": "object", "properties": {"runId": ` + runID + `, "after": {"type": "integer", "minimum": 0}, "limit": {"type": "integer", "minimum": 1, "maximum": ` + strconv.Itoa(mcpStreamMaxLimit) + `},
+  "waitSeconds": {"type": "number", "minimum": 0, "maximum": 25}}, "required": ["runId"], "additionalProperties": false}`,
+			run: mcpReadRunStream},
 		{name: "list_runs", title: "List runs", readOnly: true,
 			description: "Lists runs newest first, a page at a time (nextCursor asks for the next), with the queued entries of serial workflows on the first page.",
 			input: `{"type": "object", "properties": {"workflow": {"type": "string", "maxLength": 256}, "agent": {"type": "string", "maxLength": 256},
@@ -281,6 +287,51 @@ func mcpGetRun(ctx context.Context, t *mcpTools, args json.RawMessage) (any, err
 		return nil, mcpFail("run_not_found: run %s not found; list_runs shows the runs", a.RunID)
 	}
 	return map[string]any{"run": run, "terminal": terminal(run.Status)}, nil
+}
+
+// mcpStreamMaxLimit bounds one read_run_stream answer (and is its default).
+const mcpStreamMaxLimit = 1000
+
+// mcpReadRunStream returns a page of a run's stream (engine_stream.go),
+// waiting up to waitSeconds for one when none is there yet.
+func mcpReadRunStream(ctx context.Context, t *mcpTools, args json.RawMessage) (any, error) {
+	var a struct {
+		RunID       string
+		After       int
+		Limit       int
+		WaitSeconds float64
+	}
+	json.Unmarshal(args, &a)
+	wait := time.NewTimer(min(time.Duration(a.WaitSeconds*float64(time.Second)), mcpMaxWait))
+	defer wait.Stop()
+	for {
+		page, err := t.rt.engine.streamRead(ctx, a.RunID, a.After)
+		switch {
+		case errors.Is(err, errRunNotFound):
+			return nil, mcpFail("run_not_found: run %s not found; list_runs shows the runs", a.RunID)
+		case err != nil:
+			return nil, fmt.Errorf("read the run's stream: %w", err)
+		}
+		if len(page.Entries) == 0 && !page.Ended && a.WaitSeconds > 0 {
+			select {
+			case <-page.Wake:
+				continue
+			case <-page.Done:
+				continue
+			case <-page.Stop:
+			case <-wait.C:
+			case <-ctx.Done():
+			}
+		}
+		limit := cmp.Or(a.Limit, mcpStreamMaxLimit)
+		entries := make([]streamEvent, 0, min(limit, len(page.Entries)))
+		next := a.After
+		for _, en := range page.Entries[:min(limit, len(page.Entries))] {
+			entries = append(entries, streamEvent{streamEntry: en, Superseded: en.Kind != streamSuperseded && page.Superseded[streamAttemptKey(en.Seq, en.Attempt)]})
+			next = en.Index
+		}
+		return map[string]any{"entries": entries, "next": next, "ended": page.Ended && len(entries) == len(page.Entries), "status": page.Status}, nil
+	}
 }
 
 // mcpListRuns returns a page of runs; the filters are those of GET /api/runs.

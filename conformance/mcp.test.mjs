@@ -19,7 +19,7 @@ import { StdioClientTransport as StdioV2 } from "@modelcontextprotocol/client/st
 const base = process.env.SVC_URL;
 const bin = process.env.SVC_BIN;
 const project = process.env.SVC_PROJECT;
-const tools = ["list_workflows", "get_workflow_schema", "start_workflow", "get_run", "list_runs", "cancel_run", "list_schedules", "pause_schedule",
+const tools = ["list_workflows", "get_workflow_schema", "start_workflow", "get_run", "read_run_stream", "list_runs", "cancel_run", "list_schedules", "pause_schedule",
   "resume_schedule", "resume_hook", "message_agent"];
 
 // transports builds a fresh transport of each kind for one client family.
