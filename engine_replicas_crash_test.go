@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -102,13 +103,20 @@ func (f *replicaFleet) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		req, _ := http.NewRequest(r.Method, b.url+r.URL.RequestURI(), bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		for _, h := range []string{"Idempotency-Key"} {
+		for _, h := range []string{"Idempotency-Key", "x-api-key", wireHeaderSession} {
 			if v := r.Header.Get(h); v != "" {
 				req.Header.Set(h, v)
 			}
 		}
-		testSender.sign(req, body, f.secret, time.Now())
+		if req.Header.Get("x-api-key") == "" { // a chat client brings its key
+			testSender.sign(req, body, f.secret, time.Now())
+		}
 		resp, err := http.DefaultClient.Do(req)
+		if err != nil && strings.HasPrefix(r.URL.Path, "/openai/") && !errors.Is(err, syscall.ECONNREFUSED) {
+			// A chat turn the replica may have begun is not sent again, as
+			// a load balancer does not retry a POST it delivered.
+			break
+		}
 		if err != nil {
 			continue
 		}
@@ -138,13 +146,57 @@ func (f *replicaFleet) call(method, path, body string, out any) int {
 	return resp.StatusCode
 }
 
+// replicaCrashKey is the chat clients' key (SVC_API_KEYS of the replicas).
+const replicaCrashKey = "wire-key-crash"
+
+// chatTurn sends one durable turn of session through the proxy, streamed
+// or not, and reports whether it was answered whole (a 200, and for a
+// stream its end).
+func (f *replicaFleet) chatTurn(session, say string, stream bool) bool {
+	req, _ := http.NewRequest("POST", f.proxy.URL+"/openai/v1/chat/completions", strings.NewReader(wiresOpenAIBody("helper", say, stream)))
+	req.Header.Set("x-api-key", replicaCrashKey)
+	req.Header.Set(wireHeaderSession, session)
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return err == nil && resp.StatusCode == 200 && strings.Contains(string(body), "echo: "+say) && (!stream || strings.Contains(string(body), "[DONE]"))
+}
+
+// transcript reads session's whole transcript through the proxy, a page
+// at a time (bounded); code is the last page's status.
+func (f *replicaFleet) transcript(session string) (items []agentHistoryItem, code int) {
+	cursor := ""
+	for range 20 {
+		req, _ := http.NewRequest("GET", f.proxy.URL+"/api/agents/helper/sessions/"+session+"?limit=500"+cursor, nil)
+		req.Header.Set("x-api-key", replicaCrashKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return items, 0
+		}
+		var page agentHistoryPage
+		json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		items, code = append(page.Items, items...), resp.StatusCode
+		if code != http.StatusOK || page.NextCursor == "" {
+			return items, code
+		}
+		cursor = "&cursor=" + page.NextCursor
+	}
+	return items, code
+}
+
 // TestReplicaCrash runs three replicas under continuous load (plain,
-// serial, sleeping, hooked and child workflows) and SIGKILLs one at random
-// every few seconds, restarting it: at least SVC_TEST_REPLICA_KILLS kills
-// (12 by default; the issue's 100 with SVC_TEST_REPLICA_KILLS=100). Then: no
-// acknowledged start lost, no run ended twice, no two lane runs
-// overlapping, every run ended; it prints the counts and the time from a
-// kill to the claim of the killed replica's runs (p50/p99).
+// serial, sleeping, hooked and child workflows, and durable chat turns,
+// streamed and not) and SIGKILLs one at random every few seconds,
+// restarting it: at least SVC_TEST_REPLICA_KILLS kills (12 by default; the
+// issue's 100 with SVC_TEST_REPLICA_KILLS=100). Then: no acknowledged start
+// lost, no run ended twice, no two lane runs overlapping, every run ended;
+// every answered chat turn is in its session once, and a next turn on each
+// session is answered with the whole transcript. It prints the counts and
+// the time from a kill to the claim of the killed replica's runs (p50/p99).
 func TestReplicaCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three svc serve processes and kills them")
@@ -159,11 +211,13 @@ func TestReplicaCrash(t *testing.T) {
 	}
 	counter := newReplicaCounter(t)
 	writeFile(t, dir, ".env", "COUNTER="+counter.URL+"\n")
+	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
+	fake := newFakeProvider(t)
 	dbURL := testPostgresURL(t)
 	secret := strings.Repeat("ab", 32)
 	f := &replicaFleet{t: t, dir: dir, secret: []byte(secret), boxes: make([]*pgBox, 3),
 		env: baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+secret, "SVC_MASTER_KEY="+strings.Repeat("cd", 32), "OPENAI_API_KEY=sk-test",
-			"SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1", "SVC_ENGINE_LEASE=1s", "SVC_ENGINE_LEASE_RENEW=250ms")}
+			"OPENAI_BASE_URL="+fake.URL+"/v1", "SVC_API_KEYS="+replicaCrashKey, "SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1", "SVC_ENGINE_LEASE=1s", "SVC_ENGINE_LEASE_RENEW=250ms")}
 	for i := range f.boxes {
 		f.boxes[i] = &pgBox{startBox(t, dir, t.TempDir(), f.env), f.secret}
 	}
@@ -207,9 +261,36 @@ func TestReplicaCrash(t *testing.T) {
 			}
 		}()
 	}
+	// Chat: two durable sessions, a turn after another, every other one
+	// streamed; a turn whose replica dies is not answered (and is asked
+	// no more).
+	answered := map[string][]string{}
+	var chatMu sync.Mutex
+	sessions := []string{"crash-s0", "crash-s1"}
+	for c, session := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(150 * time.Millisecond):
+				}
+				say := fmt.Sprintf("turn-%d-%d", c, i)
+				if f.chatTurn(session, say, i%2 == 1) {
+					chatMu.Lock()
+					answered[session] = append(answered[session], say)
+					chatMu.Unlock()
+				}
+			}
+		}()
+	}
 	// Hooks: resumed through the proxy until accepted (a token may reach
-	// the counter before its run's record reaches the replica).
-	resumed := make(chan struct{})
+	// the counter before its run's record reaches the replica), until every
+	// run has been checked: a run started before the load stopped may
+	// announce its hook after that.
+	resumed, checked := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(resumed)
 		var pending []string
@@ -227,10 +308,8 @@ func TestReplicaCrash(t *testing.T) {
 			}
 			pending = keep
 			select {
-			case <-stop:
-				if len(pending) == 0 && len(counter.tokens) == 0 {
-					return
-				}
+			case <-checked:
+				return
 			default:
 			}
 		}
@@ -271,7 +350,6 @@ func TestReplicaCrash(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	<-resumed
 
 	// Every acknowledged start ends, completed, once.
 	ackMu.Lock()
@@ -299,7 +377,69 @@ func TestReplicaCrash(t *testing.T) {
 		if got.Run.Status != runCompleted {
 			lost++
 			if lost <= 20 {
-				t.Errorf("acknowledged %s %s = %q %+v", acked[id], id, got.Run.Status, got.Run.Error)
+				steps, _ := json.Marshal(got.Run.Steps)
+				t.Errorf("acknowledged %s %s = %q owner %q %+v, steps %s", acked[id], id, got.Run.Status, got.Run.Owner, got.Run.Error, steps)
+			}
+		}
+	}
+	// Every answered turn is in its session once, and each session takes a
+	// next turn that sees them all.
+	chatAnswered, chatDup := 0, 0
+	for _, session := range sessions {
+		var final string
+		for i := range 10 { // a lock of a replica killed last may still be expiring
+			if final = fmt.Sprintf("final-%s-%d", session, i); f.chatTurn(session, final, false) {
+				break
+			}
+			final = ""
+			time.Sleep(time.Second)
+		}
+		if final == "" {
+			t.Errorf("session %s takes no turn after the kills", session)
+			continue
+		}
+		items, code := f.transcript(session)
+		pairs := map[string]int{}
+		for i := 0; i+1 < len(items); i++ {
+			if u, a := items[i], items[i+1]; u.Type == "user" && a.Type == "assistant" && a.Text == "echo: "+u.Text {
+				pairs[u.Text]++
+			}
+		}
+		for _, say := range append(answered[session], final) {
+			chatAnswered++
+			if pairs[say] != 1 {
+				chatDup++
+				t.Errorf("session %s: answered turn %q is in its transcript %d times (status %d); want once", session, say, pairs[say], code)
+			}
+		}
+		// The final turn's model call carried every answered turn.
+		var last string
+		for _, r := range fake.requests() {
+			if strings.Contains(string(r.Raw), final) {
+				last = string(r.Raw)
+			}
+		}
+		for _, say := range answered[session] {
+			if !strings.Contains(last, `"`+say+`"`) {
+				t.Errorf("session %s: the turn after the kills did not send the model answered turn %q", session, say)
+				break
+			}
+		}
+	}
+	close(checked)
+	<-resumed
+	if lost > 0 {
+		rows, _ := db.Query(context.Background(), `SELECT owner || ' epoch ' || epoch || ' until ' || lease_until || ' applied ' || applied FROM svc_engine.replicas`)
+		for rows.Next() {
+			var r string
+			rows.Scan(&r)
+			t.Logf("replica %s", r)
+		}
+		rows.Close()
+		for i, b := range f.boxes {
+			if b != nil {
+				_, h := b.engineHealth(t)
+				t.Logf("box %d: %+v", i, h)
 			}
 		}
 	}
@@ -348,8 +488,8 @@ func TestReplicaCrash(t *testing.T) {
 	}
 	slices.Sort(takeovers)
 	p := func(q float64) time.Duration { return takeovers[min(len(takeovers)-1, int(q*float64(len(takeovers))))] }
-	t.Logf("replica crash test: %d kills, %d acknowledged starts, %d lost, %d ended twice, %d serial overlaps; takeover after a kill p50 %v p99 %v (lease 1s)",
-		kills, len(ids), lost, dup, overlaps, p(0.5).Round(time.Millisecond), p(0.99).Round(time.Millisecond))
+	t.Logf("replica crash test: %d kills, %d acknowledged starts, %d lost, %d ended twice, %d serial overlaps; %d answered chat turns, %d not in their session once; takeover after a kill p50 %v p99 %v (lease 1s)",
+		kills, len(ids), lost, dup, overlaps, chatAnswered, chatDup, p(0.5).Round(time.Millisecond), p(0.99).Round(time.Millisecond))
 	if len(ids) < kills*5 {
 		t.Errorf("only %d acknowledged starts over %d kills: the load did not run", len(ids), kills)
 	}
