@@ -240,7 +240,8 @@ func TestReplicaCrash(t *testing.T) {
 	)
 	shapes := []struct{ wf, input string }{{"chain", `{"id":"%s"}`}, {"lane", `{"i":%s}`}, {"napper", `{"id":"%s","ms":700}`},
 		{"gated", `{"id":"%s"}`}, {"kin", `{"id":"%s"}`}}
-	for c := range 3 {
+	// client calls do(i) for i = 0, 1, … every pause until stop.
+	client := func(pause time.Duration, do func(i int)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -248,18 +249,23 @@ func TestReplicaCrash(t *testing.T) {
 				select {
 				case <-stop:
 					return
-				case <-time.After(100 * time.Millisecond):
+				case <-time.After(pause):
 				}
-				s := shapes[(c+i)%len(shapes)]
-				n := seq.Add(1)
-				var rc startReceipt
-				if f.call("POST", "/api/workflows/"+s.wf+"/start", fmt.Sprintf(s.input, strconv.FormatInt(n, 10)), &rc) == 202 {
-					ackMu.Lock()
-					acked[rc.RunID+rc.QueueID] = s.wf
-					ackMu.Unlock()
-				}
+				do(i)
 			}
 		}()
+	}
+	for c := range 3 {
+		client(100*time.Millisecond, func(i int) {
+			s := shapes[(c+i)%len(shapes)]
+			n := seq.Add(1)
+			var rc startReceipt
+			if f.call("POST", "/api/workflows/"+s.wf+"/start", fmt.Sprintf(s.input, strconv.FormatInt(n, 10)), &rc) == 202 {
+				ackMu.Lock()
+				acked[rc.RunID+rc.QueueID] = s.wf
+				ackMu.Unlock()
+			}
+		})
 	}
 	// Chat: two durable sessions, a turn after another, every other one
 	// streamed; a turn whose replica dies is not answered (and is asked
@@ -268,23 +274,14 @@ func TestReplicaCrash(t *testing.T) {
 	var chatMu sync.Mutex
 	sessions := []string{"crash-s0", "crash-s1"}
 	for c, session := range sessions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-time.After(150 * time.Millisecond):
-				}
-				say := fmt.Sprintf("turn-%d-%d", c, i)
-				if f.chatTurn(session, say, i%2 == 1) {
-					chatMu.Lock()
-					answered[session] = append(answered[session], say)
-					chatMu.Unlock()
-				}
+		client(150*time.Millisecond, func(i int) {
+			say := fmt.Sprintf("turn-%d-%d", c, i)
+			if f.chatTurn(session, say, i%2 == 1) {
+				chatMu.Lock()
+				answered[session] = append(answered[session], say)
+				chatMu.Unlock()
 			}
-		}()
+		})
 	}
 	// Hooks: resumed through the proxy until accepted (a token may reach
 	// the counter before its run's record reaches the replica), until every
