@@ -195,6 +195,8 @@ type queuedTrigger struct {
 	CreatedAt    time.Time       `json:"createdAt"`
 	Limit        int             `json:"concurrencyLimit,omitempty"` // the limit it waits under; 0: serial (limit 1, no key)
 	LimitKey     string          `json:"concurrencyKey,omitempty"`   // its key value
+
+	turn chan struct{} // made by waitTurn, closed when it leaves its queue (engine_queue.go)
 }
 
 // hookRef locates the run and call waiting on a hook token.
@@ -252,9 +254,12 @@ type engine struct {
 	mu     sync.Mutex
 	st     engineState
 	active map[string]int // concurrencyBucket → its active runs
-	timers map[string]*time.Timer
-	closed bool
-	failed error // non-nil while the journal cannot write, or the engine stands by (engine_journal.go)
+	// advancing holds the buckets an advanceQueue call admits from (events.go).
+	advancing map[string]bool
+	pending   map[string]pendingAdmissions // shared log: this process's limited starts not yet delivered (engine_concurrency.go)
+	timers    map[string]*time.Timer
+	closed    bool
+	failed    error // non-nil while the journal cannot write, or the engine stands by (engine_journal.go)
 
 	versions     map[string]*pinnedVersion // workflow versions of active runs (engine_versions.go)
 	versionMu    sync.Mutex                // guards saved
@@ -322,7 +327,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 
 // newEngineShell returns an engine with empty state and no journal.
 func newEngineShell(opts engineOptions) *engine {
-	return &engine{opts: opts, log: opts.Log, self: opts.Store.replica(), active: map[string]int{}, ending: map[string]bool{}, timers: map[string]*time.Timer{},
+	return &engine{opts: opts, log: opts.Log, self: opts.Store.replica(), active: map[string]int{}, advancing: map[string]bool{}, pending: map[string]pendingAdmissions{}, ending: map[string]bool{}, timers: map[string]*time.Timer{},
 		versions: map[string]*pinnedVersion{}, saved: map[string]bool{},
 		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
 }
@@ -529,14 +534,18 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 			writing = e.idemBeginLocked(ev.Idem)
 		}
 		ev.Run, ev.WRun, ev.Ver, ev.Queue = "", "", "", ""
-		if !e.admitsLocked(bucket, def.Concurrency.Limit) || (def.Concurrency.limited() && len(e.st.Queues[bucket]) > 0) {
+		if e.mustQueueLocked(bucket, def.Concurrency.Limit) {
 			ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()
 			rc.Status, rc.QueueID = "queued", ev.Queue
 		} else {
 			ev.Type, ev.Run, ev.WRun, ev.Ver = evStart, uuid.NewString(), newWorldRunID(), def.Module.Hash
 			rc.Status, rc.RunID, rc.WorldRunID = "started", ev.Run, ev.WRun
 		}
+		e.pendLocked(ev, bucket, 1)
 		err := e.commitLocked(ev, true)
+		e.mu.Lock()
+		e.pendLocked(ev, bucket, -1)
+		e.mu.Unlock()
 		if writing != nil {
 			e.idemEnd(ev.Idem, writing)
 		}
@@ -755,8 +764,17 @@ func snapshotRun(r *runRecord) runRecord {
 	return c
 }
 
-// wait blocks until the run is terminal or ctx ends.
+// wait blocks until the run is terminal or ctx ends; a queued entry's id
+// waits for its turn and then for its run.
 func (e *engine) wait(ctx context.Context, id string) error {
+	if isQueueID(id) {
+		if err := e.waitTurn(ctx, id); err != nil {
+			return err
+		}
+		if r, ok := e.findQueued(id); ok {
+			id = r.RunID
+		}
+	}
 	e.mu.Lock()
 	r, ok := e.st.Runs[id]
 	e.mu.Unlock()

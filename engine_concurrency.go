@@ -246,6 +246,44 @@ func (e *engine) admitsLocked(bucket string, limit int) bool {
 	return limit == 0 || e.active[bucket] < limit
 }
 
+// pendingAdmissions are the starts and queue entries of one bucket that
+// this process appended to a shared log and the log has not delivered yet.
+type pendingAdmissions struct{ starts, queued int }
+
+// mustQueueLocked reports whether a start in bucket under limit queues: its
+// key has no free slot, or starts wait already. On a shared log it counts
+// this process's admissions on their way too: starts decided at once on
+// the state before any of them is delivered would all take the same free
+// slot, and all but one would come back void and decide again. mu must be
+// held.
+func (e *engine) mustQueueLocked(bucket string, limit int) bool {
+	if limit == 0 {
+		return false
+	}
+	p := e.pending[bucket]
+	return e.active[bucket]+p.starts >= limit || len(e.st.Queues[bucket])+p.queued > 0
+}
+
+// pendLocked adds n (1 before the append, -1 once it returned) to the
+// pending admissions of ev, a start or queue entry in bucket, on a shared
+// log. mu must be held.
+func (e *engine) pendLocked(ev *journalEvent, bucket string, n int) {
+	if e.self == "" || ev.concurrencyLimit() == 0 {
+		return
+	}
+	p := e.pending[bucket]
+	if ev.Type == evQueue {
+		p.queued += n
+	} else {
+		p.starts += n
+	}
+	if p == (pendingAdmissions{}) {
+		delete(e.pending, bucket)
+	} else {
+		e.pending[bucket] = p
+	}
+}
+
 // countActiveLocked counts r, a run just admitted, in its bucket. mu must
 // be held.
 func (e *engine) countActiveLocked(r *runRecord) {
@@ -296,6 +334,9 @@ func (e *engine) removeQueuedLocked(bucket, id string) *queuedTrigger {
 			delete(e.st.Queues, bucket)
 		} else {
 			e.st.Queues[bucket] = q
+		}
+		if t.turn != nil {
+			close(t.turn)
 		}
 		return t
 	}

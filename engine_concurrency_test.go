@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,7 +106,7 @@ func TestConcurrencyKeyOfInput(t *testing.T) {
 // per user for three users at once: two of each start, the rest queue per
 // user with queue ids, listed; the limit and the queues survive a restart;
 // as runs end, each user's queue advances FIFO and never more than two of
-// a user's runs overlap. Inputs without the key share one bucket; a key of
+// a user's runs overlap; a wait on a queue id lasts until its run ended. Inputs without the key share one bucket; a key of
 // another type or too long is refused with nothing written.
 func TestEngineConcurrencyLimit(t *testing.T) { eachEngineStore(t, testEngineConcurrencyLimit) }
 
@@ -178,6 +179,17 @@ func testEngineConcurrencyLimit(t *testing.T, store string) {
 		}
 	}
 
+	// A wait on a queued entry's id lasts until the run it becomes ends.
+	waited := make(chan runRecord, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := te.wait(ctx, receipts[0][per-1].QueueID); err != nil {
+			t.Error(err)
+		}
+		r, _ := te.findQueued(receipts[0][per-1].QueueID)
+		waited <- r
+	}()
 	// Drain: resume every waiting run until all ended.
 	const total = users*per + 3
 	for round := 0; ; round++ {
@@ -212,6 +224,9 @@ func testEngineConcurrencyLimit(t *testing.T, store string) {
 				te.await(t, r.RunID)
 			}
 		}
+	}
+	if r := <-waited; r.Status != runCompleted {
+		t.Errorf("a wait on a queued entry returned with its run %s; want completed", r.Status)
 	}
 	// Every user's runs: admitted in start order, never more than two at once.
 	runs, _ := te.list()

@@ -6,6 +6,7 @@ package main
 // before its turn.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -50,6 +51,28 @@ func (e *engine) findQueued(id string) (runRecord, bool) {
 		}
 	}
 	return runRecord{}, false
+}
+
+// waitTurn blocks until the queued entry id has left its queue (its run
+// started, or it was cancelled before its turn) or ctx ends.
+func (e *engine) waitTurn(ctx context.Context, id string) error {
+	e.mu.Lock()
+	t := e.queuedLocked(id)
+	if t == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	if t.turn == nil {
+		t.turn = make(chan struct{})
+	}
+	turn := t.turn
+	e.mu.Unlock()
+	select {
+	case <-turn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // cancelQueued removes a queued trigger before its turn, durably; a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -260,7 +261,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 				e.schedule(r.ParentRunID)
 			}
 			if r.concurrencyLimit() > 0 {
-				e.advanceQueue(r.WorkflowName, concurrencyBucket(r.WorkflowName, r.LimitKey))
+				e.advanceQueueSoon(r.WorkflowName, concurrencyBucket(r.WorkflowName, r.LimitKey))
 			}
 			if e.opts.OnRunDone != nil {
 				e.opts.OnRunDone(r)
@@ -312,8 +313,32 @@ func (c *durableCall) settle(at time.Time, result any, failure *runError) {
 	}
 }
 
+// advanceQueueSoon is advanceQueue after a run ended. On a shared log it
+// runs on a goroutine of its own (close waits for it): its admissions wait
+// on the log, and the other actions of the delivered events (waking the
+// waiters of other runs that ended) must not wait on them.
+func (e *engine) advanceQueueSoon(workflow, bucket string) {
+	if e.self == "" {
+		e.advanceQueue(workflow, bucket)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		e.advanceQueue(workflow, bucket)
+	}()
+}
+
 // advanceQueue starts the heads of workflow's queue bucket while fewer runs
-// of it are active than its limit (FIFO per key).
+// of it are active than its limit (FIFO per key). One call at a time
+// admits from a bucket: a call meanwhile returns at once, since the one at
+// work looks at the state again before it stops (so on a shared log this
+// process's admissions do not race each other for the same head).
 func (e *engine) advanceQueue(workflow, bucket string) {
 	// The entry runs the code current when its turn comes.
 	ver := ""
@@ -325,10 +350,16 @@ func (e *engine) advanceQueue(workflow, bucket string) {
 		}
 		ver = def.Module.Hash
 	}
-	for {
-		e.mu.Lock()
+	e.mu.Lock()
+	if e.advancing[bucket] {
+		e.mu.Unlock()
+		return
+	}
+	e.advancing[bucket] = true
+	for ; ; e.mu.Lock() {
 		q := e.st.Queues[bucket]
 		if len(q) == 0 || !e.admitsLocked(bucket, q[0].concurrencyLimit()) || e.closed {
+			delete(e.advancing, bucket) // with the look, under mu: a later call admits itself
 			e.mu.Unlock()
 			return
 		}
@@ -338,11 +369,16 @@ func (e *engine) advanceQueue(workflow, bucket string) {
 			Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent}
 		ev.setConcurrency(head.concurrencyLimit(), head.LimitKey)
 		if err := e.commitLocked(ev, false); err != nil {
-			e.log.Error("start queued run", "workflow", workflow, "err", err)
+			e.mu.Lock()
+			delete(e.advancing, bucket)
+			e.mu.Unlock()
+			if !errors.Is(err, errEngineClosed) {
+				e.log.Error("start queued run", "workflow", workflow, "err", err)
+			}
 			return
 		}
 		if _, ok := e.get(ev.Run); !ok {
-			return // another replica started the head first and goes on (engine_replica.go)
+			continue // void: another replica took the head or the slot first (engine_replica.go); look again
 		}
 		e.log.Info("run started", "workflow", workflow, "run", ev.Run, "queue", head.QueueID)
 		e.schedule(ev.Run)
