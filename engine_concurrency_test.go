@@ -393,6 +393,10 @@ func TestConcurrencyLimitSurvivesSIGKILL(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	var refused struct{ Error apiError }
+	if code := httpJSON(t, "POST", d.url("/api/workflows/peruser/start"), `{"user":["u0"]}`, &refused); code != http.StatusBadRequest || refused.Error.Code != "invalid_concurrency_key" || !strings.Contains(refused.Error.Message, "/user") {
+		t.Errorf("start with an array for the key = %d %+v; want 400 invalid_concurrency_key naming /user", code, refused)
+	}
 	// list returns the workflow's runs (with their steps) and each user's
 	// queued ids, in order.
 	list := func() ([]runRecord, map[string][]string) {
