@@ -254,12 +254,9 @@ type engine struct {
 	mu     sync.Mutex
 	st     engineState
 	active map[string]int // concurrencyBucket → its active runs
-	// advancing holds the buckets an advanceQueue call admits from (events.go).
-	advancing map[string]bool
-	pending   map[string]pendingAdmissions // shared log: this process's limited starts not yet delivered (engine_concurrency.go)
-	timers    map[string]*time.Timer
-	closed    bool
-	failed    error // non-nil while the journal cannot write, or the engine stands by (engine_journal.go)
+	timers map[string]*time.Timer
+	closed bool
+	failed error // non-nil while the journal cannot write, or the engine stands by (engine_journal.go)
 
 	versions     map[string]*pinnedVersion // workflow versions of active runs (engine_versions.go)
 	versionMu    sync.Mutex                // guards saved
@@ -275,8 +272,14 @@ type engine struct {
 	applied      int64                     // shared log: the seq of the last event applied
 	ending       map[string]bool           // shared log: runs whose end this process appended and the log has not yet delivered
 
+	// advancing holds the buckets an advanceQueue call admits from (events.go).
+	advancing map[string]bool
+	// pending counts, on a shared log, this process's starts of limited
+	// workflows not yet delivered (engine_concurrency.go).
+	pending map[string]pendingAdmissions
+
 	wg   sync.WaitGroup // executions
-	bg   sync.WaitGroup // journal recovery, compaction, archiver
+	bg   sync.WaitGroup // journal recovery, compaction, archiver, queue admissions after ends on a shared log
 	stop chan struct{}  // closed by close: background work ends
 }
 

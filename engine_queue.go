@@ -1,7 +1,7 @@
 package main
 
-// Queued triggers of limited workflows (engine_concurrency.go) as first-class entries: a `q_…` id
-// reads as a run record with status queued (or, once it has started, as the
+// Queued triggers of limited workflows (engine_concurrency.go) as
+// first-class entries: a `q_…` id reads as a run record with status queued (or, once it has started, as the
 // run it became, while that is in memory) and can be cancelled, durably,
 // before its turn.
 

@@ -9,8 +9,8 @@ package main
 // event goes into the log and reaches the owner like any other.
 //
 // Two replicas can decide at once on the same state (admit a run into the
-// last free slot of a limited workflow's key, resume the same hook, take the same key), so apply voids the
-// event the state no longer admits, the same way on every replica, and the
+// last free slot of a limited workflow's key, resume the same hook, take
+// the same key), so apply voids the event the state no longer admits, the same way on every replica, and the
 // writer learns from the state once its event is delivered whether it won
 // (voidLocked; start and resumeHook ask). On the file journal nothing is
 // ever void: one process decides under mu what apply then sees.

@@ -37,10 +37,10 @@ type savedVersion struct {
 	File     string `json:"file"`
 	Export   string `json:"export"`
 	Serial   bool   `json:"serial"`
+	Timeout  int64  `json:"stepTimeoutMs"`
+	Source   string `json:"source"`
 	// Concurrency is a limit other than serial's (engine_concurrency.go).
 	Concurrency *concurrencyDecl `json:"concurrency,omitempty"`
-	Timeout     int64            `json:"stepTimeoutMs"`
-	Source      string           `json:"source"`
 }
 
 // saveVersion saves def's version in the store once (durably), so that a run

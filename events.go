@@ -42,7 +42,7 @@ type journalEvent struct {
 	Trigger   string          `json:"tr,omitempty"`
 	Serial    bool            `json:"se,omitempty"` // evStart, evQueue: concurrency limit 1, no key (engine_concurrency.go)
 	Limit     int             `json:"cl,omitempty"` // evStart, evQueue: any other concurrency limit
-	Key       string          `json:"ck,omitempty"` // its key value ("" for one bucket)
+	Key       string          `json:"ck,omitempty"` // its key value ("" for one bucket); evDequeue: the entry's
 	Queue     string          `json:"q,omitempty"`
 	Parent    string          `json:"p,omitempty"`
 	ParentSeq int             `json:"ps,omitempty"`
