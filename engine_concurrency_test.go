@@ -360,9 +360,11 @@ func checkConcurrencySpans(t *testing.T, runs []runRecord, workflow string, limi
 // TestConcurrencyLimitSurvivesSIGKILL runs `svc dev` on the file journal
 // with a workflow limited to two runs per user: three users' starts at
 // once, two of each start and the rest queue with queue ids; SIGKILL and a
-// restart keep the active runs and each user's queue in order; resumed
-// over HTTP, every run ends, admitted FIFO per user, never more than two
-// of a user's at once.
+// restart keep the active runs and each user's queue in order (the runs
+// API and svc runs list show them with their key); a key of another type
+// is refused over HTTP (400) and by the CLI (exit 1); resumed over HTTP,
+// every run ends, admitted FIFO per user, never more than two of a user's
+// at once.
 func TestConcurrencyLimitSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs svc dev twice")
@@ -396,6 +398,19 @@ func TestConcurrencyLimitSurvivesSIGKILL(t *testing.T) {
 	var refused struct{ Error apiError }
 	if code := httpJSON(t, "POST", d.url("/api/workflows/peruser/start"), `{"user":["u0"]}`, &refused); code != http.StatusBadRequest || refused.Error.Code != "invalid_concurrency_key" || !strings.Contains(refused.Error.Message, "/user") {
 		t.Errorf("start with an array for the key = %d %+v; want 400 invalid_concurrency_key naming /user", code, refused)
+	}
+	// The CLI: the same refusal exits 1 with its code; runs list shows the
+	// queued entries with their key.
+	if out, _, code := cli(t, dir, env, "workflows", "start", "peruser", "--input", `{"user":true}`, "--json"); code != 1 || !strings.Contains(out, `"invalid_concurrency_key"`) {
+		t.Errorf("svc workflows start with a boolean key = exit %d %s; want 1 invalid_concurrency_key", code, out)
+	}
+	out, _, _ := cli(t, dir, env, "runs", "list", "--workflow", "peruser", "--json")
+	for u := range users {
+		for _, id := range queued[u] {
+			if !strings.Contains(out, fmt.Sprintf(`"queueId":%q`, id)) || !strings.Contains(out, fmt.Sprintf(`"concurrencyKey":"u%d"`, u)) {
+				t.Errorf("svc runs list --json lacks the queued entry %s of key u%d: %.400s", id, u, out)
+			}
+		}
 	}
 	// list returns the workflow's runs (with their steps) and each user's
 	// queued ids, in order.
