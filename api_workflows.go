@@ -142,7 +142,7 @@ func (s *server) writeStartError(w http.ResponseWriter, err error) {
 		"invalid_json": http.StatusBadRequest, "schema_validation": http.StatusUnprocessableEntity,
 		"workflow_not_found": http.StatusNotFound, "gate_closed": http.StatusServiceUnavailable,
 		"workflow_compile_failed": http.StatusServiceUnavailable,
-		"invalid_idempotency_key": http.StatusBadRequest, "idempotency_key_reused": http.StatusUnprocessableEntity,
+		"invalid_idempotency_key": http.StatusBadRequest, "invalid_concurrency_key": http.StatusBadRequest, "idempotency_key_reused": http.StatusUnprocessableEntity,
 	}[se.Code]
 	msg := se.Message
 	if se.Code == "gate_closed" {

@@ -136,6 +136,15 @@ func benchEngineOn(b *testing.B, compactBytes int64, store engineStore) *engine 
 	writeFile(b, dir, "workflows/hold.workflow.ts", `
 import { createHook } from "svc";
 export default async function hold() { "use workflow"; return await createHook(); }`)
+	writeFile(b, dir, "workflows/wlim.workflow.ts", `
+export const concurrency = { limit: 8, key: "/k" };
+async function one(n: number) { "use step"; return n + 1; }
+async function two(n: number) { "use step"; return n * 2; }
+async function three(n: number) { "use step"; return n - 1; }
+export default async function wlim(input: { n?: number, k?: string }) {
+  "use workflow";
+  return { v: await three(await two(await one(input.n ?? 0))) };
+}`)
 	cat, cerr := compileCatalog(dir, discardLogger())
 	if cerr != nil {
 		b.Fatal(cerr)

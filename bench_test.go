@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -220,9 +221,15 @@ func BenchmarkEngineInProcessPostgres(b *testing.B) {
 // benchW2 runs W2 through startAndWait: 1000 runs of w00 from 32
 // concurrent clients; the caller times it.
 func benchW2(b *testing.B, startAndWait func(wf, input string) error) {
-	work := make(chan struct{}, 1000)
-	for range 1000 {
-		work <- struct{}{}
+	benchW2Of(b, startAndWait, func(int) (string, string) { return "w00", `{"n":2}` })
+}
+
+// benchW2Of is benchW2 with the workflow and input of run i (0-999) from
+// run.
+func benchW2Of(b *testing.B, startAndWait func(wf, input string) error, run func(i int) (wf, input string)) {
+	work := make(chan int, 1000)
+	for i := range 1000 {
+		work <- i
 	}
 	close(work)
 	var wg sync.WaitGroup
@@ -231,8 +238,8 @@ func benchW2(b *testing.B, startAndWait func(wf, input string) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range work {
-				if err := startAndWait("w00", `{"n":2}`); err != nil {
+			for i := range work {
+				if err := startAndWait(run(i)); err != nil {
 					errs <- err
 					return
 				}
@@ -243,6 +250,51 @@ func benchW2(b *testing.B, startAndWait func(wf, input string) error) {
 	close(errs)
 	if err := <-errs; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkW2ConcurrencyLimit runs W2 in-process on the file journal, in
+// one sitting, without a limit and with concurrency { limit: 8, key: "/k" }
+// over 100 keys (and, where the limit binds and starts queue, over 2 keys:
+// 16 slots for 32 clients).
+func BenchmarkW2ConcurrencyLimit(b *testing.B) { benchW2Limit(b, benchEngine(b, 0)) }
+
+// BenchmarkW2ConcurrencyLimitPostgres is BenchmarkW2ConcurrencyLimit on
+// the PostgreSQL store (one process holding the lease).
+func BenchmarkW2ConcurrencyLimitPostgres(b *testing.B) {
+	pool := historyTestDB(b)
+	benchW2Limit(b, benchEngineOn(b, 0, newEngineStorePG(pool, engineSettings{Lease: engineLeaseDefault, Renew: engineLeaseRenewDefault}, discardLogger())))
+}
+
+// benchW2Limit reports W2 on e for w00 (no limit) and wlim (limit 8 per
+// key) with 100 and 2 keys; a queued start waits on its queue id.
+func benchW2Limit(b *testing.B, e *engine) {
+	defer debug.SetGCPercent(debug.SetGCPercent(devGCPercent)) // as svc dev runs
+	startAndWait := func(wf, input string) error {
+		rc, err := e.start(startRequest{Workflow: wf, Input: json.RawMessage(input), Trigger: triggerHTTP})
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return e.wait(ctx, cmp.Or(rc.RunID, rc.QueueID))
+	}
+	keyed := func(keys int) func(i int) (string, string) {
+		return func(i int) (string, string) { return "wlim", fmt.Sprintf(`{"n":2,"k":"user-%d"}`, i%keys) }
+	}
+	for range b.N {
+		for _, v := range []struct {
+			metric string
+			run    func(i int) (string, string)
+		}{
+			{"W2-runs/s", func(int) (string, string) { return "w00", `{"n":2}` }},
+			{"W2-limit8-100keys-runs/s", keyed(100)},
+			{"W2-limit8-2keys-runs/s", keyed(2)},
+		} {
+			t0 := time.Now()
+			benchW2Of(b, startAndWait, v.run)
+			b.ReportMetric(1000/time.Since(t0).Seconds(), v.metric)
+		}
 	}
 }
 

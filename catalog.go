@@ -18,15 +18,15 @@ import (
 )
 
 // workflowDef is one compiled workflow: its module, the export holding the
-// "use workflow" function, its schemas and whether it is serial.
+// "use workflow" function, its schemas and its concurrency limit.
 type workflowDef struct {
 	Name         string
 	File         string // project-relative
 	Module       *jsModule
-	Export       string          // key of module.exports holding the workflow function
-	InputSchema  json.RawMessage // nil when not declared
-	OutputSchema json.RawMessage // nil when not declared
-	Serial       bool
+	Export       string           // key of module.exports holding the workflow function
+	InputSchema  json.RawMessage  // nil when not declared
+	OutputSchema json.RawMessage  // nil when not declared
+	Concurrency  concurrencyDecl  // export const serial or concurrency (engine_concurrency.go)
 	Schedule     *scheduleDecl    // export const schedule (schedule_engine.go); nil when not declared
 	StepTimeout  time.Duration    // bound of one step attempt (svc.config.ts stepTimeout)
 	input        *jsonSchema      // compiled InputSchema, nil when absent
@@ -269,7 +269,8 @@ func compileCatalog(dir string, log *slog.Logger) (*catalog, *compileError) {
 }
 
 // inspectWorkflow evaluates the workflow module once to find its single
-// "use workflow" export and its sibling inputSchema, outputSchema and serial.
+// "use workflow" export and its sibling inputSchema, outputSchema, serial,
+// concurrency and schedule.
 func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.Logger) error {
 	vm, exports, stop, err := catalogEval(wf.Module, log, true)
 	defer stop()
@@ -313,11 +314,15 @@ func inspectWorkflow(wf *workflowDef, serialOverride map[string]bool, log *slog.
 			return &compileError{File: wf.File, Message: "outputSchema: " + err.Error()}
 		}
 	}
-	if v := exports.Get("serial"); v != nil && v.ToBoolean() {
-		wf.Serial = true
+	if err := inspectConcurrency(vm, exports, wf); err != nil {
+		return err
 	}
 	if s, ok := serialOverride[wf.Name]; ok {
-		wf.Serial = s
+		// svc.config.ts's serial replaces what the file declares.
+		wf.Concurrency = concurrencyDecl{}
+		if s {
+			wf.Concurrency.Limit = 1
+		}
 	}
 	return inspectSchedule(vm, exports.Get("schedule"), wf)
 }

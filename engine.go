@@ -99,8 +99,10 @@ type runRecord struct {
 	Input          json.RawMessage `json:"input"`
 	Output         json.RawMessage `json:"output,omitempty"`
 	Error          *runError       `json:"error,omitempty"`
-	Serial         bool            `json:"serial"`
-	Version        string          `json:"version,omitempty"` // the compiled workflow it runs (engine_versions.go)
+	Serial         bool            `json:"serial"`                     // admitted under concurrency limit 1 with no key (engine_concurrency.go)
+	Limit          int             `json:"concurrencyLimit,omitempty"` // admitted under another limit
+	LimitKey       string          `json:"concurrencyKey,omitempty"`   // its key value
+	Version        string          `json:"version,omitempty"`          // the compiled workflow it runs (engine_versions.go)
 	QueueID        string          `json:"queueId,omitempty"`
 	ParentRunID    string          `json:"parentRunId,omitempty"`
 	ParentSeq      int             `json:"parentSeq,omitempty"`
@@ -178,7 +180,8 @@ func (r *runRecord) ensureCall(seq int, kind, name string, at time.Time) *durabl
 	return c
 }
 
-// queuedTrigger is a start of a serial workflow waiting for the active run.
+// queuedTrigger is a start of a limited workflow waiting for a free slot
+// of its key (engine_concurrency.go).
 type queuedTrigger struct {
 	QueueID      string          `json:"queueId"`
 	WorkflowName string          `json:"workflowName"`
@@ -190,6 +193,10 @@ type queuedTrigger struct {
 	ScheduledAt  *time.Time      `json:"scheduledAt,omitempty"` // trigger schedule: the fire it was queued for
 	TraceParent  string          `json:"traceParent,omitempty"`
 	CreatedAt    time.Time       `json:"createdAt"`
+	Limit        int             `json:"concurrencyLimit,omitempty"` // the limit it waits under; 0: serial (limit 1, no key)
+	LimitKey     string          `json:"concurrencyKey,omitempty"`   // its key value
+
+	turn chan struct{} // made by waitTurn, closed when it leaves its queue (engine_queue.go)
 }
 
 // hookRef locates the run and call waiting on a hook token.
@@ -202,7 +209,7 @@ type hookRef struct {
 // written by compaction.
 type engineState struct {
 	Runs   map[string]*runRecord       `json:"runs"`
-	Queues map[string][]*queuedTrigger `json:"queues"` // workflow → FIFO
+	Queues map[string][]*queuedTrigger `json:"queues"` // concurrencyBucket (the workflow, for no key) → FIFO
 	Hooks  map[string]hookRef          `json:"hooks"`
 	Idem   map[string]*idemEntry       `json:"idem,omitempty"`  // idempotency key → its start, within the retention (engine_idem.go)
 	Clock  int64                       `json:"clock,omitempty"` // shared log: the latest event time applied, unix µs (apply)
@@ -246,7 +253,7 @@ type engine struct {
 
 	mu     sync.Mutex
 	st     engineState
-	active map[string]string // serial workflow → its active run
+	active map[string]int // concurrencyBucket → its active runs
 	timers map[string]*time.Timer
 	closed bool
 	failed error // non-nil while the journal cannot write, or the engine stands by (engine_journal.go)
@@ -265,8 +272,14 @@ type engine struct {
 	applied      int64                     // shared log: the seq of the last event applied
 	ending       map[string]bool           // shared log: runs whose end this process appended and the log has not yet delivered
 
+	// advancing holds the buckets an advanceQueue call admits from (events.go).
+	advancing map[string]bool
+	// pending counts, on a shared log, this process's starts of limited
+	// workflows not yet delivered (engine_concurrency.go).
+	pending map[string]pendingAdmissions
+
 	wg   sync.WaitGroup // executions
-	bg   sync.WaitGroup // journal recovery, compaction, archiver
+	bg   sync.WaitGroup // journal recovery, compaction, archiver, queue admissions after ends on a shared log
 	stop chan struct{}  // closed by close: background work ends
 }
 
@@ -317,7 +330,7 @@ func openEngine(opts engineOptions) (*engine, error) {
 
 // newEngineShell returns an engine with empty state and no journal.
 func newEngineShell(opts engineOptions) *engine {
-	return &engine{opts: opts, log: opts.Log, self: opts.Store.replica(), active: map[string]string{}, ending: map[string]bool{}, timers: map[string]*time.Timer{},
+	return &engine{opts: opts, log: opts.Log, self: opts.Store.replica(), active: map[string]int{}, advancing: map[string]bool{}, pending: map[string]pendingAdmissions{}, ending: map[string]bool{}, timers: map[string]*time.Timer{},
 		versions: map[string]*pinnedVersion{}, saved: map[string]bool{},
 		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
 }
@@ -333,11 +346,12 @@ func (e *engine) restoreSnapshot(b []byte) error {
 	}
 	restoreStreams(&st)
 	e.st = st
+	e.recountActiveLocked()
 	return nil
 }
 
-// resumeAll schedules every unfinished run and starts queue heads whose
-// workflow has no active run. Called after replay and when the catalog changes.
+// resumeAll schedules every unfinished run and starts the queue heads
+// whose key has a free slot. Called after replay and when the catalog changes.
 func (e *engine) resumeAll() {
 	e.mu.Lock()
 	var ids []string
@@ -346,16 +360,16 @@ func (e *engine) resumeAll() {
 			ids = append(ids, id)
 		}
 	}
-	var wfs []string
-	for wf := range e.st.Queues {
-		wfs = append(wfs, wf)
+	var heads []*queuedTrigger
+	for _, q := range e.st.Queues {
+		heads = append(heads, q[0])
 	}
 	e.mu.Unlock()
 	for _, id := range ids {
 		e.schedule(id)
 	}
-	for _, wf := range wfs {
-		e.advanceQueue(wf)
+	for _, t := range heads {
+		e.advanceQueue(t.WorkflowName, t.bucket())
 	}
 }
 
@@ -423,7 +437,7 @@ var (
 
 // startError is a start rejected before anything was journaled.
 type startError struct {
-	Code       string // invalid_json, schema_validation, workflow_not_found, workflow_compile_failed, gate_closed, invalid_idempotency_key, idempotency_key_reused
+	Code       string // invalid_json, schema_validation, workflow_not_found, workflow_compile_failed, gate_closed, invalid_idempotency_key, idempotency_key_reused, invalid_concurrency_key
 	Message    string
 	Violations []schemaViolation
 	Err        error
@@ -479,7 +493,8 @@ func checkStartInput(input []byte) error {
 }
 
 // start validates and durably records a start: a new run, or a queued
-// trigger when the workflow is serial and a run of it is active. The receipt
+// trigger when the workflow's limit is reached for the input's key
+// (engine_concurrency.go). The receipt
 // is returned only once its record is on disk.
 func (e *engine) start(req startRequest) (startReceipt, error) {
 	if err := checkIdemKey(req.IdemKey); err != nil {
@@ -492,11 +507,17 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage("{}")
 	}
+	key, err := def.Concurrency.concurrencyKey(def.Name, req.Input)
+	if err != nil {
+		return startReceipt{}, &startError{Code: "invalid_concurrency_key", Message: err.Error() + "; nothing was started"}
+	}
 	if err := e.saveVersion(def); err != nil {
 		return startReceipt{}, fmt.Errorf("%w: %v", errJournalUnavailable, err)
 	}
-	ev := &journalEvent{Workflow: def.Name, Input: compactJSON(req.Input), Trigger: req.Trigger, Serial: def.Serial,
+	ev := &journalEvent{Workflow: def.Name, Input: compactJSON(req.Input), Trigger: req.Trigger,
 		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey, Fire: scheduleMicros(&req.Fire)}
+	ev.setConcurrency(def.Concurrency.Limit, key)
+	bucket := concurrencyBucket(def.Name, key)
 	if req.IdemKey != "" {
 		ev.IdemHash = idemInputHash(req.Input)
 		if e.self != "" {
@@ -516,14 +537,18 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 			writing = e.idemBeginLocked(ev.Idem)
 		}
 		ev.Run, ev.WRun, ev.Ver, ev.Queue = "", "", "", ""
-		if def.Serial && (e.active[def.Name] != "" || len(e.st.Queues[def.Name]) > 0) {
+		if e.mustQueueLocked(bucket, def.Concurrency.Limit) {
 			ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()
 			rc.Status, rc.QueueID = "queued", ev.Queue
 		} else {
 			ev.Type, ev.Run, ev.WRun, ev.Ver = evStart, uuid.NewString(), newWorldRunID(), def.Module.Hash
 			rc.Status, rc.RunID, rc.WorldRunID = "started", ev.Run, ev.WRun
 		}
+		e.pendLocked(ev, bucket, 1)
 		err := e.commitLocked(ev, true)
+		e.mu.Lock()
+		e.pendLocked(ev, bucket, -1)
+		e.mu.Unlock()
 		if writing != nil {
 			e.idemEnd(ev.Idem, writing)
 		}
@@ -547,7 +572,7 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		if e.self != "" {
 			// The run it waited for may have ended on another replica
 			// before the entry was in the log.
-			e.advanceQueue(def.Name)
+			e.advanceQueue(def.Name, bucket)
 		}
 	}
 	return rc, nil
@@ -742,8 +767,17 @@ func snapshotRun(r *runRecord) runRecord {
 	return c
 }
 
-// wait blocks until the run is terminal or ctx ends.
+// wait blocks until the run is terminal or ctx ends; a queued entry's id
+// waits for its turn and then for its run.
 func (e *engine) wait(ctx context.Context, id string) error {
+	if isQueueID(id) {
+		if err := e.waitTurn(ctx, id); err != nil {
+			return err
+		}
+		if r, ok := e.findQueued(id); ok {
+			id = r.RunID
+		}
+	}
 	e.mu.Lock()
 	r, ok := e.st.Runs[id]
 	e.mu.Unlock()

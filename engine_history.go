@@ -233,9 +233,9 @@ func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, qu
 		}
 	}
 	if q.After == nil {
-		for _, wf := range sortedKeys(e.st.Queues) {
-			if q.Workflow == "" || q.Workflow == wf {
-				for _, t := range e.st.Queues[wf] {
+		for _, b := range sortedKeys(e.st.Queues) {
+			for _, t := range e.st.Queues[b] {
+				if q.Workflow == "" || q.Workflow == t.WorkflowName {
 					queued = append(queued, *t)
 				}
 			}

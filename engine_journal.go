@@ -78,8 +78,6 @@ func (e *engine) replayJournal(live *engine) (engineLog, []poisonedRecord, error
 		if terminal(r.Status) {
 			r.done.fire()
 			e.endedLocked(id)
-		} else if r.Serial {
-			e.active[r.WorkflowName] = r.RunID
 		}
 	}
 	return j, poisoned, nil

@@ -8,9 +8,9 @@ package main
 // replica reads any run, waits on it, resumes its hooks and cancels it: the
 // event goes into the log and reaches the owner like any other.
 //
-// Two replicas can decide at once on the same state (admit the same serial
-// workflow, resume the same hook, take the same key), so apply voids the
-// event the state no longer admits, the same way on every replica, and the
+// Two replicas can decide at once on the same state (admit a run into the
+// last free slot of a limited workflow's key, resume the same hook, take
+// the same key), so apply voids the event the state no longer admits, the same way on every replica, and the
 // writer learns from the state once its event is delivered whether it won
 // (voidLocked; start and resumeHook ask). On the file journal nothing is
 // ever void: one process decides under mu what apply then sees.
@@ -44,15 +44,17 @@ func (e *engine) voidLocked(ev *journalEvent, at time.Time) bool {
 		if k := e.st.Idem[ev.Idem]; ev.Idem != "" && k != nil && at.Sub(k.At) <= time.Duration(ev.IdemTTL)*time.Millisecond {
 			return true // a twin on another replica took the key first
 		}
-		if ev.Type == evQueue || !ev.Serial {
+		limit := ev.concurrencyLimit()
+		if ev.Type == evQueue || limit == 0 {
 			return false
 		}
-		q := e.st.Queues[ev.Workflow]
-		if ev.Queue == "" { // a direct start: only while nothing runs or waits
-			return e.active[ev.Workflow] != "" || len(q) > 0
+		bucket := concurrencyBucket(ev.Workflow, ev.Key)
+		q := e.st.Queues[bucket]
+		if ev.Queue == "" { // a direct start: only while its key has a free slot and nothing waits
+			return !e.admitsLocked(bucket, limit) || len(q) > 0
 		}
-		// A queued start's turn: only the head, only when nothing runs.
-		return e.active[ev.Workflow] != "" || len(q) == 0 || q[0].QueueID != ev.Queue
+		// A queued start's turn: only the head, only while its key has a free slot.
+		return !e.admitsLocked(bucket, limit) || len(q) == 0 || q[0].QueueID != ev.Queue
 	case evResume:
 		c := e.st.Runs[ev.Run].call(ev.Seq)
 		return c == nil || c.Status != runWaiting || c.Token != ev.Token

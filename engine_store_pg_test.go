@@ -36,6 +36,20 @@ export default async function napper(input: { id: string, ms: number }) {
 }`,
 }
 
+// perkeyWorkflow is limited to two active runs per input k; each run
+// counts two steps around a short sleep.
+const perkeyWorkflow = `
+import { sleep } from "svc";
+export const concurrency = { limit: 2, key: "/k" };
+async function mark(key: string) { "use step"; const r = await fetch(process.env.COUNTER + "?k=" + key); return (await r.json()).n; }
+export default async function perkey(input: { k: string, i: number }) {
+  "use workflow";
+  await mark("perkey-" + input.i + "-1");
+  await sleep(15);
+  await mark("perkey-" + input.i + "-2");
+  return { i: input.i };
+}`
+
 // pgBox is a `svc serve` on the PostgreSQL engine, signed requests with secret.
 type pgBox struct {
 	*boxProcess
@@ -96,7 +110,8 @@ func (b *pgBox) await(t *testing.T, id string) runRecord {
 // SVC_ENGINE=postgres on one database, active/active (DESIGN §12). Each
 // executes the runs it starts; any replica reads, long-polls, resumes and
 // cancels any run; a serial workflow started on all three at once runs one
-// at a time; one idempotency key across replicas makes one run. A replica
+// at a time, and a workflow limited to two runs per key never more than two
+// of a key; one idempotency key across replicas makes one run. A replica
 // SIGKILLed with a run asleep: another claims its runs once its lease
 // expires and finishes them. A replica stalled (SIGSTOP) past its lease:
 // its runs are claimed; woken, it writes nothing for them, says it lost
@@ -111,6 +126,7 @@ func TestEngineReplicas(t *testing.T) {
 		writeFile(t, dir, f, src)
 	}
 	writeFile(t, dir, "workflows/lane.workflow.ts", crashWorkflows["workflows/lane.workflow.ts"])
+	writeFile(t, dir, "workflows/perkey.workflow.ts", perkeyWorkflow)
 	counter := newStepCounter(t)
 	writeFile(t, dir, ".env", "COUNTER="+counter.URL+"\n")
 	dbURL := testPostgresURL(t)
@@ -188,6 +204,15 @@ func TestEngineReplicas(t *testing.T) {
 			boxes[i%3].start(t, "lane", fmt.Sprintf(`{"i":%d}`, i))
 		}()
 	}
+	// A workflow limited to two runs per key, started on all three at once.
+	const keys, perKey = 3, 6
+	for i := range keys * perKey {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			boxes[i%3].start(t, "perkey", fmt.Sprintf(`{"k":"k%d","i":%d}`, i%keys, i))
+		}()
+	}
 	// One key on every replica at once: one run.
 	keyed := make([]string, 3)
 	for i, x := range boxes {
@@ -230,6 +255,26 @@ func TestEngineReplicas(t *testing.T) {
 	for i := 1; i < len(spans); i++ {
 		if spans[i].from.Before(spans[i-1].to) {
 			t.Errorf("serial runs overlap: one ran %v–%v, the next began %v", spans[i-1].from, spans[i-1].to, spans[i].from)
+		}
+	}
+	// The limited workflow: every start ran once, never more than two of a
+	// key at once, whichever replica admitted them.
+	eventually(t, 60*time.Second, "every perkey run ended", func() bool {
+		var done int
+		db.QueryRow(context.Background(), `SELECT count(*) FROM svc.runs WHERE workflow_name = 'perkey' AND status = 'completed'`).Scan(&done)
+		return done == keys*perKey
+	})
+	list.Items = nil
+	a.do(t, "GET", "/api/runs?workflow=perkey&limit=100", "", &list)
+	byKey := checkConcurrencySpans(t, list.Items, "perkey", 2, false)
+	for k := range keys {
+		if n := len(byKey[fmt.Sprintf("k%d", k)]); n != perKey {
+			t.Errorf("key k%d has %d runs; want %d", k, n, perKey)
+		}
+	}
+	for i := range keys * perKey {
+		if n := counter.count(fmt.Sprintf("perkey-%d-2", i)); n != 1 {
+			t.Errorf("perkey %d: its last step ran %d times; want once", i, n)
 		}
 	}
 

@@ -585,7 +585,7 @@ export default defineConfig({ workflows: { a: { serial: true }, custom: { file: 
 	if got := strings.Join(cat.workflowNames(), ","); got != "a,custom" {
 		t.Fatalf("workflows = %s; want a,custom", got)
 	}
-	if !cat.Workflows["a"].Serial || cat.Workflows["custom"].Export != "b" || cat.Workflows["custom"].InputSchema == nil {
+	if !cat.Workflows["a"].Concurrency.serial() || cat.Workflows["custom"].Export != "b" || cat.Workflows["custom"].InputSchema == nil {
 		t.Errorf("overrides not applied: a %+v custom %+v", cat.Workflows["a"], cat.Workflows["custom"])
 	}
 	writeFile(t, dir, "svc.config.ts", `export default { workflows: { a: { serial: "yes" } } };`)

@@ -39,6 +39,8 @@ type savedVersion struct {
 	Serial   bool   `json:"serial"`
 	Timeout  int64  `json:"stepTimeoutMs"`
 	Source   string `json:"source"`
+	// Concurrency is a limit other than serial's (engine_concurrency.go).
+	Concurrency *concurrencyDecl `json:"concurrency,omitempty"`
 }
 
 // saveVersion saves def's version in the store once (durably), so that a run
@@ -50,7 +52,11 @@ func (e *engine) saveVersion(def *workflowDef) error {
 	if e.saved[v] {
 		return nil
 	}
-	b, err := json.Marshal(savedVersion{Workflow: def.Name, File: def.File, Export: def.Export, Serial: def.Serial, Timeout: def.StepTimeout.Milliseconds(), Source: def.Module.Source})
+	sv := savedVersion{Workflow: def.Name, File: def.File, Export: def.Export, Serial: def.Concurrency.serial(), Timeout: def.StepTimeout.Milliseconds(), Source: def.Module.Source}
+	if def.Concurrency.limited() && !sv.Serial {
+		sv.Concurrency = &def.Concurrency
+	}
+	b, err := json.Marshal(sv)
 	if err != nil {
 		return err
 	}
@@ -146,7 +152,12 @@ func (e *engine) loadVersion(v string) (*workflowDef, error) {
 	}
 	def := newWorkflowDef(sv.Workflow, sv.File)
 	def.Module = &jsModule{File: sv.File, Program: prog, Source: sv.Source, Hash: v}
-	def.Export, def.Serial = sv.Export, sv.Serial
+	def.Export = sv.Export
+	if sv.Serial {
+		def.Concurrency = concurrencyDecl{Limit: 1}
+	} else if sv.Concurrency != nil {
+		def.Concurrency = *sv.Concurrency
+	}
 	if sv.Timeout > 0 {
 		def.StepTimeout = time.Duration(sv.Timeout) * time.Millisecond
 	}

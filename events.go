@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,7 +15,7 @@ const schemaVersion = 1
 
 // Journal event types. Each is applied by engine.apply, live and on replay.
 const (
-	evQueue   = "queue"   // a serial start waiting for the active run
+	evQueue   = "queue"   // a start of a limited workflow waiting for a free slot of its key
 	evStart   = "start"   // a run was created (possibly from a queued trigger)
 	evAttempt = "attempt" // a step attempt that waits on I/O began (ended by its evStep)
 	evStep    = "step"    // one attempt of a step; Final settles it
@@ -39,7 +40,9 @@ type journalEvent struct {
 	Workflow  string          `json:"wf,omitempty"`
 	Input     json.RawMessage `json:"in,omitempty"`
 	Trigger   string          `json:"tr,omitempty"`
-	Serial    bool            `json:"se,omitempty"`
+	Serial    bool            `json:"se,omitempty"` // evStart, evQueue: concurrency limit 1, no key (engine_concurrency.go)
+	Limit     int             `json:"cl,omitempty"` // evStart, evQueue: any other concurrency limit
+	Key       string          `json:"ck,omitempty"` // its key value ("" for one bucket); evDequeue: the entry's
 	Queue     string          `json:"q,omitempty"`
 	Parent    string          `json:"p,omitempty"`
 	ParentSeq int             `json:"ps,omitempty"`
@@ -105,9 +108,9 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 	case evClaim:
 		return e.applyClaim(ev)
 	case evQueue:
-		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Input: ev.Input, Trigger: ev.Trigger,
+		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Limit: ev.Limit, LimitKey: ev.Key, Input: ev.Input, Trigger: ev.Trigger,
 			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, TraceParent: ev.TraceParent, CreatedAt: at}
-		e.st.Queues[ev.Workflow] = append(e.st.Queues[ev.Workflow], q)
+		e.st.Queues[q.bucket()] = append(e.st.Queues[q.bucket()], q)
 		e.applyIdem(ev, at)
 		e.applyScheduleFire(ev)
 		if p := e.st.Runs[ev.Parent]; p != nil {
@@ -120,26 +123,15 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 	case evStart:
 		e.pinLocked(ev.Ver)
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
-			Input: ev.Input, Serial: ev.Serial, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
+			Input: ev.Input, Serial: ev.Serial, Limit: ev.Limit, LimitKey: ev.Key, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
 			CreatedAt: at, Steps: []*durableCall{}, Owner: ev.By, TraceParent: ev.TraceParent, done: newRunSignal()}
 		e.st.Runs[r.RunID] = r
 		e.applyIdem(ev, at)
 		e.applyScheduleFire(ev)
 		if ev.Queue != "" {
-			q := e.st.Queues[ev.Workflow]
-			for i, t := range q {
-				if t.QueueID == ev.Queue {
-					e.st.Queues[ev.Workflow] = append(q[:i:i], q[i+1:]...)
-					break
-				}
-			}
-			if len(e.st.Queues[ev.Workflow]) == 0 {
-				delete(e.st.Queues, ev.Workflow)
-			}
+			e.removeQueuedLocked(concurrencyBucket(ev.Workflow, ev.Key), ev.Queue)
 		}
-		if r.Serial {
-			e.active[r.WorkflowName] = r.RunID
-		}
+		e.countActiveLocked(r)
 		if p := e.st.Runs[ev.Parent]; p != nil {
 			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
 			c.ChildRunID = r.RunID
@@ -250,9 +242,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 				delete(e.st.Hooks, tok)
 			}
 		}
-		if r.Serial && e.active[r.WorkflowName] == r.RunID {
-			delete(e.active, r.WorkflowName)
-		}
+		e.releaseActiveLocked(r)
 		if t := e.timers[r.RunID]; t != nil {
 			t.Stop()
 			delete(e.timers, r.RunID)
@@ -270,8 +260,8 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			if r.ParentRunID != "" {
 				e.schedule(r.ParentRunID)
 			}
-			if r.Serial {
-				e.advanceQueue(r.WorkflowName)
+			if r.concurrencyLimit() > 0 {
+				e.advanceQueueSoon(r.WorkflowName, concurrencyBucket(r.WorkflowName, r.LimitKey))
 			}
 			if e.opts.OnRunDone != nil {
 				e.opts.OnRunDone(r)
@@ -323,9 +313,33 @@ func (c *durableCall) settle(at time.Time, result any, failure *runError) {
 	}
 }
 
-// advanceQueue starts the head of a serial workflow's queue when no run of
-// it is active (FIFO; exactly one starts).
-func (e *engine) advanceQueue(workflow string) {
+// advanceQueueSoon is advanceQueue after a run ended. On a shared log it
+// runs on a goroutine of its own (close waits for it): its admissions wait
+// on the log, and the other actions of the delivered events (waking the
+// waiters of other runs that ended) must not wait on them.
+func (e *engine) advanceQueueSoon(workflow, bucket string) {
+	if e.self == "" {
+		e.advanceQueue(workflow, bucket)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		e.advanceQueue(workflow, bucket)
+	}()
+}
+
+// advanceQueue starts the heads of workflow's queue bucket while fewer runs
+// of it are active than its limit (FIFO per key). One call at a time
+// admits from a bucket: a call meanwhile returns at once, since the one at
+// work looks at the state again before it stops (so on a shared log this
+// process's admissions do not race each other for the same head).
+func (e *engine) advanceQueue(workflow, bucket string) {
 	// The entry runs the code current when its turn comes.
 	ver := ""
 	if cat := e.opts.Catalog(); cat != nil && cat.Workflows[workflow] != nil {
@@ -337,24 +351,38 @@ func (e *engine) advanceQueue(workflow string) {
 		ver = def.Module.Hash
 	}
 	e.mu.Lock()
-	q := e.st.Queues[workflow]
-	if len(q) == 0 || e.active[workflow] != "" || e.closed {
+	if e.advancing[bucket] {
 		e.mu.Unlock()
 		return
 	}
-	head := q[0]
-	ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
-		Trigger: head.Trigger, Serial: true, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
-		Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent}
-	if err := e.commitLocked(ev, false); err != nil {
-		e.log.Error("start queued run", "workflow", workflow, "err", err)
-		return
+	e.advancing[bucket] = true
+	for ; ; e.mu.Lock() {
+		q := e.st.Queues[bucket]
+		if len(q) == 0 || !e.admitsLocked(bucket, q[0].concurrencyLimit()) || e.closed {
+			delete(e.advancing, bucket) // with the look, under mu: a later call admits itself
+			e.mu.Unlock()
+			return
+		}
+		head := q[0]
+		ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
+			Trigger: head.Trigger, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
+			Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent}
+		ev.setConcurrency(head.concurrencyLimit(), head.LimitKey)
+		if err := e.commitLocked(ev, false); err != nil {
+			e.mu.Lock()
+			delete(e.advancing, bucket)
+			e.mu.Unlock()
+			if !errors.Is(err, errEngineClosed) {
+				e.log.Error("start queued run", "workflow", workflow, "err", err)
+			}
+			return
+		}
+		if _, ok := e.get(ev.Run); !ok {
+			continue // void: another replica took the head or the slot first (engine_replica.go); look again
+		}
+		e.log.Info("run started", "workflow", workflow, "run", ev.Run, "queue", head.QueueID)
+		e.schedule(ev.Run)
 	}
-	if _, ok := e.get(ev.Run); !ok {
-		return // another replica started the head first (engine_replica.go)
-	}
-	e.log.Info("run started", "workflow", workflow, "run", ev.Run, "queue", head.QueueID)
-	e.schedule(ev.Run)
 }
 
 // agentTurnName is the name an agent's turn has in the run list, where a

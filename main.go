@@ -101,8 +101,8 @@
 //	             embedded), contract.go
 //	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
 //	             failures, recovery), engine_replica.go (replicas on one log: ownership, claims, void
-//	             events, delivery), engine_history.go (archive, prune, compaction), engine_queue.go (serial
-//	             queues), engine_versions.go (run pinning), engine_idem.go (idempotent starts),
+//	             events, delivery), engine_history.go (archive, prune, compaction), engine_queue.go (queued
+//	             starts), engine_concurrency.go (serial and per-key concurrency limits), engine_versions.go (run pinning), engine_idem.go (idempotent starts),
 //	             schedule_cron.go (cron expressions, time zones, DST), schedule_engine.go (schedules: fires,
 //	             pause, catch-up), schedule_api.go (their HTTP routes and svc schedules),
 //	             engine_store.go (the store seam, SVC_ENGINE), engine_store_file.go (on the journal),

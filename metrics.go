@@ -132,7 +132,7 @@ func (m *metrics) pgCommitted(start time.Time, records int) {
 
 // metricsScrape is what a scrape reads from the runtime at that moment.
 type metricsScrape struct {
-	// Queues is the depth of each serial workflow's queue (0 included).
+	// Queues is the depth of each limited workflow's queues, all keys together (0 included).
 	Queues map[string]int
 	// Store is the engine's store; its lease is exposed on PostgreSQL.
 	Store engineStoreHealth
@@ -150,7 +150,7 @@ func (m *metrics) write(out io.Writer, sc metricsScrape) error {
 		for _, wf := range sortedKeys(sc.Queues) {
 			queues = append(queues, metricsSample{labels: []string{wf}, value: float64(sc.Queues[wf])})
 		}
-		metricsWriteGauge(w, "svc_queue_depth", "Starts of a serial workflow waiting for its active run, by workflow.", []string{"workflow"}, queues)
+		metricsWriteGauge(w, "svc_queue_depth", "Starts of a serial or concurrency-limited workflow waiting for their turn, by workflow.", []string{"workflow"}, queues)
 		if sc.Store.Kind != engineKindPostgres {
 			return
 		}

@@ -30,7 +30,7 @@ func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	sc := metricsScrape{Queues: s.rt.engine.queueDepths(), Store: s.rt.engine.storeHealth()}
 	if cat := s.rt.catalog.Load(); cat != nil {
 		for name, def := range cat.Workflows {
-			if _, ok := sc.Queues[name]; def.Serial && !ok {
+			if _, ok := sc.Queues[name]; def.Concurrency.limited() && !ok {
 				sc.Queues[name] = 0
 			}
 		}

@@ -208,7 +208,7 @@ func (e *engine) applyScheduleFire(ev *journalEvent) {
 	id := ev.Run
 	if r := e.st.Runs[ev.Run]; r != nil && ev.Type == evStart {
 		r.ScheduledAt = &fire
-	} else if q := e.st.Queues[ev.Workflow]; ev.Type == evQueue && len(q) > 0 {
+	} else if q := e.st.Queues[concurrencyBucket(ev.Workflow, ev.Key)]; ev.Type == evQueue && len(q) > 0 {
 		q[len(q)-1].ScheduledAt, id = &fire, ev.Queue
 	}
 	s := e.scheduleStateLocked(ev.Workflow)
@@ -248,9 +248,11 @@ func (e *engine) scheduleActive(workflow string) bool {
 			return true
 		}
 	}
-	for _, q := range e.st.Queues[workflow] {
-		if q.Trigger == triggerSchedule {
-			return true
+	for _, q := range e.st.Queues {
+		for _, t := range q {
+			if t.WorkflowName == workflow && t.Trigger == triggerSchedule {
+				return true
+			}
 		}
 	}
 	return false

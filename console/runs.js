@@ -167,7 +167,7 @@ function callView(c, hookForms, reload) {
     case "start":
     case "startAndWait":
       if (c.childRunId) body.push(el("div", {}, "child run ", el("a", { class: "child", href: `#/runs/${encodeURIComponent(c.childRunId)}` }, el("code", {}, c.childRunId))));
-      else if (c.queueId) body.push(el("div", { class: "muted" }, "child queued (its workflow is serial)"));
+      else if (c.queueId) body.push(el("div", { class: "muted" }, "child queued (its workflow's concurrency limit is reached)"));
       break;
   }
   if (c.error) body.push(errorView(c.error));

@@ -128,7 +128,7 @@ export async function playgroundPage(ctx, name) {
     result);
 }
 
-/** receipt shows a start receipt: the run link, or the queued sentence of a serial workflow. */
+/** receipt shows a start receipt: the run link, or the queued sentence of a limited workflow. */
 function receipt(rc) {
   const head = rc.status === "queued"
     ? el("p", {}, badge("queued"), ` ${rc.workflowName} runs one at a time and a run of it is active: this start is queued and begins when that run ends.`)
