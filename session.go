@@ -88,7 +88,8 @@ type agentSession struct {
 	Messages []chatMessage
 	Pending  []pendingCall
 	Turns    int
-	stored   bool // it exists in the database
+	stored   bool   // it exists in the database
+	turn     string // the turn in progress (begin), whose record save removes
 }
 
 // acquire marks ref as running a turn, here and for every replica on the
@@ -193,22 +194,65 @@ func (s *sessionStore) load(ctx context.Context, ref sessionRef) (*agentSession,
 	return sess, nil
 }
 
-// save writes the session, creating it on its first turn.
+// save writes the session, creating it on its first turn, and removes the
+// record of its turn in progress in the same statement.
 func (s *sessionStore) save(ctx context.Context, sess *agentSession) error {
 	msgs, pending, err := sessionEncode(sess.Messages, sess.Pending)
 	if err != nil {
 		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
 	}
-	_, err = s.db.Exec(ctx, `insert into svc.agent_sessions(agent, credential_hash, session_key, messages, pending, turns)
+	_, err = s.db.Exec(ctx, `with ended as (delete from svc.agent_turns where turn_id = $7)
+		insert into svc.agent_sessions(agent, credential_hash, session_key, messages, pending, turns)
 		values($1, $2, $3, $4, $5, $6)
 		on conflict (agent, credential_hash, session_key) do update
 		set messages = excluded.messages, pending = excluded.pending, turns = excluded.turns, updated_at = now()`,
-		sess.Ref.Agent, sess.Ref.CredentialHash, sess.Ref.Key, msgs, pending, sess.Turns)
+		sess.Ref.Agent, sess.Ref.CredentialHash, sess.Ref.Key, msgs, pending, sess.Turns, sess.turn)
 	if err != nil {
 		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
 	}
 	sess.stored = true
 	return nil
+}
+
+// runningTurn is a durable turn in progress as svc.agent_turns keeps it
+// (platform_migrations/0008_agent_turns.sql).
+type runningTurn struct {
+	ID             string
+	Wire           string
+	ConversationID string
+	Input          json.RawMessage // as the runs API shows it (turnInput)
+	StartedAt      time.Time
+}
+
+// begin records t as the turn of sess in progress (save removes the
+// record) and returns the turns of the session a process left in progress
+// when it died, whose records it removes. The caller holds the session's
+// lock (acquire), so no other turn of it runs anywhere.
+func (s *sessionStore) begin(ctx context.Context, sess *agentSession, t runningTurn) ([]runningTurn, error) {
+	ref := sess.Ref
+	rows, err := s.db.Query(ctx, `WITH left_behind AS (
+    DELETE FROM svc.agent_turns WHERE agent = $1 AND credential_hash = $2 AND session_key = $3
+    RETURNING turn_id, wire, conversation_key, input, started_at),
+  started AS (
+    INSERT INTO svc.agent_turns (turn_id, agent, credential_hash, session_key, wire, conversation_key, input, started_at)
+    VALUES ($4, $1, $2, $3, $5, $6, $7, $8))
+SELECT turn_id, wire, conversation_key, input, started_at FROM left_behind ORDER BY started_at`,
+		ref.Agent, ref.CredentialHash, ref.Key, t.ID, t.Wire, t.ConversationID, string(t.Input), t.StartedAt)
+	if err != nil {
+		return nil, fmt.Errorf("begin a turn of session %q: %w", ref.Key, err)
+	}
+	left, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (runningTurn, error) {
+		var lt runningTurn
+		var input string
+		err := row.Scan(&lt.ID, &lt.Wire, &lt.ConversationID, &input, &lt.StartedAt)
+		lt.Input = json.RawMessage(input)
+		return lt, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("begin a turn of session %q: %w", ref.Key, err)
+	}
+	sess.turn = t.ID
+	return left, nil
 }
 
 // sessionEncode returns the JSON arrays of messages and pending calls as
@@ -301,6 +345,17 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		if sess.stored {
 			input = sessionAfterLastAssistant(input)
 		}
+		if !wr.Responses { // a kept response is new: no turn of it was left behind
+			left, berr := h.sessions.begin(ctx, sess, runningTurn{ID: randomID("turn_", 12), Wire: wire, ConversationID: wr.ConversationKey,
+				Input: turnInput(input), StartedAt: started})
+			if berr != nil {
+				return nil, berr
+			}
+			for _, lt := range left {
+				h.keepTurn(agentTurn{Agent: ag.Name, Wire: lt.Wire, SessionID: ref.Key, ConversationID: lt.ConversationID, Input: lt.Input, StartedAt: lt.StartedAt,
+					Error: &runError{Name: turnInterrupted, Message: "The turn did not end: the process running it stopped (it was killed or crashed) before the turn was saved. Nothing of it is in the session, which continues from before it; send its message again."}})
+			}
+		}
 		res, err = loop.run(ctx, sess.Messages, sess.Pending, input, wr.Approvals)
 		sess.Messages = append(sess.Messages, res.Messages...)
 		sess.Pending = res.Pending
@@ -333,8 +388,7 @@ func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []cha
 	if h.record == nil {
 		return
 	}
-	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, ConversationID: wr.ConversationKey, StartedAt: started}
-	t.Input, _ = json.Marshal(map[string]any{"messages": sessionNonNil(input)})
+	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, ConversationID: wr.ConversationKey, StartedAt: started, Input: turnInput(input)}
 	if res != nil {
 		t.ToolCalls = res.Calls
 		t.Output, _ = json.Marshal(turnOutput{Text: res.text(), ToolCalls: res.Pending, StopReason: res.StopReason, Usage: res.Usage})
@@ -352,7 +406,25 @@ func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []cha
 	default:
 		t.Error = &runError{Name: "AgentError", Message: turnErr.Error()}
 	}
-	if _, err := h.record(t); err != nil {
-		h.log.Warn("record agent turn", "agent", agent, "err", err)
+	h.keepTurn(t)
+}
+
+// turnInterrupted is the error name of a turn left in progress by a
+// process that died (sessionStore.begin).
+const turnInterrupted = "Interrupted"
+
+// keepTurn records t in the runs API; a failure to record is logged.
+func (h *agentHost) keepTurn(t agentTurn) {
+	if h.record == nil {
+		return
 	}
+	if _, err := h.record(t); err != nil {
+		h.log.Warn("record agent turn", "agent", t.Agent, "err", err)
+	}
+}
+
+// turnInput is a turn's input as the runs API shows it.
+func turnInput(input []chatMessage) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"messages": sessionNonNil(input)})
+	return b
 }

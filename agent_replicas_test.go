@@ -1,0 +1,312 @@
+package main
+
+// Agents across replicas (issue 19 item 5), with real processes: three
+// `svc serve` replicas on the PostgreSQL engine and one database, the fake
+// model provider on loopback, each request sent to a replica of the test's
+// choosing.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// agentReplicaKey is the chat wires' credential of the replicas (SVC_API_KEYS).
+const agentReplicaKey = "wire-key-replicas"
+
+// agentReplicaHeaders are a chat request's headers: the credential and,
+// when session is not "", the durable session.
+func agentReplicaHeaders(session string) map[string]string {
+	h := map[string]string{"x-api-key": agentReplicaKey}
+	if session != "" {
+		h[wireHeaderSession] = session
+	}
+	return h
+}
+
+// agentReplicaHistory is the conversation a fake provider request carried,
+// as role:text joined by |, tool calls as role:name(arguments).
+func agentReplicaHistory(req fakeRequest) string {
+	var body fakeProvOpenAIRequest
+	json.Unmarshal(req.Raw, &body)
+	var parts []string
+	for _, m := range body.Messages {
+		if m.Role == "system" {
+			continue
+		}
+		parts = append(parts, m.Role+":"+fakeProvText(m.Content))
+		for _, c := range m.ToolCalls {
+			parts = append(parts, m.Role+":"+c.Function.Name+"("+c.Function.Arguments+")")
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
+// agentReplicaLast returns the conversation of the fake's last request.
+func agentReplicaLast(t *testing.T, f *fakeProvider) string {
+	t.Helper()
+	reqs := f.requests()
+	if len(reqs) == 0 {
+		t.Fatal("the model was never called")
+	}
+	return agentReplicaHistory(reqs[len(reqs)-1])
+}
+
+// agentReplicaStream posts a streamed chat completion of session to x and
+// returns once the first piece of the answer's text arrived, with a
+// function that reads the rest of the stream (until it ends or breaks) and
+// returns the status and everything read.
+func agentReplicaStream(t *testing.T, x *pgBox, session, say string) (rest func() (int, string)) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", x.url+"/openai/v1/chat/completions", strings.NewReader(wiresOpenAIBody("helper", say, true)))
+	for k, v := range agentReplicaHeaders(session) {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("streamed turn on %s: %v", x.url, err)
+	}
+	var read strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		read.WriteString(sc.Text() + "\n")
+		if resp.StatusCode != 200 || strings.Contains(sc.Text(), `"content":"echo`) {
+			break
+		}
+	}
+	return func() (int, string) {
+		defer resp.Body.Close()
+		for sc.Scan() {
+			read.WriteString(sc.Text() + "\n")
+		}
+		return resp.StatusCode, read.String()
+	}
+}
+
+// TestAgentReplicas runs three `svc serve` replicas on one PostgreSQL with
+// the fake model provider. A durable session continues on whichever
+// replica each turn reaches, on every wire that has one (x-svc-session,
+// AG-UI threadId, Responses previous_response_id): the model is sent the
+// whole conversation every time. An approval asked on one replica is
+// answered on another (OpenAI tool result, AG-UI resume, Responses
+// mcp_approval_response) and the tool runs once. Turns of one session sent
+// to several replicas at once never run at the same time: a turn that finds
+// its session busy anywhere is refused (409), and the model calls of those
+// that ran never overlap. A replica SIGKILLed in the middle of a streamed
+// turn leaves the session usable: the next turn, on another replica, runs
+// on the transcript as it was before the interrupted turn, and the
+// interrupted turn is in the runs as failed with the error Interrupted.
+func TestAgentReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three svc serve processes")
+	}
+	model := newFakeProvider(t)
+	dir := projectDir(t)
+	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
+	dbURL := testPostgresURL(t)
+	secret := strings.Repeat("ab", 32)
+	env := baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+secret, "SVC_MASTER_KEY="+strings.Repeat("cd", 32),
+		"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL+"/v1", "SVC_API_KEYS="+agentReplicaKey,
+		"SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1", "SVC_ENGINE_LEASE=3s", "SVC_ENGINE_LEASE_RENEW=1s")
+	boxes := make([]*pgBox, 3)
+	var boot sync.WaitGroup
+	for i := range boxes {
+		boot.Add(1)
+		go func() {
+			defer boot.Done()
+			boxes[i] = &pgBox{startBox(t, dir, t.TempDir(), env), []byte(secret)}
+		}()
+	}
+	boot.Wait()
+	for _, x := range boxes {
+		if x == nil {
+			t.FailNow() // startBox said why
+		}
+	}
+	a, b, c := boxes[0], boxes[1], boxes[2]
+	wire := func(x *pgBox) *wiresEnv { return &wiresEnv{url: x.url} }
+
+	// x-svc-session: three turns on three replicas, then one back on the first.
+	for i, x := range []*pgBox{a, b, c, a} {
+		say := fmt.Sprintf("hop-%d", i)
+		if r := wire(x).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-hop"), wiresOpenAIBody("helper", say, i%2 == 1)); r.Status != 200 {
+			t.Fatalf("turn %d on replica %d = %d %s", i, i%3, r.Status, r.Body)
+		}
+	}
+	if got, want := agentReplicaLast(t, model), "user:hop-0|assistant:echo: hop-0|user:hop-1|assistant:echo: hop-1|user:hop-2|assistant:echo: hop-2|user:hop-3"; got != want {
+		t.Errorf("x-svc-session turn 4 sent the model %q; want %q", got, want)
+	}
+	// AG-UI threadId: the client sends only its newest message each time.
+	for i, x := range []*pgBox{b, c, a} {
+		r := wire(x).post(t, "/agui/helper", agentReplicaHeaders(""), wiresAGUIBody("thread-hop", fmt.Sprintf("ag-%d", i)))
+		if r.Status != 200 || !strings.Contains(string(r.Body), "RUN_FINISHED") {
+			t.Fatalf("AG-UI turn %d = %d %s", i, r.Status, r.Body)
+		}
+	}
+	if got, want := agentReplicaLast(t, model), "user:ag-0|assistant:echo: ag-0|user:ag-1|assistant:echo: ag-1|user:ag-2"; got != want {
+		t.Errorf("AG-UI turn 3 sent the model %q; want %q", got, want)
+	}
+	// Responses: each turn continues the previous response, on another replica.
+	prev := ""
+	for i, x := range []*pgBox{c, a, b} {
+		extra := map[string]any{}
+		if prev != "" {
+			extra["previous_response_id"] = prev
+		}
+		prev, _ = responsesCreate(t, wire(x), agentReplicaHeaders(""), responsesBody(fmt.Sprintf("re-%d", i), extra))["id"].(string)
+	}
+	if got, want := agentReplicaLast(t, model), "user:re-0|assistant:echo: re-0|user:re-1|assistant:echo: re-1|user:re-2"; got != want {
+		t.Errorf("Responses turn 3 sent the model %q; want %q", got, want)
+	}
+
+	// Approvals asked on one replica, answered on another.
+	ask := wire(a).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-approve"), wiresOpenAIBody("helper", `call refund {"orderId":"o1"}`, false)).json(t)
+	callID, _ := wiresJSONAt(ask, "choices.0.message.tool_calls.0.id").(string)
+	if wiresJSONAt(ask, "choices.0.finish_reason") != "tool_calls" || callID == "" {
+		t.Fatalf("approval request on a = %v", ask)
+	}
+	answer := `{"model":"helper","messages":[{"role":"tool","tool_call_id":"` + callID + `","content":"{\"approved\":true}"}]}`
+	got := wire(b).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-approve"), answer).json(t)
+	if text, _ := wiresJSONAt(got, "choices.0.message.content").(string); text != `tool refund said: {"refunded":"o1"}` {
+		t.Errorf("approval answered on b = %v; want the tool's result", got)
+	}
+	interrupt := wire(b).post(t, "/agui/helper", agentReplicaHeaders(""), wiresAGUIBody("thread-approve", `call refund {"orderId":"o2"}`))
+	var finished map[string]any
+	if n := len(interrupt.Events); n > 0 {
+		json.Unmarshal([]byte(interrupt.Events[n-1].Data), &finished)
+	}
+	interruptID, _ := wiresJSONAt(finished, "outcome.interrupts.0.id").(string)
+	if wiresJSONAt(finished, "outcome.type") != "interrupt" || interruptID == "" {
+		t.Fatalf("AG-UI approval request on b = %s", interrupt.Body)
+	}
+	resume := `{"threadId":"thread-approve","runId":"r2","messages":[],"resume":[{"interruptId":"` + interruptID + `","status":"resolved","payload":{"approved":true}}]}`
+	if r := wire(c).post(t, "/agui/helper", agentReplicaHeaders(""), resume); !strings.Contains(string(r.Body), `tool refund said: {\"refunded\":\"o2\"}`) {
+		t.Errorf("AG-UI resume on c = %s; want the tool's result", r.Body)
+	}
+	req := responsesCreate(t, wire(c), agentReplicaHeaders(""), responsesBody(`call refund {"orderId":"o3"}`, nil))
+	approvalID, _ := wiresJSONAt(req, "output.0.id").(string)
+	if responsesOutputTypes(req) != "mcp_approval_request" {
+		t.Fatalf("Responses approval request on c = %v", req)
+	}
+	approved := responsesCreate(t, wire(a), agentReplicaHeaders(""), responsesBody([]any{map[string]any{"type": "mcp_approval_response", "approval_request_id": approvalID, "approve": true}},
+		map[string]any{"previous_response_id": req["id"]}))
+	if responsesOutputTypes(approved) != "mcp_call,message" || wiresJSONAt(approved, "output.0.output") != `{"refunded":"o3"}` {
+		t.Errorf("Responses approval answered on a = %v; want the call's result, then the text", approved)
+	}
+
+	// One turn streams slowly on a: the same session on b and c is busy.
+	before := len(model.requests())
+	slow := agentReplicaStream(t, a, "s-race", "slow race-0 one two three")
+	for _, x := range []*pgBox{b, c} {
+		if r := wire(x).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "race-1", false)); r.Status != http.StatusConflict {
+			t.Errorf("a turn on another replica while one runs = %d %s; want 409 session_busy", r.Status, r.Body)
+		}
+	}
+	if code, body := slow(); code != 200 || !strings.Contains(body, "[DONE]") {
+		t.Fatalf("the slow turn = %d %s", code, body)
+	}
+	// Six turns of one session at once over three replicas: each runs whole
+	// or is refused, and no two model calls of the session overlap.
+	var burst sync.WaitGroup
+	codes := make([]int, 6)
+	for i := range codes {
+		burst.Add(1)
+		go func() {
+			defer burst.Done()
+			codes[i] = wire(boxes[i%3]).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", fmt.Sprintf("slow burst-%d", i), true)).Status
+		}()
+	}
+	burst.Wait()
+	type span struct {
+		say      string
+		from, to time.Time
+	}
+	var spans []span
+	for _, r := range model.requests()[before:] {
+		h := agentReplicaHistory(r)
+		spans = append(spans, span{h[strings.LastIndex(h, "|")+1:], r.Began, r.Ended})
+	}
+	ran := 0
+	for i, code := range codes {
+		switch code {
+		case 200:
+			ran++
+		case http.StatusConflict:
+		default:
+			t.Errorf("burst turn %d = %d; want 200 or 409", i, code)
+		}
+	}
+	if ran == 0 || len(spans) != 1+ran {
+		t.Errorf("%d burst turns ran and the model was called %d times for the session; want at least one, and one call per turn that ran (plus the slow one)", ran, len(spans))
+	}
+	slices.SortFunc(spans, func(x, y span) int { return x.from.Compare(y.from) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].from.Before(spans[i-1].to) {
+			t.Errorf("two turns of one session ran at once: %q until %v, %q from %v", spans[i-1].say, spans[i-1].to, spans[i].say, spans[i].from)
+		}
+	}
+
+	// A replica killed in the middle of a streamed turn.
+	if r := wire(b).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-kill"), wiresOpenAIBody("helper", "before", false)); r.Status != 200 {
+		t.Fatalf("first turn of s-kill = %d %s", r.Status, r.Body)
+	}
+	cut := agentReplicaStream(t, a, "s-kill", "slow "+strings.Repeat("word ", 100))
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.exited
+	if code, body := cut(); strings.Contains(body, "[DONE]") {
+		t.Fatalf("the killed replica's stream ended whole (%d): %s", code, body)
+	}
+	var next wiresReply
+	eventually(t, 20*time.Second, "the session usable on another replica", func() bool {
+		next = wire(b).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-kill"), wiresOpenAIBody("helper", "after", false))
+		return next.Status != http.StatusConflict
+	})
+	if next.Status != 200 {
+		t.Fatalf("the turn after the kill = %d %s", next.Status, next.Body)
+	}
+	if got, want := agentReplicaLast(t, model), "user:before|assistant:echo: before|user:after"; got != want {
+		t.Errorf("the turn after the kill sent the model %q; want %q (the transcript before the interrupted turn)", got, want)
+	}
+	transcript := wire(c).post(t, "/api/agents/helper/sessions/s-kill", agentReplicaHeaders(""), "")
+	var page struct {
+		Turns int
+		Items []struct{ Type, Text string }
+	}
+	json.Unmarshal(transcript.Body, &page)
+	var items []string
+	for _, it := range page.Items {
+		items = append(items, it.Type+":"+it.Text)
+	}
+	if got, want := strings.Join(items, "|"), "user:before|assistant:echo: before|user:after|assistant:echo: after"; transcript.Status != 200 || got != want {
+		t.Errorf("transcript of s-kill on c = %d %q; want %q", transcript.Status, got, want)
+	}
+	var turns []runRecord
+	eventually(t, 20*time.Second, "the interrupted turn in the runs", func() bool {
+		var list struct{ Items []runRecord }
+		c.do(t, "GET", "/api/runs?agent=helper&limit=500", "", &list)
+		turns = turns[:0]
+		for _, r := range list.Items {
+			if r.SessionID == "s-kill" {
+				turns = append(turns, r)
+			}
+		}
+		return len(turns) == 3
+	})
+	var interrupted []runRecord
+	for _, r := range turns {
+		if r.Status == runFailed && r.Error != nil && r.Error.Name == turnInterrupted {
+			interrupted = append(interrupted, r)
+		}
+	}
+	if len(interrupted) != 1 || !strings.Contains(string(interrupted[0].Input), "slow word") {
+		t.Errorf("runs of s-kill = %+v; want the before and after turns and one failed Interrupted turn with its input", turns)
+	}
+}
