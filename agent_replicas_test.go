@@ -59,14 +59,14 @@ func agentReplicaLast(t *testing.T, f *fakeProvider) string {
 	return agentReplicaHistory(reqs[len(reqs)-1])
 }
 
-// agentReplicaStream posts a streamed chat completion of session to x and
+// agentReplicaStream posts a streamed chat request (body) to path on x and
 // returns once the first piece of the answer's text arrived, with a
 // function that reads the rest of the stream (until it ends or breaks) and
 // returns the status and everything read.
-func agentReplicaStream(t *testing.T, x *pgBox, session, say string) (rest func() (int, string)) {
+func agentReplicaStream(t *testing.T, x *pgBox, path string, headers map[string]string, body string) (rest func() (int, string)) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", x.url+"/openai/v1/chat/completions", strings.NewReader(wiresOpenAIBody("helper", say, true)))
-	for k, v := range agentReplicaHeaders(session) {
+	req, _ := http.NewRequest("POST", x.url+path, strings.NewReader(body))
+	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -78,7 +78,7 @@ func agentReplicaStream(t *testing.T, x *pgBox, session, say string) (rest func(
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		read.WriteString(sc.Text() + "\n")
-		if resp.StatusCode != 200 || strings.Contains(sc.Text(), `"content":"echo`) {
+		if resp.StatusCode != 200 || strings.Contains(sc.Text(), "echo:") {
 			break
 		}
 	}
@@ -103,7 +103,9 @@ func agentReplicaStream(t *testing.T, x *pgBox, session, say string) (rest func(
 // that ran never overlap. A replica SIGKILLed in the middle of a streamed
 // turn leaves the session usable: the next turn, on another replica, runs
 // on the transcript as it was before the interrupted turn, and the
-// interrupted turn is in the runs as failed with the error Interrupted.
+// interrupted turn is in the runs once, failed with the error Interrupted;
+// a Responses turn killed mid-stream, which no turn continues, is recorded
+// so by the replica left, and the response before it continues there.
 func TestAgentReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three svc serve processes")
@@ -204,7 +206,7 @@ func TestAgentReplicas(t *testing.T) {
 
 	// One turn streams slowly on a: the same session on b and c is busy.
 	before := len(model.requests())
-	slow := agentReplicaStream(t, a, "s-race", "slow race-0 one two three")
+	slow := agentReplicaStream(t, a, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "slow race-0 one two three", true))
 	for _, x := range []*pgBox{b, c} {
 		if r := wire(x).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "race-1", false)); r.Status != http.StatusConflict {
 			t.Errorf("a turn on another replica while one runs = %d %s; want 409 session_busy", r.Status, r.Body)
@@ -258,7 +260,7 @@ func TestAgentReplicas(t *testing.T) {
 	if r := wire(b).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-kill"), wiresOpenAIBody("helper", "before", false)); r.Status != 200 {
 		t.Fatalf("first turn of s-kill = %d %s", r.Status, r.Body)
 	}
-	cut := agentReplicaStream(t, a, "s-kill", "slow "+strings.Repeat("word ", 100))
+	cut := agentReplicaStream(t, a, "/openai/v1/chat/completions", agentReplicaHeaders("s-kill"), wiresOpenAIBody("helper", "slow "+strings.Repeat("word ", 100), true))
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	<-a.exited
 	if code, body := cut(); strings.Contains(body, "[DONE]") {
@@ -288,25 +290,52 @@ func TestAgentReplicas(t *testing.T) {
 	if got, want := strings.Join(items, "|"), "user:before|assistant:echo: before|user:after|assistant:echo: after"; transcript.Status != 200 || got != want {
 		t.Errorf("transcript of s-kill on c = %d %q; want %q", transcript.Status, got, want)
 	}
-	var turns []runRecord
-	eventually(t, 20*time.Second, "the interrupted turn in the runs", func() bool {
-		var list struct{ Items []runRecord }
-		c.do(t, "GET", "/api/runs?agent=helper&limit=500", "", &list)
-		turns = turns[:0]
-		for _, r := range list.Items {
-			if r.SessionID == "s-kill" {
-				turns = append(turns, r)
-			}
-		}
-		return len(turns) == 3
+	turns := agentReplicaTurns(t, c, "s-kill")
+	if n := agentReplicaInterrupted(turns, "slow word"); len(turns) != 3 || n != 1 {
+		t.Errorf("runs of s-kill = %+v; want the turns before and after, and the interrupted one recorded once (failed, %s, with its input)", turns, turnInterrupted)
+	}
+	// A Responses turn killed on b, continuing a response made on c, and
+	// not continued itself (the client has no response to continue): c
+	// records it as interrupted all the same. The response before it
+	// continues on c as if the interrupted turn had not been.
+	first := responsesCreate(t, wire(c), agentReplicaHeaders(""), responsesBody("left-0", nil))
+	cut = agentReplicaStream(t, b, "/openai/v1/responses", agentReplicaHeaders(""),
+		responsesBody("slow left "+strings.Repeat("word ", 100), map[string]any{"previous_response_id": first["id"], "stream": true}))
+	b.cmd.Process.Signal(syscall.SIGKILL)
+	<-b.exited
+	cut()
+	eventually(t, 20*time.Second, "the turn interrupted on b recorded by c", func() bool {
+		return agentReplicaInterrupted(agentReplicaTurns(t, c, ""), "slow left") == 1
 	})
-	var interrupted []runRecord
-	for _, r := range turns {
-		if r.Status == runFailed && r.Error != nil && r.Error.Name == turnInterrupted {
-			interrupted = append(interrupted, r)
+	responsesCreate(t, wire(c), agentReplicaHeaders(""), responsesBody("left-1", map[string]any{"previous_response_id": first["id"]}))
+	if got, want := agentReplicaLast(t, model), "user:left-0|assistant:echo: left-0|user:left-1"; got != want {
+		t.Errorf("the response continued after the kill sent the model %q; want %q", got, want)
+	}
+}
+
+// agentReplicaTurns returns the runs of session's turns (every turn when
+// session is "") as x lists them.
+func agentReplicaTurns(t *testing.T, x *pgBox, session string) []runRecord {
+	t.Helper()
+	var list struct{ Items []runRecord }
+	x.do(t, "GET", "/api/runs?agent=helper&limit=500", "", &list)
+	var turns []runRecord
+	for _, r := range list.Items {
+		if session == "" || r.SessionID == session {
+			turns = append(turns, r)
 		}
 	}
-	if len(interrupted) != 1 || !strings.Contains(string(interrupted[0].Input), "slow word") {
-		t.Errorf("runs of s-kill = %+v; want the before and after turns and one failed Interrupted turn with its input", turns)
+	return turns
+}
+
+// agentReplicaInterrupted counts the turns recorded as interrupted (failed
+// with the error Interrupted) whose input holds say.
+func agentReplicaInterrupted(turns []runRecord, say string) int {
+	n := 0
+	for _, r := range turns {
+		if r.Status == runFailed && r.Error != nil && r.Error.Name == turnInterrupted && strings.Contains(string(r.Input), say) {
+			n++
+		}
 	}
+	return n
 }

@@ -224,22 +224,26 @@ type runningTurn struct {
 	StartedAt      time.Time
 }
 
-// begin records t as the turn of sess in progress (save removes the
-// record) and returns the turns of the session a process left in progress
-// when it died, whose records it removes. The caller holds the session's
-// lock (acquire), so no other turn of it runs anywhere.
-func (s *sessionStore) begin(ctx context.Context, sess *agentSession, t runningTurn) ([]runningTurn, error) {
-	ref := sess.Ref
+// takeLeft removes and returns the turns of ref that a process left in
+// progress when it died; when next is not nil it records next as the turn
+// of ref now in progress (save removes that record), in the same
+// statement. The caller holds ref's lock (acquire), so no other turn of
+// ref runs anywhere: every record found is a dead process's.
+func (s *sessionStore) takeLeft(ctx context.Context, ref sessionRef, next *runningTurn) ([]runningTurn, error) {
+	t := runningTurn{}
+	if next != nil {
+		t = *next
+	}
 	rows, err := s.db.Query(ctx, `WITH left_behind AS (
     DELETE FROM svc.agent_turns WHERE agent = $1 AND credential_hash = $2 AND session_key = $3
     RETURNING turn_id, wire, conversation_key, input, started_at),
   started AS (
     INSERT INTO svc.agent_turns (turn_id, agent, credential_hash, session_key, wire, conversation_key, input, started_at)
-    VALUES ($4, $1, $2, $3, $5, $6, $7, $8))
+    SELECT $4, $1, $2, $3, $5, $6, $7, $8 WHERE $4 <> '')
 SELECT turn_id, wire, conversation_key, input, started_at FROM left_behind ORDER BY started_at`,
 		ref.Agent, ref.CredentialHash, ref.Key, t.ID, t.Wire, t.ConversationID, string(t.Input), t.StartedAt)
 	if err != nil {
-		return nil, fmt.Errorf("begin a turn of session %q: %w", ref.Key, err)
+		return nil, fmt.Errorf("turns in progress of session %q: %w", ref.Key, err)
 	}
 	left, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (runningTurn, error) {
 		var lt runningTurn
@@ -249,10 +253,31 @@ SELECT turn_id, wire, conversation_key, input, started_at FROM left_behind ORDER
 		return lt, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("begin a turn of session %q: %w", ref.Key, err)
+		return nil, fmt.Errorf("turns in progress of session %q: %w", ref.Key, err)
 	}
-	sess.turn = t.ID
 	return left, nil
+}
+
+// endTurn removes the record of turn id in progress after its save failed
+// (a save removes it itself), so that the turn, recorded as it ended, is
+// not recorded as interrupted too.
+func (s *sessionStore) endTurn(ctx context.Context, id string) {
+	s.db.Exec(ctx, `DELETE FROM svc.agent_turns WHERE turn_id = $1`, id)
+}
+
+// sessionsWithTurnsLeft returns the sessions with a turn recorded in
+// progress: running now, here or on another replica, or left by a process
+// that died.
+func (s *sessionStore) sessionsWithTurnsLeft(ctx context.Context) ([]sessionRef, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT agent, credential_hash, session_key FROM svc.agent_turns`)
+	if err != nil {
+		return nil, fmt.Errorf("turns in progress: %w", err)
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[sessionRef])
+	if err != nil {
+		return nil, fmt.Errorf("turns in progress: %w", err)
+	}
+	return refs, nil
 }
 
 // sessionEncode returns the JSON arrays of messages and pending calls as
@@ -345,17 +370,16 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		if sess.stored {
 			input = sessionAfterLastAssistant(input)
 		}
-		if !wr.Responses { // a kept response is new: no turn of it was left behind
-			left, berr := h.sessions.begin(ctx, sess, runningTurn{ID: randomID("turn_", 12), Wire: wire, ConversationID: wr.ConversationKey,
-				Input: turnInput(input), StartedAt: started})
-			if berr != nil {
-				return nil, berr
-			}
-			for _, lt := range left {
-				h.keepTurn(agentTurn{Agent: ag.Name, Wire: lt.Wire, SessionID: ref.Key, ConversationID: lt.ConversationID, Input: lt.Input, StartedAt: lt.StartedAt,
-					Error: &runError{Name: turnInterrupted, Message: "The turn did not end: the process running it stopped (it was killed or crashed) before the turn was saved. Nothing of it is in the session, which continues from before it; send its message again."}})
-			}
+		// The turn is recorded in progress until its session or response
+		// is saved: should this process die first, the next turn of the
+		// session (or a sweep, on any replica) records it as interrupted.
+		sess.turn = randomID("turn_", 12)
+		left, terr := h.sessions.takeLeft(ctx, ref, &runningTurn{ID: sess.turn, Wire: wire, ConversationID: wr.ConversationKey,
+			Input: turnInput(input), StartedAt: started})
+		if terr != nil {
+			return nil, terr
 		}
+		h.recordInterrupted(ref, left)
 		res, err = loop.run(ctx, sess.Messages, sess.Pending, input, wr.Approvals)
 		sess.Messages = append(sess.Messages, res.Messages...)
 		sess.Pending = res.Pending
@@ -366,9 +390,12 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		var serr error
 		if wr.Responses { // a response keeps only what its turn added
 			serr = h.sessions.saveResponse(sctx, responseRow{ID: ref.Key, Agent: ref.Agent, CredentialHash: ref.CredentialHash,
-				Parent: wr.SessionFrom, Messages: res.Messages, Pending: res.Pending, Turns: sess.Turns})
+				Parent: wr.SessionFrom, Messages: res.Messages, Pending: res.Pending, Turns: sess.Turns, turn: sess.turn})
 		} else {
 			serr = h.sessions.save(sctx, sess)
+		}
+		if serr != nil { // the turn is recorded below as it ended: not as interrupted too
+			h.sessions.endTurn(sctx, sess.turn)
 		}
 		cancel()
 		if err == nil {
@@ -410,8 +437,77 @@ func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []cha
 }
 
 // turnInterrupted is the error name of a turn left in progress by a
-// process that died (sessionStore.begin).
+// process that died (sessionStore.takeLeft).
 const turnInterrupted = "Interrupted"
+
+// recordInterrupted records the turns of ref left in progress by a process
+// that died as failed runs with the error Interrupted.
+func (h *agentHost) recordInterrupted(ref sessionRef, left []runningTurn) {
+	for _, lt := range left {
+		h.keepTurn(agentTurn{Agent: ref.Agent, Wire: lt.Wire, SessionID: ref.Key, ConversationID: lt.ConversationID, Input: lt.Input, StartedAt: lt.StartedAt,
+			Error: &runError{Name: turnInterrupted, Message: "The turn did not end: the process running it stopped (it was killed or crashed) before the turn was saved. Nothing of it is in the session, which continues from before it; send its message again."}})
+	}
+}
+
+// sweepInterrupted records the turns that processes left in progress when
+// they died, for sessions whose next turn has not come yet: it takes each
+// session with a turn recorded in progress as a turn would (one running
+// now, here or on another replica, keeps it busy: skipped) and records
+// what it finds left. It returns how many turns it recorded.
+func (h *agentHost) sweepInterrupted(ctx context.Context) (int, error) {
+	refs, err := h.sessions.sessionsWithTurnsLeft(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ref := range refs {
+		release, err := h.sessions.acquire(ctx, ref)
+		if errors.Is(err, errSessionBusy) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		left, err := h.sessions.takeLeft(ctx, ref, nil)
+		release()
+		if err != nil {
+			return n, err
+		}
+		h.recordInterrupted(ref, left)
+		n += len(left)
+	}
+	return n, nil
+}
+
+// startTurnSweep runs sweepInterrupted now and then every interval (0:
+// only now, for a process that alone runs its sessions' turns: what it
+// finds at boot was left by its previous run), off the requests' path,
+// until the returned stop is called.
+func (h *agentHost) startTurnSweep(interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, err := h.sweepInterrupted(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				h.log.Warn("record the chat turns left in progress by a process that stopped", "err", err)
+			case n > 0:
+				h.log.Info("recorded chat turns left in progress by a process that stopped as interrupted", "turns", n)
+			}
+			if interval <= 0 {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
 
 // keepTurn records t in the runs API; a failure to record is logged.
 func (h *agentHost) keepTurn(t agentTurn) {
