@@ -368,6 +368,12 @@ type agentLoop struct {
 	stream      bool
 	emit        func(agentEvent)
 	res         agentResult
+	// checkpoint, when set, keeps the turn's progress each time tools of the
+	// agent ran (durable sessions: so a process that dies later in the turn
+	// does not take with it what the tools did); ran says some ran since the
+	// last one.
+	checkpoint func(*agentResult)
+	ran        bool
 }
 
 // newAgentLoop prepares a turn of ag: the system prompt (the agent's
@@ -444,6 +450,7 @@ func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pe
 	for _, m := range rest {
 		l.add(m)
 	}
+	l.kept()
 	l.res.StopReason = stopEnd
 	for step := 1; ; step++ {
 		if step > l.agent.Spec.MaxTurns {
@@ -476,7 +483,17 @@ func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pe
 			l.res.StopReason = stopToolCalls
 			return &l.res, nil
 		}
+		l.kept()
 	}
+}
+
+// kept hands the turn's progress to checkpoint when tools ran since the
+// last time.
+func (l *agentLoop) kept() {
+	if l.ran && l.checkpoint != nil {
+		l.checkpoint(&l.res)
+	}
+	l.ran = false
 }
 
 // stepDone records model call number step (its assistant message id and
@@ -580,6 +597,7 @@ func (l *agentLoop) runTool(ctx context.Context, t *agentTool, c toolCall) {
 		return
 	}
 	tctx, span := l.otelToolCall(ctx, c)
+	l.ran = true
 	out, err := l.host.executeTool(tctx, l.agent, t, c.Arguments, agentToolContext{ToolCallID: c.ID, Agent: l.agent.Name, SessionID: l.sessionID})
 	span.end(err)
 	if err != nil {

@@ -60,10 +60,10 @@ func agentReplicaLast(t *testing.T, f *fakeProvider) string {
 }
 
 // agentReplicaStream posts a streamed chat request (body) to path on x and
-// returns once the first piece of the answer's text arrived, with a
+// returns once a line holding until arrived, with a
 // function that reads the rest of the stream (until it ends or breaks) and
 // returns the status and everything read.
-func agentReplicaStream(t *testing.T, x *pgBox, path string, headers map[string]string, body string) (rest func() (int, string)) {
+func agentReplicaStream(t *testing.T, x *pgBox, path string, headers map[string]string, body, until string) (rest func() (int, string)) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", x.url+path, strings.NewReader(body))
 	for k, v := range headers {
@@ -78,7 +78,7 @@ func agentReplicaStream(t *testing.T, x *pgBox, path string, headers map[string]
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		read.WriteString(sc.Text() + "\n")
-		if resp.StatusCode != 200 || strings.Contains(sc.Text(), "echo:") {
+		if resp.StatusCode != 200 || strings.Contains(sc.Text(), until) {
 			break
 		}
 	}
@@ -101,8 +101,9 @@ func agentReplicaStream(t *testing.T, x *pgBox, path string, headers map[string]
 // to several replicas at once never run at the same time: a turn that finds
 // its session busy anywhere is refused (409), and the model calls of those
 // that ran never overlap. A replica SIGKILLed in the middle of a streamed
-// turn leaves the session usable: the next turn, on another replica, runs
-// on the transcript as it was before the interrupted turn, and the
+// turn, after the turn's tool ran, leaves the session usable: the next
+// turn, on another replica, runs on the transcript as it was before the
+// interrupted turn plus the tool's call and result (once), and the
 // interrupted turn is in the runs once, failed with the error Interrupted;
 // a Responses turn killed mid-stream, which no turn continues, is recorded
 // so by the replica left, and the response before it continues there.
@@ -206,7 +207,7 @@ func TestAgentReplicas(t *testing.T) {
 
 	// One turn streams slowly on a: the same session on b and c is busy.
 	before := len(model.requests())
-	slow := agentReplicaStream(t, a, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "slow race-0 one two three", true))
+	slow := agentReplicaStream(t, a, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "slow race-0 one two three", true), "echo:")
 	for _, x := range []*pgBox{b, c} {
 		if r := wire(x).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "race-1", false)); r.Status != http.StatusConflict {
 			t.Errorf("a turn on another replica while one runs = %d %s; want 409 session_busy", r.Status, r.Body)
@@ -256,11 +257,15 @@ func TestAgentReplicas(t *testing.T) {
 		}
 	}
 
-	// A replica killed in the middle of a streamed turn.
+	// A replica killed in the middle of a streamed turn, after its tool ran
+	// (the answer to the tool's result streams slowly).
+	model.mu.Lock()
+	model.pace = 400 * time.Millisecond
+	model.mu.Unlock()
 	if r := wire(b).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-kill"), wiresOpenAIBody("helper", "before", false)); r.Status != 200 {
 		t.Fatalf("first turn of s-kill = %d %s", r.Status, r.Body)
 	}
-	cut := agentReplicaStream(t, a, "/openai/v1/chat/completions", agentReplicaHeaders("s-kill"), wiresOpenAIBody("helper", "slow "+strings.Repeat("word ", 100), true))
+	cut := agentReplicaStream(t, a, "/openai/v1/chat/completions", agentReplicaHeaders("s-kill"), wiresOpenAIBody("helper", `slow call add {"a":2,"b":3}`, true), "said:")
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	<-a.exited
 	if code, body := cut(); strings.Contains(body, "[DONE]") {
@@ -274,8 +279,9 @@ func TestAgentReplicas(t *testing.T) {
 	if next.Status != 200 {
 		t.Fatalf("the turn after the kill = %d %s", next.Status, next.Body)
 	}
-	if got, want := agentReplicaLast(t, model), "user:before|assistant:echo: before|user:after"; got != want {
-		t.Errorf("the turn after the kill sent the model %q; want %q (the transcript before the interrupted turn)", got, want)
+	kept := `user:before|assistant:echo: before|user:slow call add {"a":2,"b":3}|assistant:|assistant:add({"a":2,"b":3})|tool:{"sum":5,`
+	if got := agentReplicaLast(t, model); !strings.HasPrefix(got, kept) || !strings.HasSuffix(got, "|user:after") || strings.Count(got, "add(") != 1 {
+		t.Errorf("the turn after the kill sent the model %q; want the transcript before the interrupted turn, its tool call and result, then the new message", got)
 	}
 	transcript := wire(c).post(t, "/api/agents/helper/sessions/s-kill", agentReplicaHeaders(""), "")
 	var page struct {
@@ -287,11 +293,11 @@ func TestAgentReplicas(t *testing.T) {
 	for _, it := range page.Items {
 		items = append(items, it.Type+":"+it.Text)
 	}
-	if got, want := strings.Join(items, "|"), "user:before|assistant:echo: before|user:after|assistant:echo: after"; transcript.Status != 200 || got != want {
+	if got, want := strings.Join(items, "|"), "user:before|assistant:echo: before|user:slow call add {\"a\":2,\"b\":3}|tool_call:|user:after|assistant:echo: after"; transcript.Status != 200 || got != want {
 		t.Errorf("transcript of s-kill on c = %d %q; want %q", transcript.Status, got, want)
 	}
 	turns := agentReplicaTurns(t, c, "s-kill")
-	if n := agentReplicaInterrupted(turns, "slow word"); len(turns) != 3 || n != 1 {
+	if n := agentReplicaInterrupted(turns, "slow call add"); len(turns) != 3 || n != 1 {
 		t.Errorf("runs of s-kill = %+v; want the turns before and after, and the interrupted one recorded once (failed, %s, with its input)", turns, turnInterrupted)
 	}
 	// A Responses turn killed on b, continuing a response made on c, and
@@ -300,7 +306,7 @@ func TestAgentReplicas(t *testing.T) {
 	// continues on c as if the interrupted turn had not been.
 	first := responsesCreate(t, wire(c), agentReplicaHeaders(""), responsesBody("left-0", nil))
 	cut = agentReplicaStream(t, b, "/openai/v1/responses", agentReplicaHeaders(""),
-		responsesBody("slow left "+strings.Repeat("word ", 100), map[string]any{"previous_response_id": first["id"], "stream": true}))
+		responsesBody("slow left "+strings.Repeat("word ", 100), map[string]any{"previous_response_id": first["id"], "stream": true}), "echo:")
 	b.cmd.Process.Signal(syscall.SIGKILL)
 	<-b.exited
 	cut()

@@ -18,9 +18,10 @@ package main
 //     most a minute, counted in hungUp), as a provider that never answers;
 //   - a user message "json <text>": <text> as the answer, as a model
 //     obeying a JSON format (tests read the format from requests());
-//   - a user message starting "slow ": answered as anything else, but a
-//     streamed answer waits f.pace (default fakeProvSlowPace) before each
-//     piece of content, so a test can act in the middle of a stream;
+//   - a conversation whose last user message starts with "slow ": answered
+//     by the rules here, but a streamed answer waits f.pace (default
+//     fakeProvSlowPace) before each piece of content, so a test can act in
+//     the middle of a stream;
 //   - an Anthropic request whose tool_choice is "any" or names a tool and
 //     whose answer is text: a call of that tool (for "any", the last tool
 //     offered) with the text as its input when it is a JSON object, else
@@ -171,15 +172,20 @@ func (f *fakeProvider) finish(i int) {
 }
 
 // slowPace returns the pause before each streamed piece of content of the
-// answer to turns: f.pace (or fakeProvSlowPace) when the last message is
-// the user's "slow …", else none.
+// answer to turns: f.pace (or fakeProvSlowPace) when the last user message
+// is "slow …", else none.
 func (f *fakeProvider) slowPace(turns []fakeProvTurn) time.Duration {
-	if last := turns[len(turns)-1]; last.role != "user" || !strings.HasPrefix(last.text, "slow ") {
-		return 0
+	for i := len(turns) - 1; i >= 0; i-- {
+		if t := turns[i]; t.role == "user" && len(t.results) == 0 {
+			if !strings.HasPrefix(t.text, "slow ") {
+				return 0
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return cmp.Or(f.pace, fakeProvSlowPace)
+		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return cmp.Or(f.pace, fakeProvSlowPace)
+	return 0
 }
 
 // takeInterrupt reports whether this streamed answer is to be cut.

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -380,6 +381,18 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 			return nil, terr
 		}
 		h.recordInterrupted(ref, left)
+		if !wr.Responses { // a kept response is written once, when its turn ends
+			loop.checkpoint = func(progress *agentResult) {
+				// The session as it would be if the turn ended here; its
+				// record in progress stays (turn "").
+				at := &agentSession{Ref: sess.Ref, Messages: append(slices.Clip(sess.Messages), progress.Messages...), Turns: sess.Turns}
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				if err := h.sessions.save(sctx, at); err != nil {
+					h.log.Warn("keep the progress of a turn whose tools ran", "agent", ag.Name, "err", err)
+				}
+			}
+		}
 		res, err = loop.run(ctx, sess.Messages, sess.Pending, input, wr.Approvals)
 		sess.Messages = append(sess.Messages, res.Messages...)
 		sess.Pending = res.Pending
@@ -445,7 +458,7 @@ const turnInterrupted = "Interrupted"
 func (h *agentHost) recordInterrupted(ref sessionRef, left []runningTurn) {
 	for _, lt := range left {
 		h.keepTurn(agentTurn{Agent: ref.Agent, Wire: lt.Wire, SessionID: ref.Key, ConversationID: lt.ConversationID, Input: lt.Input, StartedAt: lt.StartedAt,
-			Error: &runError{Name: turnInterrupted, Message: "The turn did not end: the process running it stopped (it was killed or crashed) before the turn was saved. Nothing of it is in the session, which continues from before it; send its message again."}})
+			Error: &runError{Name: turnInterrupted, Message: "The turn did not end: the process running it stopped (it was killed or crashed) before the turn was saved. The session keeps what its tools did, if any ran; the rest of the turn is lost: send its message again."}})
 	}
 }
 
