@@ -419,20 +419,33 @@ func (l *agentLoop) add(m chatMessage) {
 
 // run continues the conversation history with the turn's new messages:
 // answers to the calls pending from the previous turn (resolved first, so
-// every call is answered before the conversation moves on), then the rest,
-// and loops model calls and tools until the model answers, tools are
-// pending, or the turn limit is reached. On error the result holds the
-// progress made (tools already run), so a session keeps it.
+// every call is answered before the conversation moves on), then the rest
+// (less answers to calls the history already answered), and loops model
+// calls and tools until the model answers, tools are pending, or the turn
+// limit is reached. On error the result holds the progress made (tools
+// already run), so a session keeps it.
 func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pendingCall, input []chatMessage, approvals map[string]approvalAnswer) (*agentResult, error) {
 	l.req.Messages = append([]chatMessage(nil), history...)
+	answered := map[string]bool{}
+	for _, m := range history {
+		if m.Role == "tool" {
+			answered[m.ToolCallID] = true
+		}
+	}
 	answers := map[string]chatMessage{}
 	var rest []chatMessage
 	for _, m := range input {
-		if m.Role == "tool" && agentIsPending(pending, m.ToolCallID) {
+		switch {
+		case m.Role == "tool" && agentIsPending(pending, m.ToolCallID):
 			answers[m.ToolCallID] = m
-			continue
+		case m.Role == "tool" && answered[m.ToolCallID]:
+			// An answer sent again to a call the session already answered:
+			// a client retrying a turn whose process died after it had run
+			// the call. The call does not run twice, nor does the model see
+			// a second result.
+		default:
+			rest = append(rest, m)
 		}
-		rest = append(rest, m)
 	}
 	shared := map[string]int{}
 	for _, p := range pending {
