@@ -205,9 +205,11 @@ func TestAgentReplicas(t *testing.T) {
 		t.Errorf("Responses approval answered on a = %v; want the call's result, then the text", approved)
 	}
 
-	// One turn streams slowly on a: the same session on b and c is busy.
+	// One turn streams slowly on a, for longer than a lease (every replica
+	// sweeps for turns left by dead ones meanwhile, and must not take it
+	// for one): the same session on b and c is busy.
 	before := len(model.requests())
-	slow := agentReplicaStream(t, a, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "slow race-0 one two three", true), "echo:")
+	slow := agentReplicaStream(t, a, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "slow race-0 "+strings.Repeat("word ", 40), true), "echo:")
 	for _, x := range []*pgBox{b, c} {
 		if r := wire(x).post(t, "/openai/v1/chat/completions", agentReplicaHeaders("s-race"), wiresOpenAIBody("helper", "race-1", false)); r.Status != http.StatusConflict {
 			t.Errorf("a turn on another replica while one runs = %d %s; want 409 session_busy", r.Status, r.Body)
@@ -315,6 +317,9 @@ func TestAgentReplicas(t *testing.T) {
 	eventually(t, 20*time.Second, "the turn interrupted on b recorded by c", func() bool {
 		return agentReplicaInterrupted(agentReplicaTurns(t, c, ""), "slow left") == 1
 	})
+	if n := agentReplicaInterrupted(agentReplicaTurns(t, c, ""), ""); n != 2 {
+		t.Errorf("%d turns recorded as interrupted; want the two killed", n)
+	}
 	responsesCreate(t, wire(c), agentReplicaHeaders(""), responsesBody("left-1", map[string]any{"previous_response_id": first["id"]}))
 	if got, want := agentReplicaLast(t, model), "user:left-0|assistant:echo: left-0|user:left-1"; got != want {
 		t.Errorf("the response continued after the kill sent the model %q; want %q", got, want)

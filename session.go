@@ -90,7 +90,7 @@ type agentSession struct {
 	Pending  []pendingCall
 	Turns    int
 	stored   bool   // it exists in the database
-	turn     string // the turn in progress (begin), whose record save removes
+	turn     string // the turn in progress (takeLeft), whose record save removes
 }
 
 // acquire marks ref as running a turn, here and for every replica on the
@@ -218,6 +218,7 @@ func (s *sessionStore) save(ctx context.Context, sess *agentSession) error {
 // runningTurn is a durable turn in progress as svc.agent_turns keeps it
 // (platform_migrations/0008_agent_turns.sql).
 type runningTurn struct {
+	Ref            sessionRef
 	ID             string
 	Wire           string
 	ConversationID string
@@ -225,37 +226,64 @@ type runningTurn struct {
 	StartedAt      time.Time
 }
 
+// runningTurnColumns are the columns collectRunningTurns reads.
+const runningTurnColumns = `agent, credential_hash, session_key, turn_id, wire, conversation_key, input, started_at`
+
+// collectRunningTurns reads rows of runningTurnColumns.
+func collectRunningTurns(rows pgx.Rows) ([]runningTurn, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (runningTurn, error) {
+		var t runningTurn
+		var input string
+		err := row.Scan(&t.Ref.Agent, &t.Ref.CredentialHash, &t.Ref.Key, &t.ID, &t.Wire, &t.ConversationID, &input, &t.StartedAt)
+		t.Input = json.RawMessage(input)
+		return t, err
+	})
+}
+
 // takeLeft removes and returns the turns of ref that a process left in
-// progress when it died; when next is not nil it records next as the turn
-// of ref now in progress (save removes that record), in the same
-// statement. The caller holds ref's lock (acquire), so no other turn of
-// ref runs anywhere: every record found is a dead process's.
-func (s *sessionStore) takeLeft(ctx context.Context, ref sessionRef, next *runningTurn) ([]runningTurn, error) {
-	t := runningTurn{}
-	if next != nil {
-		t = *next
-	}
+// progress when it died, and records next as the turn of ref now in
+// progress (save removes that record), in one statement. The caller holds
+// ref's lock (acquire), so no other turn of ref runs anywhere: every record
+// found is a dead process's.
+func (s *sessionStore) takeLeft(ctx context.Context, ref sessionRef, next runningTurn) ([]runningTurn, error) {
 	rows, err := s.db.Query(ctx, `WITH left_behind AS (
     DELETE FROM svc.agent_turns WHERE agent = $1 AND credential_hash = $2 AND session_key = $3
-    RETURNING turn_id, wire, conversation_key, input, started_at),
+    RETURNING `+runningTurnColumns+`),
   started AS (
-    INSERT INTO svc.agent_turns (turn_id, agent, credential_hash, session_key, wire, conversation_key, input, started_at)
-    SELECT $4, $1, $2, $3, $5, $6, $7, $8 WHERE $4 <> '')
-SELECT turn_id, wire, conversation_key, input, started_at FROM left_behind ORDER BY started_at`,
-		ref.Agent, ref.CredentialHash, ref.Key, t.ID, t.Wire, t.ConversationID, string(t.Input), t.StartedAt)
+    INSERT INTO svc.agent_turns (turn_id, agent, credential_hash, session_key, lock_key, wire, conversation_key, input, started_at)
+    VALUES ($4, $1, $2, $3, $5, $6, $7, $8, $9))
+SELECT `+runningTurnColumns+` FROM left_behind ORDER BY started_at`,
+		ref.Agent, ref.CredentialHash, ref.Key, next.ID, sessionLockID(ref.lockKey()), next.Wire, next.ConversationID, string(next.Input), next.StartedAt)
 	if err != nil {
 		return nil, fmt.Errorf("turns in progress of session %q: %w", ref.Key, err)
 	}
-	left, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (runningTurn, error) {
-		var lt runningTurn
-		var input string
-		err := row.Scan(&lt.ID, &lt.Wire, &lt.ConversationID, &input, &lt.StartedAt)
-		lt.Input = json.RawMessage(input)
-		return lt, err
-	})
+	left, err := collectRunningTurns(rows)
 	if err != nil {
 		return nil, fmt.Errorf("turns in progress of session %q: %w", ref.Key, err)
 	}
+	return left, nil
+}
+
+// takeAbandoned removes and returns the turns in progress, of any session,
+// whose process died. With replicas, those whose session lock nobody on
+// the database holds: a turn takes it before its record is made and lets
+// it go after the record is removed, and PostgreSQL lets it go when the
+// holder's connection ends. Alone, every one: it is called at boot, before
+// a turn can start.
+func (s *sessionStore) takeAbandoned(ctx context.Context) ([]runningTurn, error) {
+	rows, err := s.db.Query(ctx, `DELETE FROM svc.agent_turns t WHERE NOT $1::boolean OR NOT EXISTS (
+    SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid::bigint = (t.lock_key >> 32) & 4294967295 AND l.objid::bigint = t.lock_key & 4294967295)
+RETURNING `+runningTurnColumns, s.replicas)
+	if err != nil {
+		return nil, fmt.Errorf("turns in progress: %w", err)
+	}
+	left, err := collectRunningTurns(rows)
+	if err != nil {
+		return nil, fmt.Errorf("turns in progress: %w", err)
+	}
+	slices.SortFunc(left, func(a, b runningTurn) int { return a.StartedAt.Compare(b.StartedAt) })
 	return left, nil
 }
 
@@ -264,21 +292,6 @@ SELECT turn_id, wire, conversation_key, input, started_at FROM left_behind ORDER
 // not recorded as interrupted too.
 func (s *sessionStore) endTurn(ctx context.Context, id string) {
 	s.db.Exec(ctx, `DELETE FROM svc.agent_turns WHERE turn_id = $1`, id)
-}
-
-// sessionsWithTurnsLeft returns the sessions with a turn recorded in
-// progress: running now, here or on another replica, or left by a process
-// that died.
-func (s *sessionStore) sessionsWithTurnsLeft(ctx context.Context) ([]sessionRef, error) {
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT agent, credential_hash, session_key FROM svc.agent_turns`)
-	if err != nil {
-		return nil, fmt.Errorf("turns in progress: %w", err)
-	}
-	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[sessionRef])
-	if err != nil {
-		return nil, fmt.Errorf("turns in progress: %w", err)
-	}
-	return refs, nil
 }
 
 // sessionEncode returns the JSON arrays of messages and pending calls as
@@ -375,12 +388,12 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		// is saved: should this process die first, the next turn of the
 		// session (or a sweep, on any replica) records it as interrupted.
 		sess.turn = randomID("turn_", 12)
-		left, terr := h.sessions.takeLeft(ctx, ref, &runningTurn{ID: sess.turn, Wire: wire, ConversationID: wr.ConversationKey,
+		left, terr := h.sessions.takeLeft(ctx, ref, runningTurn{ID: sess.turn, Wire: wire, ConversationID: wr.ConversationKey,
 			Input: turnInput(input), StartedAt: started})
 		if terr != nil {
 			return nil, terr
 		}
-		h.recordInterrupted(ref, left)
+		h.recordInterrupted(left)
 		if !wr.Responses { // a kept response is written once, when its turn ends
 			loop.checkpoint = func(progress *agentResult) {
 				// The session as it would be if the turn ended here; its
@@ -453,65 +466,46 @@ func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []cha
 // process that died (sessionStore.takeLeft).
 const turnInterrupted = "Interrupted"
 
-// recordInterrupted records the turns of ref left in progress by a process
-// that died as failed runs with the error Interrupted.
-func (h *agentHost) recordInterrupted(ref sessionRef, left []runningTurn) {
+// recordInterrupted records turns left in progress by a process that died
+// as failed runs with the error Interrupted.
+func (h *agentHost) recordInterrupted(left []runningTurn) {
 	for _, lt := range left {
-		h.keepTurn(agentTurn{Agent: ref.Agent, Wire: lt.Wire, SessionID: ref.Key, ConversationID: lt.ConversationID, Input: lt.Input, StartedAt: lt.StartedAt,
+		h.keepTurn(agentTurn{Agent: lt.Ref.Agent, Wire: lt.Wire, SessionID: lt.Ref.Key, ConversationID: lt.ConversationID, Input: lt.Input, StartedAt: lt.StartedAt,
 			Error: &runError{Name: turnInterrupted, Message: "The turn did not end: the process running it stopped (it was killed or crashed) before the turn was saved. The session keeps what its tools did, if any ran; the rest of the turn is lost: send its message again."}})
 	}
 }
 
 // sweepInterrupted records the turns that processes left in progress when
-// they died, for sessions whose next turn has not come yet: it takes each
-// session with a turn recorded in progress as a turn would (one running
-// now, here or on another replica, keeps it busy: skipped) and records
-// what it finds left. It returns how many turns it recorded.
-func (h *agentHost) sweepInterrupted(ctx context.Context) (int, error) {
-	refs, err := h.sessions.sessionsWithTurnsLeft(ctx)
-	if err != nil {
-		return 0, err
+// they died, of sessions whose next turn has not come yet (takeAbandoned),
+// and logs what it did.
+func (h *agentHost) sweepInterrupted(ctx context.Context) {
+	left, err := h.sessions.takeAbandoned(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		h.log.Warn("record the chat turns left in progress by a process that stopped", "err", err)
+	case len(left) > 0:
+		h.log.Info("recorded chat turns left in progress by a process that stopped as interrupted", "turns", len(left))
 	}
-	n := 0
-	for _, ref := range refs {
-		release, err := h.sessions.acquire(ctx, ref)
-		if errors.Is(err, errSessionBusy) {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		left, err := h.sessions.takeLeft(ctx, ref, nil)
-		release()
-		if err != nil {
-			return n, err
-		}
-		h.recordInterrupted(ref, left)
-		n += len(left)
-	}
-	return n, nil
+	h.recordInterrupted(left)
 }
 
-// startTurnSweep runs sweepInterrupted now and then every interval (0:
-// only now, for a process that alone runs its sessions' turns: what it
-// finds at boot was left by its previous run), off the requests' path,
+// startTurnSweep runs sweepInterrupted: with interval 0 (a process alone
+// on its database: what it finds at boot was left by its previous run)
+// once, before it returns; else every interval, off the requests' path,
 // until the returned stop is called.
 func (h *agentHost) startTurnSweep(interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+		defer cancel()
+		h.sweepInterrupted(ctx)
+		return func() {}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			n, err := h.sweepInterrupted(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				h.log.Warn("record the chat turns left in progress by a process that stopped", "err", err)
-			case n > 0:
-				h.log.Info("recorded chat turns left in progress by a process that stopped as interrupted", "turns", n)
-			}
-			if interval <= 0 {
-				return
-			}
+			h.sweepInterrupted(ctx)
 			select {
 			case <-ctx.Done():
 				return
