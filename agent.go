@@ -368,6 +368,12 @@ type agentLoop struct {
 	stream      bool
 	emit        func(agentEvent)
 	res         agentResult
+	// checkpoint, when set, keeps the turn's progress each time tools of the
+	// agent ran (durable sessions: so a process that dies later in the turn
+	// does not take with it what the tools did); ran says some ran since the
+	// last one.
+	checkpoint func(*agentResult)
+	ran        bool
 }
 
 // newAgentLoop prepares a turn of ag: the system prompt (the agent's
@@ -413,20 +419,33 @@ func (l *agentLoop) add(m chatMessage) {
 
 // run continues the conversation history with the turn's new messages:
 // answers to the calls pending from the previous turn (resolved first, so
-// every call is answered before the conversation moves on), then the rest,
-// and loops model calls and tools until the model answers, tools are
-// pending, or the turn limit is reached. On error the result holds the
-// progress made (tools already run), so a session keeps it.
+// every call is answered before the conversation moves on), then the rest
+// (less answers to calls the history already answered), and loops model
+// calls and tools until the model answers, tools are pending, or the turn
+// limit is reached. On error the result holds the progress made (tools
+// already run), so a session keeps it.
 func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pendingCall, input []chatMessage, approvals map[string]approvalAnswer) (*agentResult, error) {
 	l.req.Messages = append([]chatMessage(nil), history...)
+	answered := map[string]bool{}
+	for _, m := range history {
+		if m.Role == "tool" {
+			answered[m.ToolCallID] = true
+		}
+	}
 	answers := map[string]chatMessage{}
 	var rest []chatMessage
 	for _, m := range input {
-		if m.Role == "tool" && agentIsPending(pending, m.ToolCallID) {
+		switch {
+		case m.Role == "tool" && agentIsPending(pending, m.ToolCallID):
 			answers[m.ToolCallID] = m
-			continue
+		case m.Role == "tool" && answered[m.ToolCallID]:
+			// An answer sent again to a call the session already answered:
+			// a client retrying a turn whose process died after it had run
+			// the call. The call does not run twice, nor does the model see
+			// a second result.
+		default:
+			rest = append(rest, m)
 		}
-		rest = append(rest, m)
 	}
 	shared := map[string]int{}
 	for _, p := range pending {
@@ -444,6 +463,7 @@ func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pe
 	for _, m := range rest {
 		l.add(m)
 	}
+	l.kept()
 	l.res.StopReason = stopEnd
 	for step := 1; ; step++ {
 		if step > l.agent.Spec.MaxTurns {
@@ -476,7 +496,17 @@ func (l *agentLoop) run(ctx context.Context, history []chatMessage, pending []pe
 			l.res.StopReason = stopToolCalls
 			return &l.res, nil
 		}
+		l.kept()
 	}
+}
+
+// kept hands the turn's progress to checkpoint when tools ran since the
+// last time.
+func (l *agentLoop) kept() {
+	if l.ran && l.checkpoint != nil {
+		l.checkpoint(&l.res)
+	}
+	l.ran = false
 }
 
 // stepDone records model call number step (its assistant message id and
@@ -580,6 +610,7 @@ func (l *agentLoop) runTool(ctx context.Context, t *agentTool, c toolCall) {
 		return
 	}
 	tctx, span := l.otelToolCall(ctx, c)
+	l.ran = true
 	out, err := l.host.executeTool(tctx, l.agent, t, c.Arguments, agentToolContext{ToolCallID: c.ID, Agent: l.agent.Name, SessionID: l.sessionID})
 	span.end(err)
 	if err != nil {

@@ -18,6 +18,10 @@ package main
 //     most a minute, counted in hungUp), as a provider that never answers;
 //   - a user message "json <text>": <text> as the answer, as a model
 //     obeying a JSON format (tests read the format from requests());
+//   - a conversation whose last user message starts with "slow ": answered
+//     by the rules here, but a streamed answer waits f.pace (default
+//     fakeProvSlowPace) before each piece of content, so a test can act in
+//     the middle of a stream;
 //   - an Anthropic request whose tool_choice is "any" or names a tool and
 //     whose answer is text: a call of that tool (for "any", the last tool
 //     offered) with the text as its input when it is a JSON object, else
@@ -59,12 +63,18 @@ import (
 // fakeProvCreated is the fixed "created" time of the fake's OpenAI answers.
 const fakeProvCreated = 1700000000
 
+// fakeProvSlowPace is the pause before each piece of content of a "slow"
+// streamed answer unless the test sets fakeProvider.pace.
+const fakeProvSlowPace = 100 * time.Millisecond
+
 // fakeRequest is a request the fake provider received.
 type fakeRequest struct {
 	Path   string
 	Header http.Header
 	Body   map[string]any // the decoded JSON body; nil when it was not JSON
 	Raw    []byte         // the body as received
+	Began  time.Time      // when it arrived
+	Ended  time.Time      // when its answer ended (zero while it is answered)
 }
 
 // fakeProvider is a fake model provider serving POST /v1/chat/completions
@@ -73,12 +83,13 @@ type fakeProvider struct {
 	*httptest.Server
 	mu         sync.Mutex
 	recorded   []fakeRequest
-	failures   []int        // statuses the next calls answer, in order
-	interrupts int          // streamed answers still to cut after their first content
-	callIDs    int          // tool calls issued so far
-	answerIDs  int          // answers issued so far
-	hangups    int          // "hang" requests whose caller hung up
-	conns      atomic.Int64 // connections accepted
+	failures   []int         // statuses the next calls answer, in order
+	interrupts int           // streamed answers still to cut after their first content
+	callIDs    int           // tool calls issued so far
+	answerIDs  int           // answers issued so far
+	hangups    int           // "hang" requests whose caller hung up
+	conns      atomic.Int64  // connections accepted
+	pace       time.Duration // the pause before each piece of a "slow" streamed answer (0: fakeProvSlowPace)
 }
 
 // newFakeProvider starts a fake provider, closed when the test ends.
@@ -123,13 +134,15 @@ func (f *fakeProvider) interruptNext(n int) {
 	f.interrupts += n
 }
 
-// begin records a request and decodes its body into v. It answers and
-// returns false when an injected failure is due or the body is not JSON.
-func (f *fakeProvider) begin(w http.ResponseWriter, r *http.Request, v any, fail func(http.ResponseWriter, int, string)) bool {
+// begin records a request and decodes its body into v; it returns the
+// request's index for finish. It answers and returns false when an injected
+// failure is due or the body is not JSON.
+func (f *fakeProvider) begin(w http.ResponseWriter, r *http.Request, v any, fail func(http.ResponseWriter, int, string)) (int, bool) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
-	rec := fakeRequest{Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw}
+	rec := fakeRequest{Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw, Began: time.Now()}
 	json.Unmarshal(raw, &rec.Body)
 	f.mu.Lock()
+	i := len(f.recorded)
 	f.recorded = append(f.recorded, rec)
 	status := 0
 	if len(f.failures) > 0 {
@@ -139,16 +152,40 @@ func (f *fakeProvider) begin(w http.ResponseWriter, r *http.Request, v any, fail
 	switch {
 	case status != 0:
 		fail(w, status, fmt.Sprintf("fake provider: injected failure with status %d", status))
-		return false
+		return i, false
 	case err != nil:
 		fail(w, http.StatusBadRequest, "fake provider: read body: "+err.Error())
-		return false
+		return i, false
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		fail(w, http.StatusBadRequest, "fake provider: the body is not valid JSON: "+err.Error())
-		return false
+		return i, false
 	}
-	return true
+	return i, true
+}
+
+// finish records that the answer to request i ended.
+func (f *fakeProvider) finish(i int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recorded[i].Ended = time.Now()
+}
+
+// slowPace returns the pause before each streamed piece of content of the
+// answer to turns: f.pace (or fakeProvSlowPace) when the last user message
+// is "slow …", else none.
+func (f *fakeProvider) slowPace(turns []fakeProvTurn) time.Duration {
+	for i := len(turns) - 1; i >= 0; i-- {
+		if t := turns[i]; t.role == "user" && len(t.results) == 0 {
+			if !strings.HasPrefix(t.text, "slow ") {
+				return 0
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return cmp.Or(f.pace, fakeProvSlowPace)
+		}
+	}
+	return 0
 }
 
 // takeInterrupt reports whether this streamed answer is to be cut.
@@ -329,10 +366,14 @@ func fakeProvText(raw json.RawMessage) string {
 }
 
 // fakeProvStream writes SSE events, flushed one by one, and drops the
-// connection after the first content event when cut is set.
+// connection after the first content event when cut is set. With a pace,
+// it waits that long before each content event (less when the caller hangs
+// up, as r's context then says).
 type fakeProvStream struct {
-	w   http.ResponseWriter
-	cut bool
+	w    http.ResponseWriter
+	cut  bool
+	r    *http.Request
+	pace time.Duration
 }
 
 // start sends the event-stream headers.
@@ -349,6 +390,12 @@ func (s *fakeProvStream) send(name string, v any, content bool) {
 	if !ok {
 		b, _ := json.Marshal(v)
 		data = string(b)
+	}
+	if content && s.pace > 0 {
+		select {
+		case <-time.After(s.pace):
+		case <-s.r.Context().Done():
+		}
 	}
 	if name != "" {
 		fmt.Fprintf(s.w, "event: %s\n", name)
@@ -476,7 +523,9 @@ func (req *fakeProvOpenAIRequest) turns() (turns []fakeProvTurn, system string, 
 // handleOpenAI serves POST /v1/chat/completions.
 func (f *fakeProvider) handleOpenAI(w http.ResponseWriter, r *http.Request) {
 	var req fakeProvOpenAIRequest
-	if !f.begin(w, r, &req, fakeProvOpenAIError) {
+	i, ok := f.begin(w, r, &req, fakeProvOpenAIError)
+	defer f.finish(i)
+	if !ok {
 		return
 	}
 	turns, system, err := req.turns()
@@ -516,7 +565,7 @@ func (f *fakeProvider) handleOpenAI(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	s := &fakeProvStream{w: w, cut: f.takeInterrupt()}
+	s := &fakeProvStream{w: w, cut: f.takeInterrupt(), r: r, pace: f.slowPace(turns)}
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		c := map[string]any{
 			"id": id, "object": "chat.completion.chunk", "created": fakeProvCreated, "model": req.Model,
@@ -664,7 +713,9 @@ func (req *fakeProvAnthropicRequest) turns() ([]fakeProvTurn, error) {
 // handleAnthropic serves POST /v1/messages.
 func (f *fakeProvider) handleAnthropic(w http.ResponseWriter, r *http.Request) {
 	var req fakeProvAnthropicRequest
-	if !f.begin(w, r, &req, fakeProvAnthropicError) {
+	i, ok := f.begin(w, r, &req, fakeProvAnthropicError)
+	defer f.finish(i)
+	if !ok {
 		return
 	}
 	switch {
@@ -708,7 +759,7 @@ func (f *fakeProvider) handleAnthropic(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	s := &fakeProvStream{w: w, cut: f.takeInterrupt()}
+	s := &fakeProvStream{w: w, cut: f.takeInterrupt(), r: r, pace: f.slowPace(turns)}
 	s.start()
 	s.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},

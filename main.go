@@ -119,9 +119,11 @@
 //	             and workflows), typegen.go and typegen_drizzle.go (.svc/*.d.ts), schema.go,
 //	             schema_format.go and schema_ts.go (JSON Schema), automigrate.go and migrate.go
 //	             (src/schema.ts to migrations)
-//	agents       agent.go (the agent loop and tools), session.go (durable sessions), session_responses.go
+//	agents       agent.go (the agent loop and tools), session.go (durable sessions: one turn at a time across
+//	             replicas, turns in progress and those a dead process interrupted), session_responses.go
 //	             (kept Responses-wire responses), agent_history.go
-//	             (a session's transcript), model.go, providers.go (model provider clients)
+//	             (a session's transcript), model.go, providers.go (model provider clients);
+//	             agent_replicas_test.go (sessions, approvals and kills across real replicas)
 //	services     s3.go, s3_multipart.go, s3_sigv4.go, s3_sigv2.go and s3_conditional.go (the built-in
 //	             object storage; its tests run against versitygw too: versitygw_test.go,
 //	             storage_suite_test.go, s3_judge_test.go), storage_client.go (an S3 client sharing the

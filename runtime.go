@@ -239,7 +239,14 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	}
 	rt.agents = newAgentHost(rt)
 	stopTrim := rt.agents.sessions.startResponseTrim(responseRetention, rt.log)
-	rt.closers = append(rt.closers, func(context.Context) error { stopTrim(); rt.agents.sessions.close(); return nil })
+	// Replicas look for the turns a dead replica left every lease (as they
+	// take over its runs); a process alone, once at boot.
+	var sweepEvery time.Duration
+	if o.Engine.Kind == engineKindPostgres {
+		sweepEvery = o.Engine.Lease
+	}
+	stopSweep := rt.agents.startTurnSweep(sweepEvery)
+	rt.closers = append(rt.closers, func(context.Context) error { stopTrim(); stopSweep(); rt.agents.sessions.close(); return nil })
 	// The gate decides whether agents and workflows start.
 	return rt.resolveGate(ctx)
 }

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,7 +89,8 @@ type agentSession struct {
 	Messages []chatMessage
 	Pending  []pendingCall
 	Turns    int
-	stored   bool // it exists in the database
+	stored   bool   // it exists in the database
+	turn     string // the turn in progress (takeLeft), whose record save removes
 }
 
 // acquire marks ref as running a turn, here and for every replica on the
@@ -193,22 +195,103 @@ func (s *sessionStore) load(ctx context.Context, ref sessionRef) (*agentSession,
 	return sess, nil
 }
 
-// save writes the session, creating it on its first turn.
+// save writes the session, creating it on its first turn, and removes the
+// record of its turn in progress in the same statement.
 func (s *sessionStore) save(ctx context.Context, sess *agentSession) error {
 	msgs, pending, err := sessionEncode(sess.Messages, sess.Pending)
 	if err != nil {
 		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
 	}
-	_, err = s.db.Exec(ctx, `insert into svc.agent_sessions(agent, credential_hash, session_key, messages, pending, turns)
+	_, err = s.db.Exec(ctx, `with ended as (delete from svc.agent_turns where turn_id = $7)
+		insert into svc.agent_sessions(agent, credential_hash, session_key, messages, pending, turns)
 		values($1, $2, $3, $4, $5, $6)
 		on conflict (agent, credential_hash, session_key) do update
 		set messages = excluded.messages, pending = excluded.pending, turns = excluded.turns, updated_at = now()`,
-		sess.Ref.Agent, sess.Ref.CredentialHash, sess.Ref.Key, msgs, pending, sess.Turns)
+		sess.Ref.Agent, sess.Ref.CredentialHash, sess.Ref.Key, msgs, pending, sess.Turns, sess.turn)
 	if err != nil {
 		return fmt.Errorf("save session %q: %w", sess.Ref.Key, err)
 	}
 	sess.stored = true
 	return nil
+}
+
+// runningTurn is a durable turn in progress as svc.agent_turns keeps it
+// (platform_migrations/0008_agent_turns.sql).
+type runningTurn struct {
+	Ref            sessionRef
+	ID             string
+	Wire           string
+	ConversationID string
+	Input          json.RawMessage // as the runs API shows it (turnInput)
+	StartedAt      time.Time
+}
+
+// runningTurnColumns are the columns collectRunningTurns reads.
+const runningTurnColumns = `agent, credential_hash, session_key, turn_id, wire, conversation_key, input, started_at`
+
+// collectRunningTurns reads rows of runningTurnColumns.
+func collectRunningTurns(rows pgx.Rows) ([]runningTurn, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (runningTurn, error) {
+		var t runningTurn
+		var input string
+		err := row.Scan(&t.Ref.Agent, &t.Ref.CredentialHash, &t.Ref.Key, &t.ID, &t.Wire, &t.ConversationID, &input, &t.StartedAt)
+		t.Input = json.RawMessage(input)
+		return t, err
+	})
+}
+
+// takeLeft removes and returns the turns of ref that a process left in
+// progress when it died, and records next as the turn of ref now in
+// progress (save removes that record), in one statement. The caller holds
+// ref's lock (acquire), so no other turn of ref runs anywhere: every record
+// found is a dead process's.
+func (s *sessionStore) takeLeft(ctx context.Context, ref sessionRef, next runningTurn) ([]runningTurn, error) {
+	rows, err := s.db.Query(ctx, `WITH left_behind AS (
+    DELETE FROM svc.agent_turns WHERE agent = $1 AND credential_hash = $2 AND session_key = $3
+    RETURNING `+runningTurnColumns+`),
+  started AS (
+    INSERT INTO svc.agent_turns (turn_id, agent, credential_hash, session_key, lock_key, wire, conversation_key, input, started_at)
+    VALUES ($4, $1, $2, $3, $5, $6, $7, $8, $9))
+SELECT `+runningTurnColumns+` FROM left_behind ORDER BY started_at`,
+		ref.Agent, ref.CredentialHash, ref.Key, next.ID, sessionLockID(ref.lockKey()), next.Wire, next.ConversationID, string(next.Input), next.StartedAt)
+	if err != nil {
+		return nil, fmt.Errorf("turns in progress of session %q: %w", ref.Key, err)
+	}
+	left, err := collectRunningTurns(rows)
+	if err != nil {
+		return nil, fmt.Errorf("turns in progress of session %q: %w", ref.Key, err)
+	}
+	return left, nil
+}
+
+// takeAbandoned removes and returns the turns in progress, of any session,
+// whose process died. With replicas, those whose session lock nobody on
+// the database holds: a turn takes it before its record is made and lets
+// it go after the record is removed, and PostgreSQL lets it go when the
+// holder's connection ends. Alone, every one: it is called at boot, before
+// a turn can start.
+func (s *sessionStore) takeAbandoned(ctx context.Context) ([]runningTurn, error) {
+	rows, err := s.db.Query(ctx, `DELETE FROM svc.agent_turns t WHERE NOT $1::boolean OR NOT EXISTS (
+    SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid::bigint = (t.lock_key >> 32) & 4294967295 AND l.objid::bigint = t.lock_key & 4294967295)
+RETURNING `+runningTurnColumns, s.replicas)
+	if err != nil {
+		return nil, fmt.Errorf("turns in progress: %w", err)
+	}
+	left, err := collectRunningTurns(rows)
+	if err != nil {
+		return nil, fmt.Errorf("turns in progress: %w", err)
+	}
+	slices.SortFunc(left, func(a, b runningTurn) int { return a.StartedAt.Compare(b.StartedAt) })
+	return left, nil
+}
+
+// endTurn removes the record of turn id in progress after its save failed
+// (a save removes it itself), so that the turn, recorded as it ended, is
+// not recorded as interrupted too.
+func (s *sessionStore) endTurn(ctx context.Context, id string) {
+	s.db.Exec(ctx, `DELETE FROM svc.agent_turns WHERE turn_id = $1`, id)
 }
 
 // sessionEncode returns the JSON arrays of messages and pending calls as
@@ -301,6 +384,28 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		if sess.stored {
 			input = sessionAfterLastAssistant(input)
 		}
+		// The turn is recorded in progress until its session or response
+		// is saved: should this process die first, the next turn of the
+		// session (or a sweep, on any replica) records it as interrupted.
+		sess.turn = randomID("turn_", 12)
+		left, terr := h.sessions.takeLeft(ctx, ref, runningTurn{ID: sess.turn, Wire: wire, ConversationID: wr.ConversationKey,
+			Input: turnInput(input), StartedAt: started})
+		if terr != nil {
+			return nil, terr
+		}
+		h.recordInterrupted(left)
+		if !wr.Responses { // a kept response is written once, when its turn ends
+			loop.checkpoint = func(progress *agentResult) {
+				// The session as it would be if the turn ended here; its
+				// record in progress stays (turn "").
+				at := &agentSession{Ref: sess.Ref, Messages: append(slices.Clip(sess.Messages), progress.Messages...), Turns: sess.Turns}
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				if err := h.sessions.save(sctx, at); err != nil {
+					h.log.Warn("keep the progress of a turn whose tools ran", "agent", ag.Name, "err", err)
+				}
+			}
+		}
 		res, err = loop.run(ctx, sess.Messages, sess.Pending, input, wr.Approvals)
 		sess.Messages = append(sess.Messages, res.Messages...)
 		sess.Pending = res.Pending
@@ -311,9 +416,12 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		var serr error
 		if wr.Responses { // a response keeps only what its turn added
 			serr = h.sessions.saveResponse(sctx, responseRow{ID: ref.Key, Agent: ref.Agent, CredentialHash: ref.CredentialHash,
-				Parent: wr.SessionFrom, Messages: res.Messages, Pending: res.Pending, Turns: sess.Turns})
+				Parent: wr.SessionFrom, Messages: res.Messages, Pending: res.Pending, Turns: sess.Turns, turn: sess.turn})
 		} else {
 			serr = h.sessions.save(sctx, sess)
+		}
+		if serr != nil { // the turn is recorded below as it ended: not as interrupted too
+			h.sessions.endTurn(sctx, sess.turn)
 		}
 		cancel()
 		if err == nil {
@@ -333,8 +441,7 @@ func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []cha
 	if h.record == nil {
 		return
 	}
-	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, ConversationID: wr.ConversationKey, StartedAt: started}
-	t.Input, _ = json.Marshal(map[string]any{"messages": sessionNonNil(input)})
+	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, ConversationID: wr.ConversationKey, StartedAt: started, Input: turnInput(input)}
 	if res != nil {
 		t.ToolCalls = res.Calls
 		t.Output, _ = json.Marshal(turnOutput{Text: res.text(), ToolCalls: res.Pending, StopReason: res.StopReason, Usage: res.Usage})
@@ -352,7 +459,75 @@ func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []cha
 	default:
 		t.Error = &runError{Name: "AgentError", Message: turnErr.Error()}
 	}
-	if _, err := h.record(t); err != nil {
-		h.log.Warn("record agent turn", "agent", agent, "err", err)
+	h.keepTurn(t)
+}
+
+// turnInterrupted is the error name of a turn left in progress by a
+// process that died (sessionStore.takeLeft).
+const turnInterrupted = "Interrupted"
+
+// recordInterrupted records turns left in progress by a process that died
+// as failed runs with the error Interrupted.
+func (h *agentHost) recordInterrupted(left []runningTurn) {
+	for _, lt := range left {
+		h.keepTurn(agentTurn{Agent: lt.Ref.Agent, Wire: lt.Wire, SessionID: lt.Ref.Key, ConversationID: lt.ConversationID, Input: lt.Input, StartedAt: lt.StartedAt,
+			Error: &runError{Name: turnInterrupted, Message: "The turn did not end: the process running it stopped (it was killed or crashed) before the turn was saved. The session keeps what its tools did, if any ran; the rest of the turn is lost: send its message again."}})
 	}
+}
+
+// sweepInterrupted records the turns that processes left in progress when
+// they died, of sessions whose next turn has not come yet (takeAbandoned),
+// and logs what it did.
+func (h *agentHost) sweepInterrupted(ctx context.Context) {
+	left, err := h.sessions.takeAbandoned(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		h.log.Warn("record the chat turns left in progress by a process that stopped", "err", err)
+	case len(left) > 0:
+		h.log.Info("recorded chat turns left in progress by a process that stopped as interrupted", "turns", len(left))
+	}
+	h.recordInterrupted(left)
+}
+
+// startTurnSweep runs sweepInterrupted: with interval 0 (a process alone
+// on its database: what it finds at boot was left by its previous run)
+// once, before it returns; else every interval, off the requests' path,
+// until the returned stop is called.
+func (h *agentHost) startTurnSweep(interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+		defer cancel()
+		h.sweepInterrupted(ctx)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			h.sweepInterrupted(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// keepTurn records t in the runs API; a failure to record is logged.
+func (h *agentHost) keepTurn(t agentTurn) {
+	if h.record == nil {
+		return
+	}
+	if _, err := h.record(t); err != nil {
+		h.log.Warn("record agent turn", "agent", t.Agent, "err", err)
+	}
+}
+
+// turnInput is a turn's input as the runs API shows it.
+func turnInput(input []chatMessage) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"messages": sessionNonNil(input)})
+	return b
 }

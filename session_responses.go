@@ -43,6 +43,7 @@ type responseRow struct {
 	Messages                  []chatMessage
 	Pending                   []pendingCall
 	Turns                     int
+	turn                      string // the turn in progress that made it (sessionStore.takeLeft), whose record saving removes
 }
 
 // loadResponse returns the conversation of the kept response id of ref's
@@ -85,7 +86,8 @@ SELECT messages, pending, turns FROM up ORDER BY depth DESC`, ref.Key, ref.Agent
 	return sess, nil
 }
 
-// saveResponse keeps r (its body is set when its answer is finished).
+// saveResponse keeps r (its body is set when its answer is finished) and
+// removes the record of the turn in progress that made it.
 func (s *sessionStore) saveResponse(ctx context.Context, r responseRow) error {
 	msgs, pending, err := sessionEncode(r.Messages, r.Pending)
 	if err != nil {
@@ -108,8 +110,9 @@ func (s *sessionStore) saveResponse(ctx context.Context, r responseRow) error {
 				return fmt.Errorf("save response %q: %w", r.ID, err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO svc.agent_responses (response_id, agent, credential_hash, parent_id, messages, pending, turns)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`, r.ID, r.Agent, r.CredentialHash, parent, msgs, pending, r.Turns); err != nil {
+		if _, err := tx.Exec(ctx, `WITH ended AS (DELETE FROM svc.agent_turns WHERE turn_id = $8)
+INSERT INTO svc.agent_responses (response_id, agent, credential_hash, parent_id, messages, pending, turns)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`, r.ID, r.Agent, r.CredentialHash, parent, msgs, pending, r.Turns, r.turn); err != nil {
 			return fmt.Errorf("save response %q: %w", r.ID, err)
 		}
 		return nil
