@@ -517,7 +517,7 @@ func shellWord(s string) string {
 }
 
 // runRunsList is `svc runs list`: one page of runs, newest first, and the
-// queued serial triggers.
+// starts queued behind a concurrency limit.
 func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	query, err := runsListQuery(fs)
 	if err != nil {
