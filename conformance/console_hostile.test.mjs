@@ -121,8 +121,8 @@ test("Stop ends a turn the provider never answers: the page is free again and th
   assert.equal(await page.getByRole("button", { name: "Send" }).isDisabled(), false);
   await shot("hostile-stopped");
   let stopped;
-  for (let i = 0; i < 50 && !stopped; i++) {
-    const runs = await (await fetch(`${base}/api/runs?limit=5`)).json();
+  for (let i = 0; i < 100 && !stopped; i++) {
+    const runs = await (await fetch(`${base}/api/runs?agent=helper&status=cancelled&limit=5`)).json();
     stopped = runs.items.find((r) => r.agent === "helper" && r.status === "cancelled" && r.error?.name === "Stopped");
     if (!stopped) await new Promise((r) => setTimeout(r, 200));
   }
