@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -118,9 +119,10 @@ func BenchmarkBoot(b *testing.B) {
 
 // BenchmarkWorkflows runs the durable-workflow workloads against `svc dev`
 // on the file journal, over HTTP: W1 100 sequential start-and-await runs of
-// a 3-step workflow (a start and a long-polled GET; W1-sync one start with
-// ?wait=); W2 1000 runs from 32 concurrent clients; W3 one run of 1000
-// sequential steps.
+// a 3-step workflow, each one request (POST start ?wait=; W1-2req, a start
+// and a long-polled GET); W2 1000 runs from 32 concurrent clients, and the
+// svc process's CPU per run (from /proc); W3 one run of 1000 sequential
+// steps.
 func BenchmarkWorkflows(b *testing.B) { benchWorkflows(b) }
 
 // BenchmarkWorkflowsTraced is BenchmarkWorkflows with trace export on, to
@@ -130,75 +132,148 @@ func BenchmarkWorkflowsTraced(b *testing.B) {
 	benchWorkflows(b, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint)
 }
 
+// BenchmarkWorkflowsProfile is BenchmarkWorkflows's W2 (and W1 in one
+// request) against `svc dev` running in the test process, for its
+// profiles; the CPU per run counts the clients' too:
+//
+//	go test -run '^$' -bench WorkflowsProfile -benchtime=1x -cpuprofile cpu.out -memprofile mem.out .
+//	go tool pprof -top -cum svc.test cpu.out
+func BenchmarkWorkflowsProfile(b *testing.B) {
+	url := benchDevInProcess(b, benchProject(b, 4, 1), "http://127.0.0.1:9/v1")
+	w := newBenchWorkflowClient(url)
+	benchW2(b, w.startAndWait) // warm: connections, VMs, the journal's files
+	b.ResetTimer()
+	for range b.N {
+		benchWorkflowLoad(b, w, os.Getpid())
+	}
+}
+
+// benchWorkflowClient drives W1-W3 over HTTP against one svc dev.
+type benchWorkflowClient struct {
+	base   string
+	client *http.Client
+}
+
+// newBenchWorkflowClient is a client of the svc dev at base (its URL).
+func newBenchWorkflowClient(base string) *benchWorkflowClient {
+	return &benchWorkflowClient{base: base, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+}
+
+// startAndWait starts wf with input and waits for its end in a long-polled
+// GET: two requests.
+func (w *benchWorkflowClient) startAndWait(wf, input string) error {
+	resp, err := w.client.Post(w.base+"/api/workflows/"+wf+"/start", "application/json", strings.NewReader(input))
+	if err != nil {
+		return err
+	}
+	var rc startReceipt
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(buf.Bytes(), &rc); err != nil || rc.RunID == "" {
+		return fmt.Errorf("start: %s", buf.String())
+	}
+	resp, err = w.client.Get(w.base + "/api/runs/" + rc.RunID + "?wait=60s")
+	if err != nil {
+		return err
+	}
+	buf.Reset()
+	buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(buf.String(), `"status":"completed"`) {
+		return fmt.Errorf("run did not complete: %.300s", buf.String())
+	}
+	return nil
+}
+
+// startSync starts wf with input and waits for its end in the same
+// request (POST start ?wait=).
+func (w *benchWorkflowClient) startSync(wf, input string) error {
+	resp, err := w.client.Post(w.base+"/api/workflows/"+wf+"/start?wait=60s", "application/json", strings.NewReader(input))
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"status":"completed"`)) {
+		return fmt.Errorf("start?wait: %d %.300s", resp.StatusCode, body)
+	}
+	return nil
+}
+
+// benchW1Way is one way of starting and awaiting a run, named for the
+// figures it reports.
+type benchW1Way struct {
+	name         string
+	startAndWait func(wf, input string) error
+}
+
+// benchW1 runs W1 each way: 100 sequential runs of w00, the ways taking
+// turns run by run (whoever goes first alternates), so that each sees the
+// same machine (a history still archiving the last W2, a GC); it reports
+// p50 and p99 of each as name-p50-ms and name-p99-ms.
+func benchW1(b *testing.B, ways ...benchW1Way) {
+	lat := make([][]time.Duration, len(ways))
+	for i := range 100 {
+		for k := range ways {
+			way := (k + i) % len(ways)
+			t0 := time.Now()
+			if err := ways[way].startAndWait("w00", `{"n":1}`); err != nil {
+				b.Fatal(err)
+			}
+			lat[way] = append(lat[way], time.Since(t0))
+		}
+	}
+	for k, way := range ways {
+		sort.Slice(lat[k], func(i, j int) bool { return lat[k][i] < lat[k][j] })
+		b.ReportMetric(percentile(lat[k], 50), way.name+"-p50-ms")
+		b.ReportMetric(percentile(lat[k], 99), way.name+"-p99-ms")
+	}
+}
+
+// benchWorkflowLoad runs W1 both ways (interleaved) and W2 through w, and reports W2's
+// runs/s and the CPU per run of process pid.
+func benchWorkflowLoad(b *testing.B, w *benchWorkflowClient, pid int) {
+	benchW1(b, benchW1Way{"W1", w.startSync}, benchW1Way{"W1-2req", w.startAndWait})
+	if pid == os.Getpid() {
+		benchW2Measured(b, w.startAndWait)
+		return
+	}
+	cpu0 := procCPU(pid, false)
+	t0 := time.Now()
+	benchW2(b, w.startAndWait)
+	el := time.Since(t0).Seconds()
+	b.ReportMetric(float64((procCPU(pid, false)-cpu0).Microseconds())/1000, "W2-cpu-µs/run")
+	b.ReportMetric(1000/el, "W2-runs/s")
+	b.ReportMetric(3000/el, "W2-steps/s")
+}
+
+// benchW2Measured runs W2 against an engine in this process and reports
+// runs/s, the process's CPU per run and its heap allocations per run (the
+// one figure a loaded machine does not move).
+func benchW2Measured(b *testing.B, startAndWait func(wf, input string) error) {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	cpu0 := procCPU(os.Getpid(), false)
+	t0 := time.Now()
+	benchW2(b, startAndWait)
+	el := time.Since(t0).Seconds()
+	cpu := procCPU(os.Getpid(), false) - cpu0
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(1000/el, "W2-runs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/1000, "W2-cpu-µs/run")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/1000, "W2-allocs/run")
+}
+
 // benchWorkflows runs W1-W3 over HTTP against svc dev with env added.
 func benchWorkflows(b *testing.B, env ...string) {
 	dir := benchProject(b, 4, 1)
 	d := startDev(b, dir, baseEnv(append([]string{"SVC_DATABASE_URL=" + testPostgresURL(b), "OPENAI_API_KEY=sk-bench"}, env...)...))
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	startAndWait := func(wf, input string) error {
-		resp, err := client.Post(d.url("/api/workflows/"+wf+"/start"), "application/json", strings.NewReader(input))
-		if err != nil {
-			return err
-		}
-		var rc startReceipt
-		var buf bytes.Buffer
-		buf.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if err := json.Unmarshal(buf.Bytes(), &rc); err != nil || rc.RunID == "" {
-			return fmt.Errorf("start: %s", buf.String())
-		}
-		resp, err = client.Get(d.url("/api/runs/" + rc.RunID + "?wait=60s"))
-		if err != nil {
-			return err
-		}
-		buf.Reset()
-		buf.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(buf.String(), `"status":"completed"`) {
-			return fmt.Errorf("run did not complete: %.300s", buf.String())
-		}
-		return nil
-	}
+	w := newBenchWorkflowClient(d.url(""))
 	for range b.N {
-		// W1
-		var lat []time.Duration
-		for range 100 {
-			t0 := time.Now()
-			if err := startAndWait("w00", `{"n":1}`); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(t0))
-		}
-		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
-		b.ReportMetric(percentile(lat, 50), "W1-p50-ms")
-		b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
-		// W1-sync: one request per run.
-		lat = lat[:0]
-		for range 100 {
-			t0 := time.Now()
-			resp, err := client.Post(d.url("/api/workflows/w00/start?wait=60s"), "application/json", strings.NewReader(`{"n":1}`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"status":"completed"`)) {
-				b.Fatalf("start?wait: %d %.300s", resp.StatusCode, body)
-			}
-			lat = append(lat, time.Since(t0))
-		}
-		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
-		b.ReportMetric(percentile(lat, 50), "W1-sync-p50-ms")
-		b.ReportMetric(percentile(lat, 99), "W1-sync-p99-ms")
-		// W2
+		benchWorkflowLoad(b, w, d.cmd.Process.Pid)
 		t0 := time.Now()
-		benchW2(b, startAndWait)
-		el := time.Since(t0).Seconds()
-		b.ReportMetric(1000/el, "W2-runs/s")
-		b.ReportMetric(3000/el, "W2-steps/s")
-		// W3
-		t0 = time.Now()
-		if err := startAndWait("long", `{"steps":1000}`); err != nil {
+		if err := w.startAndWait("long", `{"steps":1000}`); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(time.Since(t0).Microseconds())/1000/1000, "W3-ms/step")
@@ -311,21 +386,9 @@ func benchW1W3(b *testing.B, e *engine) {
 		return e.wait(ctx, rc.RunID)
 	}
 	for range b.N {
-		var lat []time.Duration
-		for range 100 {
-			t0 := time.Now()
-			if err := startAndWait("w00", `{"n":1}`); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(t0))
-		}
-		sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
-		b.ReportMetric(percentile(lat, 50), "W1-p50-ms")
-		b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
+		benchW1(b, benchW1Way{"W1", startAndWait})
+		benchW2Measured(b, startAndWait)
 		t0 := time.Now()
-		benchW2(b, startAndWait)
-		b.ReportMetric(1000/time.Since(t0).Seconds(), "W2-runs/s")
-		t0 = time.Now()
 		if err := startAndWait("long", `{"steps":1000}`); err != nil {
 			b.Fatal(err)
 		}

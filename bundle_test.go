@@ -94,6 +94,48 @@ export async function run() { let sum = 0; for await (const x of new Stream()) s
 	}
 }
 
+// TestBundleLoopHelpers: esbuild's export helpers are rewritten to loop
+// by index (bundleLoopHelpers), and a module's exports are what they were:
+// every name, each getter reading its own binding (live), re-exports
+// (export * from) and a CommonJS package imported as ESM included.
+func TestBundleLoopHelpers(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "node_modules/legacy/package.json", `{"name":"legacy","main":"index.js"}`)
+	writeFile(t, dir, "node_modules/legacy/index.js", `exports.a = "la"; exports.b = "lb";`)
+	writeFile(t, dir, "workflows/lib.ts", `export const x = "x"; export const y = "y";`)
+	writeFile(t, dir, "workflows/ex.workflow.ts", `
+import * as legacy from "legacy";
+export * from "./lib";
+export let counter = 0;
+export const one = "one", two = "two";
+export function bump() { counter++; }
+export default function run() { return legacy.a + legacy.b; }`)
+	m, err := bundleModule(dir, "workflows/ex.workflow.ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"for (var name in all)", "for (let key of __getOwnPropNames(from))"} {
+		if strings.Contains(m.Source, gone) {
+			t.Errorf("the bundle still has %q:\n%s", gone, m.Source)
+		}
+	}
+	vm, exports, err := newModuleVM(m, vmOptions{Log: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := vm.RunString(`(() => { const e = module.exports; const before = e.counter; e.bump(); e.bump();
+		return [Object.keys(e).sort().join(","), e.x, e.y, e.one, e.two, before, e.counter, e.default()].join(" "); })()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := v.String(), "bump,counter,default,one,two,x,y x y one two 0 2 lalb"; got != want {
+		t.Errorf("exports: %q; want %q", got, want)
+	}
+	if exports.Get("one").String() != "one" {
+		t.Errorf("exports.one = %v", exports.Get("one"))
+	}
+}
+
 // TestBundleNodeBuiltins: importing a Node built-in, directly or through a
 // package, fails to compile naming the built-in, the package file and the
 // user's import; a require of one guarded by try/catch compiles and throws

@@ -259,7 +259,8 @@ func workflowVMOptions(w *workflowVM, p *jsPlatform) vmOptions {
 			"workflows":   map[string]any{"start": child(callStart), "startAndWait": child(callStartAndWait)},
 		},
 		Globals: map[string]any{
-			"__svc_step": func(name string, impl goja.Value) goja.Value {
+			"__svc_step": func(call goja.FunctionCall) goja.Value {
+				name := call.Argument(0).String()
 				return w.vm.ToValue(func(call goja.FunctionCall) goja.Value { return bound("step "+name).callStep(name, call.Arguments) })
 			},
 			"__svc_now": func() int64 {

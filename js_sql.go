@@ -915,8 +915,9 @@ func sqlJSError(vm *goja.Runtime, err error) goja.Value {
 func sqlUnavailable(vm *goja.Runtime, why string) *goja.Object {
 	throw := func(goja.FunctionCall) goja.Value { panic(sqlJSError(vm, errors.New(why))) }
 	fn := vm.ToValue(throw).ToObject(vm)
-	fn.Set("query", throw)
-	fn.Set("begin", throw)
+	members := vm.ToValue(throw) // one function for both: each workflow VM makes these
+	fn.Set("query", members)
+	fn.Set("begin", members)
 	return fn
 }
 

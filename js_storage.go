@@ -81,11 +81,13 @@ func storageInstall(l *jsLoop, ambient *goja.Object, target *atomic.Pointer[stor
 // to move the call into a step.
 func storageInstallWorkflow(vm *goja.Runtime, ambient *goja.Object) {
 	o := vm.NewObject()
+	// One function for every member: each workflow VM makes these.
+	throw := vm.ToValue(func(goja.FunctionCall) goja.Value {
+		e, _ := vm.New(vm.Get("Error"), vm.ToValue(storageWorkflowMessage))
+		panic(e)
+	})
 	for _, m := range storageMembers {
-		o.Set(m, func(goja.FunctionCall) goja.Value {
-			e, _ := vm.New(vm.Get("Error"), vm.ToValue(storageWorkflowMessage))
-			panic(e)
-		})
+		o.Set(m, throw)
 	}
 	ambient.Set("storage", o)
 }

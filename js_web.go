@@ -34,6 +34,7 @@ const jsStreamChunk = 64 << 10
 // natives (Go functions the classes call) and returns the internals web.js
 // hands back to the runtime.
 func installWebPrelude(vm *goja.Runtime, natives *goja.Object) (*goja.Object, error) {
+	installAsyncIterator(vm) // the platform's streams are async iterables
 	web, err := runWebProgram(vm, webProgram, natives)
 	if err != nil {
 		return nil, err

@@ -16,7 +16,6 @@ import (
 func webVM(t testing.TB) *jsLoop {
 	t.Helper()
 	vm := goja.New()
-	installAsyncIterator(vm) // as newModuleVM does
 	l := newJSLoop(vm)
 	newJSPlatform().install(l, vm.NewObject())
 	installConsole(vm, discardLogger(), nil)

@@ -135,29 +135,43 @@ type vmOptions struct {
 
 // newModuleVM creates a VM, installs require("svc"), process.env, console
 // and the globals, runs the module and returns the VM and module.exports.
+// The ambient module's prelude and Ambient members are added on the first
+// require("svc"): a module that imports nothing from "svc" (and every VM
+// of it, one per workflow execution) does not pay for them. Members that
+// Install set win over both, as when they were set first.
 func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) {
 	vm := goja.New()
-	installAsyncIterator(vm)
+	if strings.Contains(m.Source, "asyncIterator") {
+		installAsyncIterator(vm)
+	}
 	if o.Setup != nil {
 		o.Setup(vm)
 	}
 	vm.SetFieldNameMapper(goja.TagFieldNameMapper("json", true))
-	base, err := vm.RunProgram(preludeProgram)
-	if err != nil {
-		return nil, nil, fmt.Errorf("run prelude: %w", err)
-	}
-	ambient := base.ToObject(vm)
-	for k, v := range o.Ambient {
-		ambient.Set(k, v)
-	}
+	ambient := vm.NewObject()
 	if o.Install != nil {
 		o.Install(ambient)
 	}
+	completed := false
 	vm.Set("require", func(name string) (goja.Value, error) {
-		if name == "svc" {
-			return ambient, nil
+		if name != "svc" {
+			return nil, fmt.Errorf("cannot require %q: only the ambient \"svc\" module is loaded at run time; npm packages and relative imports are bundled when the file compiles, and there are no Node built-ins", name)
 		}
-		return nil, fmt.Errorf("cannot require %q: only the ambient \"svc\" module is loaded at run time; npm packages and relative imports are bundled when the file compiles, and there are no Node built-ins", name)
+		if !completed {
+			base, err := vm.RunProgram(preludeProgram)
+			if err != nil {
+				return nil, fmt.Errorf("run prelude: %w", err)
+			}
+			completed = true
+			members := base.ToObject(vm)
+			for _, k := range members.Keys() {
+				setAbsent(ambient, k, members.Get(k))
+			}
+			for k, v := range o.Ambient {
+				setAbsent(ambient, k, v)
+			}
+		}
+		return ambient, nil
 	})
 	env := vm.NewObject()
 	for k, v := range o.Env {
@@ -176,7 +190,7 @@ func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) 
 		}
 	}
 	if _, ok := o.Globals["__svc_step"]; !ok {
-		vm.Set("__svc_step", func(name string, impl goja.Value) goja.Value { return impl })
+		vm.Set("__svc_step", func(call goja.FunctionCall) goja.Value { return call.Argument(1) })
 	}
 	module := vm.NewObject()
 	exports := vm.NewObject()
@@ -189,13 +203,26 @@ func newModuleVM(m *jsModule, o vmOptions) (*goja.Runtime, *goja.Object, error) 
 	return vm, module.Get("exports").ToObject(vm), nil
 }
 
-// installAsyncIterator defines Symbol.asyncIterator, which goja lacks.
-// esbuild's helpers for lowered for await and async generators look it up
-// (with a fallback of their own), but code that defines
-// [Symbol.asyncIterator]() itself, as the openai package's streams do, would
-// key the method "undefined", and for await over it would find no iterator.
+// setAbsent sets o[k] to v unless o has k already.
+func setAbsent(o *goja.Object, k string, v any) {
+	if o.Get(k) == nil {
+		o.Set(k, v)
+	}
+}
+
+// installAsyncIterator defines Symbol.asyncIterator, which goja lacks,
+// unless it is defined already. esbuild's helpers for lowered for await and
+// async generators look it up (with a fallback of their own), but code that
+// defines [Symbol.asyncIterator]() itself, as the openai package's streams
+// do, would key the method "undefined", and for await over it would find no
+// iterator. Only code that names it needs it: making the Symbol constructor
+// costs a fresh VM about a hundred allocations, so newModuleVM defines it for
+// a module whose source names it, and the web platform before its programs.
 func installAsyncIterator(vm *goja.Runtime) {
 	sym := vm.Get("Symbol").ToObject(vm)
+	if v := sym.Get("asyncIterator"); v != nil && !goja.IsUndefined(v) {
+		return
+	}
 	sym.DefineDataProperty("asyncIterator", goja.NewSymbol("Symbol.asyncIterator"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE)
 }
 

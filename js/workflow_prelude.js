@@ -28,6 +28,9 @@
       throw new Error(message);
     };
   globalThis.fetch = notHere("fetch", 'move it into a step (a function whose body starts with "use step")');
-  for (const t of ["setTimeout", "setInterval", "clearTimeout", "clearInterval"])
-    globalThis[t] = notHere(t, 'use sleep() from "svc" to wait durably, or move it into a step');
+  // An indexed loop: for...of would make the array iterator's machinery in
+  // every workflow VM.
+  const timers = ["setTimeout", "setInterval", "clearTimeout", "clearInterval"];
+  for (let i = 0; i < timers.length; i++)
+    globalThis[timers[i]] = notHere(timers[i], 'use sleep() from "svc" to wait durably, or move it into a step');
 })();
