@@ -770,6 +770,7 @@ func snapshotRun(r *runRecord) runRecord {
 // wait blocks until the run is terminal or ctx ends; a queued entry's id
 // waits for its turn and then for its run.
 func (e *engine) wait(ctx context.Context, id string) error {
+	e.knows(ctx, id)
 	if isQueueID(id) {
 		if err := e.waitTurn(ctx, id); err != nil {
 			return err
@@ -799,6 +800,7 @@ func (e *engine) wait(ctx context.Context, id string) error {
 // started. A run that has already ended is returned unchanged with
 // errRunEnded.
 func (e *engine) cancelRun(id string) (runRecord, error) {
+	e.knows(context.Background(), id)
 	if isQueueID(id) {
 		return e.cancelQueued(id)
 	}
@@ -862,6 +864,12 @@ const hookTokenPrefix = "hook_"
 
 // resumeHook delivers payload to the run waiting on token, durably.
 func (e *engine) resumeHook(token string, payload json.RawMessage) (string, error) {
+	e.seen(context.Background(), func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		_, ok := e.st.Hooks[token]
+		return ok
+	})
 	e.mu.Lock()
 	ref, ok := e.st.Hooks[token]
 	if !ok {

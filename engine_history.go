@@ -205,6 +205,7 @@ func (e *engine) prune() {
 
 // find returns a run from memory, else from the history.
 func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
+	e.knows(ctx, id)
 	if isQueueID(id) {
 		if r, ok := e.findQueued(id); ok {
 			return r, true, nil

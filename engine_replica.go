@@ -16,6 +16,7 @@ package main
 // ever void: one process decides under mu what apply then sees.
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"time"
@@ -77,6 +78,52 @@ func (e *engine) observeLocked(ev *journalEvent) {
 	case evAttempt, evStep, evResume:
 		r.Status = runRunning
 	}
+}
+
+// engineCatchUpTimeout bounds how long a lookup waits for the shared log
+// to deliver what was committed before it.
+const engineCatchUpTimeout = 2 * time.Second
+
+// seen reports whether look finds what it looks for, catching up with a
+// shared log first when it does not: a run, queued start or hook another
+// replica made and acknowledged an instant ago is found on this one too,
+// not answered 404 until a notification arrives. look takes mu itself.
+func (e *engine) seen(ctx context.Context, look func() bool) bool {
+	if look() {
+		return true
+	}
+	if e.self == "" {
+		return false
+	}
+	e.mu.Lock()
+	j := e.j
+	e.mu.Unlock()
+	if j == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, engineCatchUpTimeout)
+	defer cancel()
+	return j.catchUp(ctx) && look()
+}
+
+// knows reports, as seen, whether id (a run's, or a queued start's) is in
+// memory.
+func (e *engine) knows(ctx context.Context, id string) bool {
+	return e.seen(ctx, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.st.Runs[id] != nil || (isQueueID(id) && e.queuedLocked(id) != nil) {
+			return true
+		}
+		if isQueueID(id) {
+			for _, r := range e.st.Runs {
+				if r.QueueID == id {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }
 
 // claimRecord encodes the claim by which by takes over the runs from owned

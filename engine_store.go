@@ -9,6 +9,7 @@ package main
 // every event when the log delivers it (engine_replica.go).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -69,6 +70,10 @@ type engineLog interface {
 	// lease surely holds (a process that stalled past it must not start
 	// steps of runs another replica may have claimed).
 	fresh() bool
+	// catchUp delivers what other processes committed before the call and
+	// reports whether anything arrived (false on a log it owns whole, where
+	// nothing can be missed).
+	catchUp(ctx context.Context) bool
 	// size is the bytes appended (on a shared log: delivered) since the
 	// last snapshot.
 	size() int64

@@ -254,7 +254,7 @@ func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 	if err := s.db.QueryRow(ctx, engineStorePGJoinSQL, s.owner, s.lease.Milliseconds()).Scan(&epoch); err != nil {
 		return nil, s.fault("join the engine's replicas", err)
 	}
-	l := &engineStorePGLog{s: s, epoch: epoch, h: h, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+	l := &engineStorePGLog{s: s, epoch: epoch, h: h, wake: make(chan struct{}, 1), stopped: make(chan struct{}), progress: make(chan struct{}),
 		stopBg: make(chan struct{}), renewDone: make(chan struct{}), listenDone: make(chan struct{})}
 	l.deadline.Store(new(sent.Add(s.lease)))
 	if err := l.replay(ctx); err != nil {
@@ -356,6 +356,8 @@ type engineStorePGLog struct {
 	stopBg     chan struct{} // closed by close: renewer and listener stop
 	renewDone  chan struct{}
 	listenDone chan struct{}
+
+	progress chan struct{} // closed and replaced (under mu) at each delivery
 
 	bytes     atomic.Int64              // delivered since the last snapshot
 	deadline  atomic.Pointer[time.Time] // the lease surely holds until then (monotonic)
@@ -735,6 +737,37 @@ func (l *engineStorePGLog) deliver(recs [][]byte, upto int64) {
 	}
 	l.h.deliver(recs, upto)
 	l.delivered.Store(upto)
+	l.mu.Lock()
+	close(l.progress)
+	l.progress = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// catchUp asks the committer to read the log and waits (within ctx) until
+// it has delivered every event committed before the call.
+func (l *engineStorePGLog) catchUp(ctx context.Context) bool {
+	var head int64
+	if err := l.s.db.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM svc_engine.events`).Scan(&head); err != nil {
+		return false
+	}
+	from := l.delivered.Load()
+	if head <= from {
+		return false
+	}
+	l.poke(false)
+	for {
+		l.mu.Lock()
+		progress := l.progress
+		l.mu.Unlock()
+		if l.delivered.Load() >= head {
+			return true
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return l.delivered.Load() > from
+		}
+	}
 }
 
 // fail makes err, if any, the log's sticky failure and returns it; the

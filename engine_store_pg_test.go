@@ -163,6 +163,15 @@ func TestEngineReplicas(t *testing.T) {
 	// Work sharing: each replica executes what it started; the others read
 	// it and answer a long poll when it ends.
 	c1, c2 := a.start(t, "chain", `{"id":"c1"}`), b.start(t, "chain", `{"id":"c2"}`)
+	// Read at once through another replica: it catches up with the log.
+	for _, x := range []struct {
+		on *pgBox
+		id string
+	}{{c, c1.RunID}, {a, c2.RunID}} {
+		if code := x.on.do(t, "GET", "/api/runs/"+x.id, "", nil); code != 200 {
+			t.Errorf("a run read on another replica just after its start = %d; want 200", code)
+		}
+	}
 	if r := c.await(t, c1.RunID); r.Status != runCompleted || r.Owner != ownerOf(a) {
 		t.Errorf("run started on a, read on c = %s owner %q; want completed, owned by a (%s)", r.Status, r.Owner, ownerOf(a))
 	}
@@ -172,12 +181,11 @@ func TestEngineReplicas(t *testing.T) {
 	// A hook created on c, resumed through a; resumed again through b: used.
 	g := c.start(t, "gated", `{"id":"g1"}`)
 	token := <-counter.tokens
-	// The token reaches the counter before the run awaits it (a 404 until
-	// its record reaches the replica).
-	eventually(t, 20*time.Second, "the hook resumed on another replica", func() bool {
-		code := a.do(t, "POST", "/api/hooks/"+token, `{"ok":true}`, nil)
-		return code == 200 || code == 202
-	})
+	// The hook was in the log before its token reached the counter: a
+	// replica that has not been told yet catches up with the log, no 404.
+	if code := a.do(t, "POST", "/api/hooks/"+token, `{"ok":true}`, nil); code != 200 && code != 202 {
+		t.Errorf("resume on another replica, at once = %d; want it accepted", code)
+	}
 	if code := b.do(t, "POST", "/api/hooks/"+token, `{"ok":true}`, nil); code != 409 {
 		t.Errorf("second resume on a third replica = %d; want 409", code)
 	}
@@ -462,5 +470,73 @@ func TestEngineRollingDeploy(t *testing.T) {
 		if r := x.await(t, id); r.Status != runCompleted || !strings.Contains(string(r.Output), `"version":"v2"`) {
 			t.Errorf("new run after the deploy = %s %s; want v2", r.Status, r.Output)
 		}
+	}
+}
+
+// TestReplicaCatchUp: a replica that hears nothing of the log (its
+// listener's session ended, its poll ten minutes away) still finds what
+// another replica made and acknowledged an instant ago: a run read and
+// cancelled through it, a hook resumed, a stream read. A lookup that
+// misses catches up with the log first; before, each was a 404 until a
+// notification or the poll arrived. (What it already knows it shows as
+// delivered: a long poll there ends when the end reaches it.)
+func TestReplicaCatchUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two svc serve processes")
+	}
+	dir := projectDir(t)
+	for f, src := range pgTakeoverWorkflows {
+		writeFile(t, dir, f, src)
+	}
+	counter := newStepCounter(t)
+	writeFile(t, dir, ".env", "COUNTER="+counter.URL+"\n")
+	dbURL := testPostgresURL(t)
+	secret := []byte(strings.Repeat("ab", 32))
+	env := baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+string(secret), "SVC_MASTER_KEY="+strings.Repeat("cd", 32), "OPENAI_API_KEY=sk-test",
+		"SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1")
+	deaf := &pgBox{startBox(t, dir, t.TempDir(), append(env, "SVC_ENGINE_POLL=10m")), secret}
+	other := &pgBox{startBox(t, dir, t.TempDir(), env), secret}
+	db, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	// End every listener's session: the deaf replica listens again only
+	// after its poll interval.
+	if _, err := db.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE query = 'LISTEN `+engineStorePGChannel+`' AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the deaf replica says it lost its listener", func() bool {
+		return strings.Contains(deaf.stderr.String(), "listen for the engine's events")
+	})
+
+	done := other.start(t, "chain", `{"id":"c1"}`)
+	if r := other.await(t, done.RunID); r.Status != runCompleted {
+		t.Fatalf("chain on the other replica = %s", r.Status)
+	}
+	if code := deaf.do(t, "GET", "/api/runs/"+done.RunID+"/stream", "", nil); code != 200 {
+		t.Errorf("the stream of a run of the other replica, on the deaf one = %d; want 200", code)
+	}
+	done = other.start(t, "chain", `{"id":"c2"}`)
+	other.await(t, done.RunID)
+	if r := deaf.run(t, done.RunID); r.Status != runCompleted {
+		t.Errorf("a run ended on the other replica, read on the deaf one = %q; want completed", r.Status)
+	}
+	gated := other.start(t, "gated", `{"id":"g1"}`)
+	token := <-counter.tokens
+	if code := deaf.do(t, "POST", "/api/hooks/"+token, `{"ok":true}`, nil); code != 200 && code != 202 {
+		t.Errorf("a hook of the other replica's run, resumed on the deaf one = %d; want accepted", code)
+	}
+	if r := other.await(t, gated.RunID); r.Status != runCompleted {
+		t.Errorf("the run resumed through the deaf replica = %s; want completed", r.Status)
+	}
+	cancelled := other.start(t, "gated", `{"id":"g2"}`)
+	<-counter.tokens
+	if code := deaf.do(t, "POST", "/api/runs/"+cancelled.RunID+"/cancel", "", nil); code != 200 {
+		t.Errorf("cancel on the deaf replica = %d; want 200", code)
+	}
+	if r := other.await(t, cancelled.RunID); r.Status != runCancelled {
+		t.Errorf("the run cancelled through the deaf replica = %s", r.Status)
 	}
 }

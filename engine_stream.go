@@ -232,6 +232,7 @@ func streamAttemptKey(seq, attempt int) [2]int { return [2]int{seq, attempt} }
 // from memory or, for an archived run, from the history. errRunNotFound
 // when there is no such run.
 func (e *engine) streamRead(ctx context.Context, id string, after int) (streamPage, error) {
+	e.knows(ctx, id)
 	e.mu.Lock()
 	r := e.st.Runs[id]
 	if r != nil {
