@@ -106,6 +106,24 @@ func (b *pgBox) await(t *testing.T, id string) runRecord {
 	return got.Run
 }
 
+// pgReplicaProject makes a project of pgTakeoverWorkflows whose steps
+// report to the returned counter, on a fresh database, and the
+// environment of its `svc serve` replicas (PostgreSQL engine, signed
+// requests with secret).
+func pgReplicaProject(t *testing.T) (dir string, counter *stepCounter, dbURL string, secret []byte, env []string) {
+	dir = projectDir(t)
+	for f, src := range pgTakeoverWorkflows {
+		writeFile(t, dir, f, src)
+	}
+	counter = newStepCounter(t)
+	writeFile(t, dir, ".env", "COUNTER="+counter.URL+"\n")
+	dbURL = testPostgresURL(t)
+	secret = []byte(strings.Repeat("ab", 32))
+	env = baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+string(secret), "SVC_MASTER_KEY="+strings.Repeat("cd", 32), "OPENAI_API_KEY=sk-test",
+		"SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1")
+	return dir, counter, dbURL, secret, env
+}
+
 // TestEngineReplicas runs three `svc serve` replicas with
 // SVC_ENGINE=postgres on one database, active/active (DESIGN §12). Each
 // executes the runs it starts; any replica reads, long-polls, resumes and
@@ -121,20 +139,12 @@ func TestEngineReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three svc serve processes")
 	}
-	dir := projectDir(t)
-	for f, src := range pgTakeoverWorkflows {
-		writeFile(t, dir, f, src)
-	}
+	dir, counter, dbURL, secret, env := pgReplicaProject(t)
 	writeFile(t, dir, "workflows/lane.workflow.ts", crashWorkflows["workflows/lane.workflow.ts"])
 	writeFile(t, dir, "workflows/perkey.workflow.ts", perkeyWorkflow)
-	counter := newStepCounter(t)
-	writeFile(t, dir, ".env", "COUNTER="+counter.URL+"\n")
-	dbURL := testPostgresURL(t)
-	secret := strings.Repeat("ab", 32)
 	const lease = 3 * time.Second
-	env := baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+secret, "SVC_MASTER_KEY="+strings.Repeat("cd", 32), "OPENAI_API_KEY=sk-test",
-		"SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1", "SVC_ENGINE_LEASE=3s", "SVC_ENGINE_LEASE_RENEW=1s")
-	start := func() *pgBox { return &pgBox{startBox(t, dir, t.TempDir(), env), []byte(secret)} }
+	env = append(env, "SVC_ENGINE_LEASE=3s", "SVC_ENGINE_LEASE_RENEW=1s")
+	start := func() *pgBox { return &pgBox{startBox(t, dir, t.TempDir(), env), secret} }
 	db, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -484,16 +494,7 @@ func TestReplicaCatchUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two svc serve processes")
 	}
-	dir := projectDir(t)
-	for f, src := range pgTakeoverWorkflows {
-		writeFile(t, dir, f, src)
-	}
-	counter := newStepCounter(t)
-	writeFile(t, dir, ".env", "COUNTER="+counter.URL+"\n")
-	dbURL := testPostgresURL(t)
-	secret := []byte(strings.Repeat("ab", 32))
-	env := baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+string(secret), "SVC_MASTER_KEY="+strings.Repeat("cd", 32), "OPENAI_API_KEY=sk-test",
-		"SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1")
+	dir, counter, dbURL, secret, env := pgReplicaProject(t)
 	deaf := &pgBox{startBox(t, dir, t.TempDir(), append(env, "SVC_ENGINE_POLL=10m")), secret}
 	other := &pgBox{startBox(t, dir, t.TempDir(), env), secret}
 	db, err := pgx.Connect(context.Background(), dbURL)
