@@ -455,25 +455,31 @@ func newProviderSSE(r io.Reader) *providerSSE {
 // errProviderStreamCut when reading fails. Event names are not needed: both
 // vendors repeat the type inside the data.
 func (s *providerSSE) next() ([]byte, error) {
-	var data []string
+	var data []byte // nil until the event's first data line
 	for s.sc.Scan() {
-		line := s.sc.Text()
-		if line == "" {
+		line := s.sc.Bytes() // the scanner's, until the next Scan: copied below
+		if len(line) == 0 {
 			if data != nil {
-				return []byte(strings.Join(data, "\n")), nil
+				return data, nil
 			}
 			continue
 		}
-		field, value, _ := strings.Cut(line, ":")
-		if field == "data" {
-			data = append(data, strings.TrimPrefix(value, " "))
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		if string(field) != "data" {
+			continue
 		}
+		if data == nil {
+			data = make([]byte, 0, len(value))
+		} else {
+			data = append(data, '\n')
+		}
+		data = append(data, bytes.TrimPrefix(value, []byte(" "))...)
 	}
 	if err := s.sc.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errProviderStreamCut, err)
 	}
 	if data != nil {
-		return []byte(strings.Join(data, "\n")), nil
+		return data, nil
 	}
 	return nil, io.EOF
 }
