@@ -270,12 +270,17 @@ func (c *providerClient) attempt(ctx context.Context, body []byte, stream bool, 
 		return modelResponse{}, f
 	}
 	var resp modelResponse
+	var answer io.Reader = hresp.Body
+	if before, _ := ctx.Value(providerBeforeWaitKey{}).(func()); stream && before != nil {
+		answer = providerBeforeRead{r: hresp.Body, before: before}
+		defer before() // what the last reads delivered
+	}
 	if stream && strings.HasPrefix(hresp.Header.Get("Content-Type"), "text/event-stream") {
-		resp, err = c.wire.stream(newProviderSSE(hresp.Body), emit)
+		resp, err = c.wire.stream(newProviderSSE(answer), emit)
 	} else {
 		// A server that ignores stream:true answers whole; its text is
 		// then delivered as one delta.
-		resp, err = c.readWhole(hresp.Body)
+		resp, err = c.readWhole(answer)
 		if err == nil {
 			emit(resp.Text)
 		}
@@ -284,6 +289,30 @@ func (c *providerClient) attempt(ctx context.Context, body []byte, stream bool, 
 		return modelResponse{}, c.classify(hresp.StatusCode, err)
 	}
 	return resp, nil
+}
+
+// providerBeforeWaitKey is the context key of the func a streaming model
+// call runs before each read of the provider's answer (one that may wait)
+// and after the last: the chat wire's flush of the deltas it holds back
+// (wireHeldFlusher), so that the deltas one read delivers leave in one
+// write and none waits on the provider.
+type providerBeforeWaitKey struct{}
+
+// providerWithBeforeWait returns ctx carrying before (providerBeforeWaitKey).
+func providerWithBeforeWait(ctx context.Context, before func()) context.Context {
+	return context.WithValue(ctx, providerBeforeWaitKey{}, before)
+}
+
+// providerBeforeRead runs before ahead of each Read of r.
+type providerBeforeRead struct {
+	r      io.Reader
+	before func()
+}
+
+// Read implements io.Reader.
+func (b providerBeforeRead) Read(p []byte) (int, error) {
+	b.before()
+	return b.r.Read(p)
 }
 
 // readWhole reads and decodes a complete answer.

@@ -19,6 +19,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -117,6 +118,13 @@ type wireAnswer interface {
 	event(ev agentEvent)
 	finish(res *agentResult)
 	fail(e *wireError)
+}
+
+// wireHeldFlusher is a streamed answer that holds text deltas back
+// (wireSSE.sendLater) until its model call is about to wait on the
+// provider: flushHeld sends them (providerWithBeforeWait).
+type wireHeldFlusher interface {
+	flushHeld()
 }
 
 // wireWhole is the answer to a request that does not stream: nothing until
@@ -246,7 +254,11 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 	}
 	wireFillToolNames(wr.Messages)
 	answer := c.open(w, wr)
-	res, err := h.runTurn(r.Context(), ag, p, c.name(), cred, wr, answer.event)
+	ctx := r.Context()
+	if hf, ok := answer.(wireHeldFlusher); ok {
+		ctx = providerWithBeforeWait(ctx, hf.flushHeld)
+	}
+	res, err := h.runTurn(ctx, ag, p, c.name(), cred, wr, answer.event)
 	if err != nil {
 		s.log.Warn("agent turn failed", "agent", ag.Name, "wire", c.name(), "err", err)
 		e := wireErrorFor(err)
@@ -369,8 +381,10 @@ func wireFillToolNames(msgs []chatMessage) {
 type wireSSE struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
+	mu      sync.Mutex    // one writer at a time: flushHeld may come from a model call's goroutine
 	buf     bytes.Buffer  // the event being written, sent in one Write
 	enc     *json.Encoder // encodes into buf; made on the first JSON event
+	held    bool          // written by sendLater, not yet flushed
 }
 
 // newWireSSE starts an event stream on w.
@@ -389,11 +403,29 @@ func newWireSSE(w http.ResponseWriter) *wireSSE {
 // (or as is, for a string) on the data line.
 func (s *wireSSE) send(name string, v any) { s.sendEvent("", name, v) }
 
+// sendLater is send without the flush: the event leaves with the next
+// flush (the next send, or flushHeld before the model call waits), so
+// deltas that came from the provider together leave in one write.
+func (s *wireSSE) sendLater(name string, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write("", name, v)
+	s.held = true
+}
+
 // sendEvent is send with an `id:` line when id is set (what a reader's
-// Last-Event-ID names when it reconnects). The event is built in the
-// stream's buffer, whose encoder writes v's JSON there directly (the same
-// bytes as json.Marshal), and sent in one Write.
+// Last-Event-ID names when it reconnects).
 func (s *wireSSE) sendEvent(id, name string, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write(id, name, v)
+	s.flush()
+}
+
+// write writes one event, built in the stream's buffer, whose encoder
+// writes v's JSON there directly (the same bytes as json.Marshal), in one
+// Write.
+func (s *wireSSE) write(id, name string, v any) {
 	s.buf.Reset()
 	if id != "" {
 		s.buf.WriteString("id: " + id + "\n")
@@ -414,17 +446,28 @@ func (s *wireSSE) sendEvent(id, name string, v any) {
 	}
 	s.buf.WriteString("\n\n")
 	s.w.Write(s.buf.Bytes())
-	s.flush()
+}
+
+// flushHeld flushes what sendLater wrote, if anything.
+func (s *wireSSE) flushHeld() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		s.flush()
+	}
 }
 
 // comment writes a comment line (readers ignore it: a keepalive).
 func (s *wireSSE) comment(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	fmt.Fprintf(s.w, ": %s\n\n", text)
 	s.flush()
 }
 
-// flush sends what was written, when the writer can.
+// flush sends what was written, when the writer can; s.mu is held.
 func (s *wireSSE) flush() {
+	s.held = false
 	if s.flusher != nil {
 		s.flusher.Flush()
 	}
@@ -799,16 +842,20 @@ func (c openAIWire) open(w http.ResponseWriter, wr *agentRequest) wireAnswer {
 }
 
 // chunk sends one chunk with the given choices (and usage, null when
-// nil, when asked for).
-func (s *openAIStream) chunk(choices []openAIChunkChoice, usage json.RawMessage) {
+// nil, when asked for); a later one is held until the next flush.
+func (s *openAIStream) chunk(choices []openAIChunkChoice, usage json.RawMessage, later bool) {
 	if s.sse == nil {
 		s.sse = newWireSSE(s.w)
 		empty := ""
-		s.chunk([]openAIChunkChoice{{Delta: openAIDelta{Role: "assistant", Content: &empty}}}, nil)
+		s.chunk([]openAIChunkChoice{{Delta: openAIDelta{Role: "assistant", Content: &empty}}}, nil, false)
 	}
 	c := openAIChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.wr.Agent, Choices: choices}
 	if c.Usage = usage; s.wr.IncludeUsage && usage == nil {
 		c.Usage = json.RawMessage("null")
+	}
+	if later {
+		s.sse.sendLater("", c)
+		return
 	}
 	s.sse.send("", c)
 }
@@ -819,20 +866,27 @@ func (s *openAIStream) event(ev agentEvent) {
 		return
 	}
 	text := s.text.next(ev)
-	s.chunk([]openAIChunkChoice{{Delta: openAIDelta{Content: &text}}}, nil)
+	s.chunk([]openAIChunkChoice{{Delta: openAIDelta{Content: &text}}}, nil, true)
+}
+
+// flushHeld implements wireHeldFlusher.
+func (s *openAIStream) flushHeld() {
+	if s.sse != nil {
+		s.sse.flushHeld()
+	}
 }
 
 // finish sends the pending tool calls, the finish reason, the usage when
 // asked for, and [DONE].
 func (s *openAIStream) finish(res *agentResult) {
 	if len(res.Pending) > 0 {
-		s.chunk([]openAIChunkChoice{{Delta: openAIDelta{ToolCalls: openAIToolCalls(res.Pending, true)}}}, nil)
+		s.chunk([]openAIChunkChoice{{Delta: openAIDelta{ToolCalls: openAIToolCalls(res.Pending, true)}}}, nil, false)
 	}
 	reason := openAIFinishReason(res.StopReason)
-	s.chunk([]openAIChunkChoice{{FinishReason: &reason}}, nil)
+	s.chunk([]openAIChunkChoice{{FinishReason: &reason}}, nil, false)
 	if s.wr.IncludeUsage {
 		usage, _ := json.Marshal(openAIUsage(res.Usage))
-		s.chunk([]openAIChunkChoice{}, usage)
+		s.chunk([]openAIChunkChoice{}, usage, false)
 	}
 	s.sse.send("", "[DONE]")
 }
