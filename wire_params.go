@@ -100,17 +100,33 @@ func wireCheckParams(body []byte, rules []wireParamRule) *wireError {
 	return nil
 }
 
-// wireMayHaveParam reports whether body may hold a parameter of rules: it
-// has one's name in quotes, or a \u escape, the only way to spell a name
-// (letters and underscores) otherwise. Most requests have neither, and
-// are spared decoding the body a second time, into a map.
+// wireMayHaveParam reports whether body may hold a parameter of rules:
+// one of its strings is a rule's name, or has a \u escape (the only escape
+// that spells a letter or an underscore, all a name is made of). Most
+// requests have neither, and are spared decoding the body a second time,
+// into a map. One pass over body: its strings are where its keys are.
 func wireMayHaveParam(body []byte, rules []wireParamRule) bool {
-	if bytes.Contains(body, []byte(`\u`)) {
-		return true
-	}
-	for _, r := range rules {
-		if bytes.Contains(body, []byte(`"`+r.name+`"`)) {
-			return true
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		start, escaped := i+1, false
+		for i++; i < len(body) && body[i] != '"'; i++ {
+			if body[i] == '\\' {
+				if i+1 < len(body) && body[i+1] == 'u' {
+					return true
+				}
+				escaped = true
+				i++ // the escaped character, which may be a quote
+			}
+		}
+		if escaped {
+			continue // \n, \" and the like spell no name
+		}
+		for _, r := range rules {
+			if string(body[start:min(i, len(body))]) == r.name {
+				return true
+			}
 		}
 	}
 	return false
