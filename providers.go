@@ -270,12 +270,17 @@ func (c *providerClient) attempt(ctx context.Context, body []byte, stream bool, 
 		return modelResponse{}, f
 	}
 	var resp modelResponse
+	var answer io.Reader = hresp.Body
+	if before, _ := ctx.Value(providerBeforeWaitKey{}).(func()); stream && before != nil {
+		answer = providerBeforeRead{r: hresp.Body, before: before}
+		defer before() // what the last reads delivered
+	}
 	if stream && strings.HasPrefix(hresp.Header.Get("Content-Type"), "text/event-stream") {
-		resp, err = c.wire.stream(newProviderSSE(hresp.Body), emit)
+		resp, err = c.wire.stream(newProviderSSE(answer), emit)
 	} else {
 		// A server that ignores stream:true answers whole; its text is
 		// then delivered as one delta.
-		resp, err = c.readWhole(hresp.Body)
+		resp, err = c.readWhole(answer)
 		if err == nil {
 			emit(resp.Text)
 		}
@@ -284,6 +289,30 @@ func (c *providerClient) attempt(ctx context.Context, body []byte, stream bool, 
 		return modelResponse{}, c.classify(hresp.StatusCode, err)
 	}
 	return resp, nil
+}
+
+// providerBeforeWaitKey is the context key of the func a streaming model
+// call runs before each read of the provider's answer (one that may wait)
+// and after the last: the chat wire's flush of the deltas it holds back
+// (wireHeldFlusher), so that the deltas one read delivers leave in one
+// write and none waits on the provider.
+type providerBeforeWaitKey struct{}
+
+// providerWithBeforeWait returns ctx carrying before (providerBeforeWaitKey).
+func providerWithBeforeWait(ctx context.Context, before func()) context.Context {
+	return context.WithValue(ctx, providerBeforeWaitKey{}, before)
+}
+
+// providerBeforeRead runs before ahead of each Read of r.
+type providerBeforeRead struct {
+	r      io.Reader
+	before func()
+}
+
+// Read implements io.Reader.
+func (b providerBeforeRead) Read(p []byte) (int, error) {
+	b.before()
+	return b.r.Read(p)
 }
 
 // readWhole reads and decodes a complete answer.
@@ -455,25 +484,31 @@ func newProviderSSE(r io.Reader) *providerSSE {
 // errProviderStreamCut when reading fails. Event names are not needed: both
 // vendors repeat the type inside the data.
 func (s *providerSSE) next() ([]byte, error) {
-	var data []string
+	var data []byte // nil until the event's first data line
 	for s.sc.Scan() {
-		line := s.sc.Text()
-		if line == "" {
+		line := s.sc.Bytes() // the scanner's, until the next Scan: copied below
+		if len(line) == 0 {
 			if data != nil {
-				return []byte(strings.Join(data, "\n")), nil
+				return data, nil
 			}
 			continue
 		}
-		field, value, _ := strings.Cut(line, ":")
-		if field == "data" {
-			data = append(data, strings.TrimPrefix(value, " "))
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		if string(field) != "data" {
+			continue
 		}
+		if data == nil {
+			data = make([]byte, 0, len(value))
+		} else {
+			data = append(data, '\n')
+		}
+		data = append(data, bytes.TrimPrefix(value, []byte(" "))...)
 	}
 	if err := s.sc.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errProviderStreamCut, err)
 	}
 	if data != nil {
-		return []byte(strings.Join(data, "\n")), nil
+		return data, nil
 	}
 	return nil, io.EOF
 }

@@ -346,11 +346,12 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 	ctx, span := h.otelTurn(ctx, ag.Name, wire, wr.SessionKey)
 	loop := newAgentLoop(h, ag, h.models(p), p, wr, emit)
 	input := wr.Messages
+	var recorded json.RawMessage // the turn's input as recorded (turnInput)
 	var res *agentResult
 	var err error
 	if wr.SessionKey == "" {
 		res, err = loop.run(ctx, nil, nil, input, nil)
-		input = sessionAfterLastAssistant(input)
+		recorded = turnInput(sessionAfterLastAssistant(input))
 	} else {
 		if h.sessions == nil {
 			return nil, errSessionUnavailable
@@ -388,8 +389,9 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 		// is saved: should this process die first, the next turn of the
 		// session (or a sweep, on any replica) records it as interrupted.
 		sess.turn = randomID("turn_", 12)
+		recorded = turnInput(input)
 		left, terr := h.sessions.takeLeft(ctx, ref, runningTurn{ID: sess.turn, Wire: wire, ConversationID: wr.ConversationKey,
-			Input: turnInput(input), StartedAt: started})
+			Input: recorded, StartedAt: started})
 		if terr != nil {
 			return nil, terr
 		}
@@ -430,18 +432,18 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 			h.log.Error("save session after a failed turn", "agent", ag.Name, "err", serr)
 		}
 	}
-	h.recordTurn(ag.Name, wire, wr, input, res, err, started)
+	h.recordTurn(ag.Name, wire, wr, recorded, res, err, started)
 	span.end(err)
 	return res, err
 }
 
 // recordTurn records a finished turn in the runs API; a failure to record
 // is logged, never returned (the turn itself happened).
-func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input []chatMessage, res *agentResult, turnErr error, started time.Time) {
+func (h *agentHost) recordTurn(agent, wire string, wr *agentRequest, input json.RawMessage, res *agentResult, turnErr error, started time.Time) {
 	if h.record == nil {
 		return
 	}
-	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, ConversationID: wr.ConversationKey, StartedAt: started, Input: turnInput(input)}
+	t := agentTurn{Agent: agent, Wire: wire, SessionID: wr.SessionKey, ConversationID: wr.ConversationKey, StartedAt: started, Input: input}
 	if res != nil {
 		t.ToolCalls = res.Calls
 		t.Output, _ = json.Marshal(turnOutput{Text: res.text(), ToolCalls: res.Pending, StopReason: res.StopReason, Usage: res.Usage})
@@ -528,6 +530,8 @@ func (h *agentHost) keepTurn(t agentTurn) {
 
 // turnInput is a turn's input as the runs API shows it.
 func turnInput(input []chatMessage) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"messages": sessionNonNil(input)})
+	b, _ := json.Marshal(struct {
+		Messages []chatMessage `json:"messages"`
+	}{sessionNonNil(input)})
 	return b
 }

@@ -78,6 +78,9 @@ var (
 
 // wireCheckParams refuses the first parameter of body that rules refuse.
 func wireCheckParams(body []byte, rules []wireParamRule) *wireError {
+	if !wireMayHaveParam(body, rules) {
+		return nil
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil {
 		return nil // the wire's own decoding reports it
@@ -95,4 +98,36 @@ func wireCheckParams(body []byte, rules []wireParamRule) *wireError {
 			Message: fmt.Sprintf("%s is not supported: %s", r.name, r.why)}
 	}
 	return nil
+}
+
+// wireMayHaveParam reports whether body may hold a parameter of rules:
+// one of its strings is a rule's name, or has a \u escape (the only escape
+// that spells a letter or an underscore, all a name is made of). Most
+// requests have neither, and are spared decoding the body a second time,
+// into a map. One pass over body: its strings are where its keys are.
+func wireMayHaveParam(body []byte, rules []wireParamRule) bool {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		start, escaped := i+1, false
+		for i++; i < len(body) && body[i] != '"'; i++ {
+			if body[i] == '\\' {
+				if i+1 < len(body) && body[i+1] == 'u' {
+					return true
+				}
+				escaped = true
+				i++ // the escaped character, which may be a quote
+			}
+		}
+		if escaped {
+			continue // \n, \" and the like spell no name
+		}
+		for _, r := range rules {
+			if string(body[start:min(i, len(body))]) == r.name {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -79,6 +79,11 @@ func TestWiresParameters(t *testing.T) {
 			}
 		}
 	}
+	// A name spelled with JSON escapes is the same parameter: refused too.
+	escaped := `{"model":"helper","messages":[{"role":"user","content":"hi"}],"\u0073eed":7}`
+	if r := env.post(t, "/openai/v1/chat/completions", wiresBearer, escaped); r.Status != 400 || wires[0].param(r.json(t)) != "seed" {
+		t.Errorf("chat \\u0073eed: %d %s; want 400 naming seed", r.Status, r.Body)
+	}
 	// Tools svc cannot serve are refused, not dropped.
 	for name, tt := range map[string]struct{ path, body, want string }{
 		"chat hosted tool":      {"/openai/v1/chat/completions", wires[0].body(map[string]any{"tools": []map[string]any{{"type": "custom", "custom": map[string]string{"name": "x"}}}}), "tools[0]"},

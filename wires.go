@@ -8,6 +8,7 @@ package main
 // errors after it started are the wire's in-stream error event.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -116,6 +118,13 @@ type wireAnswer interface {
 	event(ev agentEvent)
 	finish(res *agentResult)
 	fail(e *wireError)
+}
+
+// wireHeldFlusher is a streamed answer that holds text deltas back
+// (wireSSE.sendLater) until its model call is about to wait on the
+// provider: flushHeld sends them (providerWithBeforeWait).
+type wireHeldFlusher interface {
+	flushHeld()
 }
 
 // wireWhole is the answer to a request that does not stream: nothing until
@@ -245,7 +254,11 @@ func (s *server) serveChat(w http.ResponseWriter, r *http.Request, c wireCodec) 
 	}
 	wireFillToolNames(wr.Messages)
 	answer := c.open(w, wr)
-	res, err := h.runTurn(r.Context(), ag, p, c.name(), cred, wr, answer.event)
+	ctx := r.Context()
+	if hf, ok := answer.(wireHeldFlusher); ok {
+		ctx = providerWithBeforeWait(ctx, hf.flushHeld)
+	}
+	res, err := h.runTurn(ctx, ag, p, c.name(), cred, wr, answer.event)
 	if err != nil {
 		s.log.Warn("agent turn failed", "agent", ag.Name, "wire", c.name(), "err", err)
 		e := wireErrorFor(err)
@@ -368,6 +381,10 @@ func wireFillToolNames(msgs []chatMessage) {
 type wireSSE struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
+	mu      sync.Mutex    // one writer at a time: flushHeld may come from a model call's goroutine
+	buf     bytes.Buffer  // the event being written, sent in one Write
+	enc     *json.Encoder // encodes into buf; made on the first JSON event
+	held    bool          // written by sendLater, not yet flushed
 }
 
 // newWireSSE starts an event stream on w.
@@ -386,33 +403,71 @@ func newWireSSE(w http.ResponseWriter) *wireSSE {
 // (or as is, for a string) on the data line.
 func (s *wireSSE) send(name string, v any) { s.sendEvent("", name, v) }
 
+// sendLater is send without the flush: the event leaves with the next
+// flush (the next send, or flushHeld before the model call waits), so
+// deltas that came from the provider together leave in one write.
+func (s *wireSSE) sendLater(name string, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write("", name, v)
+	s.held = true
+}
+
 // sendEvent is send with an `id:` line when id is set (what a reader's
 // Last-Event-ID names when it reconnects).
 func (s *wireSSE) sendEvent(id, name string, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write(id, name, v)
+	s.flush()
+}
+
+// write writes one event, built in the stream's buffer, whose encoder
+// writes v's JSON there directly (the same bytes as json.Marshal), in one
+// Write.
+func (s *wireSSE) write(id, name string, v any) {
+	s.buf.Reset()
 	if id != "" {
-		fmt.Fprintf(s.w, "id: %s\n", id)
-	}
-	var data []byte
-	if str, ok := v.(string); ok {
-		data = []byte(str)
-	} else {
-		data, _ = json.Marshal(v)
+		s.buf.WriteString("id: " + id + "\n")
 	}
 	if name != "" {
-		fmt.Fprintf(s.w, "event: %s\n", name)
+		s.buf.WriteString("event: " + name + "\n")
 	}
-	fmt.Fprintf(s.w, "data: %s\n\n", data)
-	s.flush()
+	s.buf.WriteString("data: ")
+	if str, ok := v.(string); ok {
+		s.buf.WriteString(str)
+	} else {
+		if s.enc == nil {
+			s.enc = json.NewEncoder(&s.buf)
+		}
+		if s.enc.Encode(v) == nil {
+			s.buf.Truncate(s.buf.Len() - 1) // Encode's newline
+		}
+	}
+	s.buf.WriteString("\n\n")
+	s.w.Write(s.buf.Bytes())
+}
+
+// flushHeld flushes what sendLater wrote, if anything.
+func (s *wireSSE) flushHeld() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		s.flush()
+	}
 }
 
 // comment writes a comment line (readers ignore it: a keepalive).
 func (s *wireSSE) comment(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	fmt.Fprintf(s.w, ": %s\n\n", text)
 	s.flush()
 }
 
-// flush sends what was written, when the writer can.
+// flush sends what was written, when the writer can; s.mu is held.
 func (s *wireSSE) flush() {
+	s.held = false
 	if s.flusher != nil {
 		s.flusher.Flush()
 	}
@@ -671,9 +726,16 @@ func openAIFinishReason(stop string) string {
 	return "stop"
 }
 
+// openAIUsageBody is the usage object of a completion.
+type openAIUsageBody struct {
+	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens     int `json:"prompt_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
 // openAIUsage is the usage object of a completion.
-func openAIUsage(u modelUsage) map[string]int {
-	return map[string]int{"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens, "total_tokens": u.InputTokens + u.OutputTokens}
+func openAIUsage(u modelUsage) openAIUsageBody {
+	return openAIUsageBody{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
 }
 
 // openAIToolCalls renders the pending calls as tool_calls.
@@ -690,19 +752,48 @@ func openAIToolCalls(pending []pendingCall, indexed bool) []openAIToolCall {
 	return out
 }
 
+// openAICompletion is a whole chat.completion. The wire types of the
+// Chat Completions answers are structs, not maps, for their encoding's
+// cost; their fields are in the order json wrote the maps they replaced
+// (by name), so the bytes are the same.
+type openAICompletion struct {
+	Choices []openAIChoice  `json:"choices"`
+	Created int64           `json:"created"`
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Object  string          `json:"object"`
+	Usage   openAIUsageBody `json:"usage"`
+}
+
+// openAIChoice is the one choice of a whole completion.
+type openAIChoice struct {
+	FinishReason string              `json:"finish_reason"`
+	Index        int                 `json:"index"`
+	Logprobs     *struct{}           `json:"logprobs"` // always null
+	Message      openAIAnswerMessage `json:"message"`
+}
+
+// openAIAnswerMessage is the assistant's message of a whole completion.
+type openAIAnswerMessage struct {
+	Content   *string          `json:"content"` // null without text
+	Refusal   *string          `json:"refusal"` // always null
+	Role      string           `json:"role"`
+	ToolCalls []openAIToolCall `json:"tool_calls,omitempty"`
+}
+
 // openAIRespond writes a whole chat.completion.
 func openAIRespond(w http.ResponseWriter, wr *agentRequest, res *agentResult) {
-	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
+	msg := openAIAnswerMessage{Role: "assistant"}
 	if t := res.text(); t != "" {
-		msg["content"] = t
+		msg.Content = &t
 	}
 	if len(res.Pending) > 0 {
-		msg["tool_calls"] = openAIToolCalls(res.Pending, false)
+		msg.ToolCalls = openAIToolCalls(res.Pending, false)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"id": randomID("chatcmpl-", 12), "object": "chat.completion", "created": time.Now().Unix(), "model": wr.Agent,
-		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": openAIFinishReason(res.StopReason), "logprobs": nil}},
-		"usage":   openAIUsage(res.Usage),
+	writeJSON(w, http.StatusOK, openAICompletion{
+		ID: randomID("chatcmpl-", 12), Object: "chat.completion", Created: time.Now().Unix(), Model: wr.Agent,
+		Choices: []openAIChoice{{Message: msg, FinishReason: openAIFinishReason(res.StopReason)}},
+		Usage:   openAIUsage(res.Usage),
 	})
 }
 
@@ -716,6 +807,32 @@ type openAIStream struct {
 	text    wireTextJoin
 }
 
+// openAIChunk is one chat.completion.chunk (fields in json's map order,
+// as openAICompletion's). Usage is absent unless the request asked for
+// it, then null but in the last chunk.
+type openAIChunk struct {
+	Choices []openAIChunkChoice `json:"choices"`
+	Created int64               `json:"created"`
+	ID      string              `json:"id"`
+	Model   string              `json:"model"`
+	Object  string              `json:"object"`
+	Usage   json.RawMessage     `json:"usage,omitempty"`
+}
+
+// openAIChunkChoice is the one choice of a chunk.
+type openAIChunkChoice struct {
+	Delta        openAIDelta `json:"delta"`
+	FinishReason *string     `json:"finish_reason"` // null until the last
+	Index        int         `json:"index"`
+}
+
+// openAIDelta is what a chunk adds to the message.
+type openAIDelta struct {
+	Content   *string          `json:"content,omitempty"`
+	Role      string           `json:"role,omitempty"`
+	ToolCalls []openAIToolCall `json:"tool_calls,omitempty"`
+}
+
 // open answers whole, or streams chunks when the request streams.
 func (c openAIWire) open(w http.ResponseWriter, wr *agentRequest) wireAnswer {
 	if !wr.Stream {
@@ -724,15 +841,21 @@ func (c openAIWire) open(w http.ResponseWriter, wr *agentRequest) wireAnswer {
 	return &openAIStream{w: w, wr: wr, id: randomID("chatcmpl-", 12), created: time.Now().Unix()}
 }
 
-// chunk sends one chunk with the given choices (and usage when asked for).
-func (s *openAIStream) chunk(choices []map[string]any, usage any) {
+// chunk sends one chunk with the given choices (and usage, null when
+// nil, when asked for); a later one is held until the next flush.
+func (s *openAIStream) chunk(choices []openAIChunkChoice, usage json.RawMessage, later bool) {
 	if s.sse == nil {
 		s.sse = newWireSSE(s.w)
-		s.chunk([]map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}, nil)
+		empty := ""
+		s.chunk([]openAIChunkChoice{{Delta: openAIDelta{Role: "assistant", Content: &empty}}}, nil, false)
 	}
-	c := map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.wr.Agent, "choices": choices}
-	if s.wr.IncludeUsage {
-		c["usage"] = usage
+	c := openAIChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.wr.Agent, Choices: choices}
+	if c.Usage = usage; s.wr.IncludeUsage && usage == nil {
+		c.Usage = json.RawMessage("null")
+	}
+	if later {
+		s.sse.sendLater("", c)
+		return
 	}
 	s.sse.send("", c)
 }
@@ -742,18 +865,28 @@ func (s *openAIStream) event(ev agentEvent) {
 	if ev.Kind != agentEventText {
 		return
 	}
-	s.chunk([]map[string]any{{"index": 0, "delta": map[string]any{"content": s.text.next(ev)}, "finish_reason": nil}}, nil)
+	text := s.text.next(ev)
+	s.chunk([]openAIChunkChoice{{Delta: openAIDelta{Content: &text}}}, nil, true)
+}
+
+// flushHeld implements wireHeldFlusher.
+func (s *openAIStream) flushHeld() {
+	if s.sse != nil {
+		s.sse.flushHeld()
+	}
 }
 
 // finish sends the pending tool calls, the finish reason, the usage when
 // asked for, and [DONE].
 func (s *openAIStream) finish(res *agentResult) {
 	if len(res.Pending) > 0 {
-		s.chunk([]map[string]any{{"index": 0, "delta": map[string]any{"tool_calls": openAIToolCalls(res.Pending, true)}, "finish_reason": nil}}, nil)
+		s.chunk([]openAIChunkChoice{{Delta: openAIDelta{ToolCalls: openAIToolCalls(res.Pending, true)}}}, nil, false)
 	}
-	s.chunk([]map[string]any{{"index": 0, "delta": map[string]any{}, "finish_reason": openAIFinishReason(res.StopReason)}}, nil)
+	reason := openAIFinishReason(res.StopReason)
+	s.chunk([]openAIChunkChoice{{FinishReason: &reason}}, nil, false)
 	if s.wr.IncludeUsage {
-		s.chunk([]map[string]any{}, openAIUsage(res.Usage))
+		usage, _ := json.Marshal(openAIUsage(res.Usage))
+		s.chunk([]openAIChunkChoice{}, usage, false)
 	}
 	s.sse.send("", "[DONE]")
 }

@@ -711,3 +711,34 @@ func TestSessionLockAcrossReplicas(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestWiresChatDeltaBeforeModelWaits streams a chat whose provider sends
+// its first delta and then holds its stream open: the delta reaches the
+// client while the provider waits (svc holds deltas back only until its
+// model call would wait, never until the answer ends).
+func TestWiresChatDeltaBeforeModelWaits(t *testing.T) {
+	hold := benchHoldingProvider(t)
+	env := newWiresEnv(t, "")
+	env.rt.agents.models = func(p *modelProvider) modelClient { return newModelClient(p, nil) }
+	env.rt.provider.Store(&modelProvider{Kind: providerOpenAI, APIKey: "sk-test", BaseURL: hold.URL + "/v1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", env.url+"/openai/v1/chat/completions",
+		strings.NewReader(`{"model":"helper","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	req.Header.Set("Authorization", wiresBearer["Authorization"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the provider's delta did not come through while it held its stream open: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"content":"hi"`) {
+			return
+		}
+	}
+}
