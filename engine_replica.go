@@ -10,9 +10,10 @@ package main
 //
 // Two replicas can decide at once on the same state (admit a run into the
 // last free slot of a limited workflow's key, resume the same hook, take
-// the same key), so apply voids the event the state no longer admits, the same way on every replica, and the
-// writer learns from the state once its event is delivered whether it won
-// (voidLocked; start and resumeHook ask). On the file journal nothing is
+// the same idempotency key), so apply voids the event the state no longer
+// admits, the same way on every replica, and the writer learns from the
+// state once its event is delivered whether it won (voidLocked; start and
+// resumeHook ask). On the file journal nothing is
 // ever void: one process decides under mu what apply then sees.
 
 import (
@@ -110,19 +111,13 @@ func (e *engine) seen(ctx context.Context, look func() bool) bool {
 // memory.
 func (e *engine) knows(ctx context.Context, id string) bool {
 	return e.seen(ctx, func() bool {
+		if isQueueID(id) {
+			_, ok := e.findQueued(id)
+			return ok
+		}
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if e.st.Runs[id] != nil || (isQueueID(id) && e.queuedLocked(id) != nil) {
-			return true
-		}
-		if isQueueID(id) {
-			for _, r := range e.st.Runs {
-				if r.QueueID == id {
-					return true
-				}
-			}
-		}
-		return false
+		return e.st.Runs[id] != nil
 	})
 }
 
