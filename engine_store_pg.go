@@ -22,9 +22,9 @@ package main
 // a smaller one. In the same transaction the appender reads the events
 // others committed since its last delivery, and delivers them, then its
 // own, to the engine. The transaction is one pipelined batch, one round
-// trip, unless it reaps or leaves. Idle replicas learn of new events by LISTEN/NOTIFY
-// (channel svc_engine, the payload naming the writer, which skips its own)
-// and a jittered poll about every second.
+// trip, unless it reaps or leaves. Idle replicas learn of new events by
+// LISTEN/NOTIFY (channel svc_engine, the payload naming the writer, which
+// skips its own) and a jittered poll about every second.
 //
 // Leases, fenced. A replica's row is its lease: it renews lease_until every
 // Renew in one statement. Every append locks the writer's row FOR SHARE
