@@ -190,7 +190,10 @@ test("the run page shows the run's stream live, and all of it once ended", async
   await page.locator("#stream-state", { hasText: "Ended (completed)" }).waitFor();
   await shot("run-streamer-live");
   // Opened after the end: the whole stream, then its end.
+  // (The runs list first, so that the run page before, with the same ids,
+  // is off the screen.)
   await page.goto(base + "/#/runs");
+  await page.locator("#runs").waitFor();
   await page.goto(base + `/#/runs/${runId}`);
   await page.locator("#stream-state", { hasText: "Ended (completed)" }).waitFor();
   assert.deepEqual(await page.locator("#stream li pre").allTextContents(), ["thinking…", '{\n  "answer": 42\n}']);
