@@ -313,9 +313,12 @@ func TestEngineReplicas(t *testing.T) {
 	}
 
 	// A stall: b stops past its lease with a run asleep; c claims it.
-	stall := b.start(t, "napper", `{"id":"stall","ms":1000}`)
-	eventually(t, 20*time.Second, "the napper asleep on b", func() bool { return counter.count("stall-before") == 1 })
+	// (Asleep long enough that the stop lands in the sleep: a step that ran
+	// on b but was not journaled before the stop would run again on c, as
+	// steps are at least once.)
 	_, bHealth := b.engineHealth(t)
+	stall := b.start(t, "napper", `{"id":"stall","ms":4000}`)
+	eventually(t, 20*time.Second, "the napper asleep on b", func() bool { return counter.count("stall-before") == 1 })
 	t.Cleanup(func() { b.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop, should the test end here
 	b.cmd.Process.Signal(syscall.SIGSTOP)
 	if r := c.await(t, stall.RunID); r.Status != runCompleted || r.Owner != ownerOf(c) {
