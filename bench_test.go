@@ -345,15 +345,7 @@ func BenchmarkW2ConcurrencyLimitPostgres(b *testing.B) {
 // key) with 100 and 2 keys; a queued start waits on its queue id.
 func benchW2Limit(b *testing.B, e *engine) {
 	defer debug.SetGCPercent(debug.SetGCPercent(devGCPercent)) // as svc dev runs
-	startAndWait := func(wf, input string) error {
-		rc, err := e.start(startRequest{Workflow: wf, Input: json.RawMessage(input), Trigger: triggerHTTP})
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		return e.wait(ctx, cmp.Or(rc.RunID, rc.QueueID))
-	}
+	startAndWait := benchEngineStartAndWait(e)
 	keyed := func(keys int) func(i int) (string, string) {
 		return func(i int) (string, string) { return "wlim", fmt.Sprintf(`{"n":2,"k":"user-%d"}`, i%keys) }
 	}
@@ -373,18 +365,24 @@ func benchW2Limit(b *testing.B, e *engine) {
 	}
 }
 
-// benchW1W3 runs W1-W3 against e and reports them.
-func benchW1W3(b *testing.B, e *engine) {
-	defer debug.SetGCPercent(debug.SetGCPercent(devGCPercent)) // as svc dev runs
-	startAndWait := func(wf, input string) error {
+// benchEngineStartAndWait starts a run on e in process and waits for it
+// to end (a queued start: on its queue id).
+func benchEngineStartAndWait(e *engine) func(wf, input string) error {
+	return func(wf, input string) error {
 		rc, err := e.start(startRequest{Workflow: wf, Input: json.RawMessage(input), Trigger: triggerHTTP})
 		if err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return e.wait(ctx, rc.RunID)
+		return e.wait(ctx, cmp.Or(rc.RunID, rc.QueueID))
 	}
+}
+
+// benchW1W3 runs W1-W3 against e and reports them.
+func benchW1W3(b *testing.B, e *engine) {
+	defer debug.SetGCPercent(debug.SetGCPercent(devGCPercent)) // as svc dev runs
+	startAndWait := benchEngineStartAndWait(e)
 	for range b.N {
 		benchW1(b, benchW1Way{"W1", startAndWait})
 		benchW2Measured(b, startAndWait)
