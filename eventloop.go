@@ -363,18 +363,8 @@ func (d *jsonDecoder) object(depth int) (goja.Value, bool) {
 		if o.DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE) != nil {
 			return nil, false
 		}
-		d.ws()
-		if d.i >= len(d.s) {
-			return nil, false
-		}
-		switch d.s[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return o, true
-		default:
-			return nil, false
+		if end, ok := d.separator('}'); !ok || end {
+			return o, ok
 		}
 	}
 }
@@ -394,20 +384,28 @@ func (d *jsonDecoder) array(depth int) (goja.Value, bool) {
 			return nil, false
 		}
 		items = append(items, v)
-		d.ws()
-		if d.i >= len(d.s) {
-			return nil, false
-		}
-		switch d.s[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return d.vm.NewArray(items...), true
-		default:
-			return nil, false
+		if end, ok := d.separator(']'); !ok || end {
+			return d.vm.NewArray(items...), ok
 		}
 	}
+}
+
+// separator consumes what follows a member: a comma (end false) or the
+// closing byte (end true); ok is false for anything else.
+func (d *jsonDecoder) separator(closing byte) (end, ok bool) {
+	d.ws()
+	if d.i >= len(d.s) {
+		return false, false
+	}
+	switch d.s[d.i] {
+	case ',':
+		d.i++
+		return false, true
+	case closing:
+		d.i++
+		return true, true
+	}
+	return false, false
 }
 
 // jsonStringify serialises a VM value with the VM's own JSON.stringify;
