@@ -126,13 +126,20 @@ func procCPU(pid int, children bool) time.Duration {
 }
 
 // pgTestCPU returns the CPU time used so far by the test PostgreSQL the
-// package started (its postmaster, live backends and exited ones); false
-// when the tests use SVC_DATABASE_URL's server instead.
+// package started (see pgServerCPU); false when the tests use
+// SVC_DATABASE_URL's server instead.
 func pgTestCPU() (time.Duration, bool) {
 	if pgTestShared.local == nil {
 		return 0, false
 	}
-	b, err := os.ReadFile(filepath.Join(pgTestShared.local.DataDir, "postmaster.pid"))
+	return pgServerCPU(pgTestShared.local.DataDir)
+}
+
+// pgServerCPU returns the CPU time used so far by the PostgreSQL server of
+// data directory dataDir on this machine: its postmaster, live backends and
+// exited ones; false when its postmaster.pid cannot be read.
+func pgServerCPU(dataDir string) (time.Duration, bool) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
 		return 0, false
 	}

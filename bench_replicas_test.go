@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -142,12 +144,14 @@ type pgLoadMeter struct {
 	idleXacts        float64 // per second
 	idleWAL, idleIns float64
 	last             pgLoad
+	dataDir          string // the server's, for its CPU time
 }
 
 // newPGLoadMeter measures the idle load of the fleet over one settle time.
 func newPGLoadMeter(b *testing.B, conn *pgx.Conn) *pgLoadMeter {
 	time.Sleep(benchStatsSettle)
 	m := &pgLoadMeter{b: b, conn: conn, last: readPGLoad(b, conn)}
+	conn.QueryRow(context.Background(), "SHOW data_directory").Scan(&m.dataDir)
 	time.Sleep(benchStatsSettle)
 	now := readPGLoad(b, conn)
 	s := now.at.Sub(m.last.at).Seconds()
@@ -178,6 +182,39 @@ export default async function napper(input: { ms: number }) {
   await sleep(input.ms);
   return {};
 }`
+
+// fleetCPU is the CPU time used so far by a fleet's replicas, its
+// PostgreSQL server (zero when not on this machine), the benchmark's own
+// process (the load generator) and the whole machine (busy, of all cores).
+type fleetCPU struct{ replicas, pg, client, machine time.Duration }
+
+// cpu reads the fleet's CPU times now.
+func (f *benchFleet) cpu(m *pgLoadMeter) fleetCPU {
+	var c fleetCPU
+	for _, box := range f.boxes {
+		c.replicas += procCPU(box.cmd.Process.Pid, false)
+	}
+	c.pg, _ = pgServerCPU(m.dataDir)
+	c.client = procCPU(os.Getpid(), false)
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		// "cpu  user nice system idle iowait irq softirq steal ...", in USER_HZ.
+		for i, v := range strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:] {
+			if n, _ := strconv.ParseInt(v, 10, 64); i != 3 && i != 4 && i < 8 {
+				c.machine += time.Duration(n) * time.Second / 100
+			}
+		}
+	}
+	return c
+}
+
+// report reports the CPU µs per run each part used since before.
+func (c fleetCPU) report(b *testing.B, before fleetCPU, name string, runs float64) {
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / runs }
+	b.ReportMetric(per(c.replicas-before.replicas), name+"-cpu-replicas-µs/run")
+	b.ReportMetric(per(c.pg-before.pg), name+"-cpu-pg-µs/run")
+	b.ReportMetric(per(c.client-before.client), name+"-cpu-client-µs/run")
+	b.ReportMetric(per(c.machine-before.machine), name+"-cpu-machine-µs/run")
+}
 
 // startBenchFleet starts n `svc serve` replicas of dir with
 // SVC_ENGINE=postgres on a new database, default lease settings.
@@ -237,9 +274,11 @@ func benchFleetW1W3(b *testing.B, f *benchFleet, m *pgLoadMeter) {
 	b.ReportMetric(percentile(lat, 99), "W1-p99-ms")
 	m.report("W1", "run", 100)
 
+	cpu := f.cpu(m)
 	t0 := time.Now()
 	benchW2(b, f.startAndWait)
 	b.ReportMetric(1000/time.Since(t0).Seconds(), "W2-runs/s")
+	f.cpu(m).report(b, cpu, "W2", 1000)
 	m.report("W2", "run", 1000)
 
 	t0 = time.Now()

@@ -609,7 +609,28 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 // commitLocked appends ev to the journal and applies it; mu must be held
 // and is released. When durable, it returns only once the record is on disk;
 // the follow-up actions of the event (waking waiters, scheduling) run after.
+// On a shared log it returns once the log delivered (and so applied) ev.
 func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
+	return e.appendLocked(ev, durable, nil)
+}
+
+// pipelineLocked appends ev, an event its execution reads nothing back
+// from (a step attempt's start, its outcome, its log line), as
+// commitLocked without durable, except that on a shared log it does not
+// wait for the log to deliver it: the execution goes on while the record
+// is in flight, as on the file journal while it is not yet on disk, and
+// the run's next waiting commit (a sleep, a hook, its end) is delivered
+// after it, in the log's order. The record's commit, until delivered, is
+// left in *inflight (nil on the file journal, which applies at once): the
+// execution waits for it before it ends, so the run's next execution
+// replays what this one journaled. A step's outcome is counted and traced
+// when it is delivered (deliver). mu must be held and is released.
+func (e *engine) pipelineLocked(ev *journalEvent, inflight *engineCommit) error {
+	return e.appendLocked(ev, false, inflight)
+}
+
+// appendLocked is commitLocked, and pipelineLocked when inflight is not nil.
+func (e *engine) appendLocked(ev *journalEvent, durable bool, inflight *engineCommit) error {
 	if e.closed {
 		e.mu.Unlock()
 		return errEngineClosed
@@ -642,8 +663,14 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 	pending := e.j.append(b, durable)
 	if e.self != "" {
 		// A shared log: applied when the log delivers it, in the log's
-		// order (engine_replica.go), which the caller waits for. Until
-		// then no record of a run whose end is on its way is appended.
+		// order (engine_replica.go), which the caller waits for unless
+		// pipelined. Until then no record of a run whose end is on its
+		// way is appended.
+		if inflight != nil {
+			*inflight = pending
+			e.mu.Unlock()
+			return nil
+		}
 		if ev.Type == evEnd {
 			e.ending[ev.Run] = true
 		}
@@ -653,8 +680,9 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 		if ev.Type == evEnd {
 			delete(e.ending, ev.Run)
 		}
-		if err == nil {
-			// Counted and traced by its writer, once the log has it.
+		if err == nil && ev.Type != evStep {
+			// Counted and traced by its writer, once the log has it; a
+			// step's outcome by the run's owner as it applies it.
 			e.opts.Metrics.engineEvent(ev, e.st.Runs[ev.Run])
 			e.otelEventLocked(ev)
 		}

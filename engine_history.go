@@ -21,6 +21,10 @@ const (
 	archiveInterval = 250 * time.Millisecond
 	// archiveBatch is the most runs one archive call carries.
 	archiveBatch = 2000
+	// archiveForeignDelay is how long a replica leaves a run another
+	// replica executed to that replica's archiver before it looks whether
+	// the history has it (and archives it if not: its owner died first).
+	archiveForeignDelay = 2 * time.Second
 	// pruneInterval is how often runs past the retention are deleted.
 	pruneInterval = time.Hour
 	// historyTimeout bounds one call to the history.
@@ -148,28 +152,42 @@ func (e *engine) startHistory() {
 // archive moves the runs whose end is durable to the history, then drops
 // them from memory. A failed call keeps them in memory (and in snapshots)
 // for the next tick; the log says so once per outage, and when it ends.
+// On a shared log each replica archives the runs it executed; another's
+// runs it leaves to their owner for archiveForeignDelay, then archives only
+// those the history still lacks, so N replicas write each run once.
 func (e *engine) archive() {
 	for {
 		e.mu.Lock()
 		epoch := e.epoch
 		n := min(len(e.ended), archiveBatch)
-		ids := e.ended[:n:n]
-		runs := make([]runRecord, 0, n)
-		for _, id := range ids {
-			if r := e.st.Runs[id]; r != nil && terminal(r.Status) {
+		var runs []runRecord
+		var foreign, later []string
+		young := time.Now().Add(-archiveForeignDelay)
+		for _, id := range e.ended[:n] {
+			r := e.st.Runs[id]
+			switch {
+			case r == nil || !terminal(r.Status):
+			case e.self == "" || r.Owner == e.self:
 				runs = append(runs, snapshotRun(r))
+			case r.EndedAt.After(young):
+				later = append(later, id)
+			default:
+				foreign = append(foreign, id)
 			}
 		}
 		e.mu.Unlock()
 		if n == 0 {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
-		err := e.opts.History.archive(ctx, runs)
-		cancel()
+		err := e.archiveForeign(foreign, &runs)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+			err = e.opts.History.archive(ctx, runs)
+			cancel()
+		}
 		if err != nil {
 			if !e.archiveDown { // said once per outage, not every tick
-				e.log.Warn("archive ended runs to the run history; they stay in memory until it works", "runs", len(runs), "err", err)
+				e.log.Warn("archive ended runs to the run history; they stay in memory until it works", "runs", len(runs)+len(foreign), "err", err)
 			}
 			e.archiveDown = true
 			return
@@ -180,15 +198,43 @@ func (e *engine) archive() {
 		}
 		e.mu.Lock()
 		for _, r := range runs {
-			if cur := e.st.Runs[r.RunID]; cur != nil && terminal(cur.Status) {
-				delete(e.st.Runs, r.RunID)
+			foreign = append(foreign, r.RunID) // now all in the history
+		}
+		for _, id := range foreign {
+			if cur := e.st.Runs[id]; cur != nil && terminal(cur.Status) {
+				delete(e.st.Runs, id)
 			}
 		}
 		if e.epoch == epoch { // else recovery queued the rebuilt state's ended runs afresh
-			e.ended = e.ended[n:]
+			e.ended = append(later, e.ended[n:]...)
 		}
 		e.mu.Unlock()
+		if len(later) == n {
+			return // only runs left to their owners: look again next tick
+		}
 	}
+}
+
+// archiveForeign adds to runs those of foreign, runs other replicas
+// executed, that the history does not hold.
+func (e *engine) archiveForeign(foreign []string, runs *[]runRecord) error {
+	if len(foreign) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+	held, err := e.opts.History.archived(ctx, foreign)
+	cancel()
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range foreign {
+		if r := e.st.Runs[id]; r != nil && !held[id] {
+			*runs = append(*runs, snapshotRun(r))
+		}
+	}
+	return nil
 }
 
 // prune deletes the runs that ended before the retention.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +234,67 @@ func TestEngineHistoryOutageSaidOnce(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "archive ended runs to the run history"); n != 1 {
 		t.Errorf("the archive warning was logged %d times during one outage; want once:\n%s", n, out.String())
+	}
+}
+
+// failingHistory is a run history whose archive always fails.
+type failingHistory struct{ runHistory }
+
+func (failingHistory) archive(context.Context, []runRecord) error {
+	return errors.New("the history is down (test)")
+}
+
+// TestEngineArchivesOnceAcrossReplicas runs two engines on one PostgreSQL
+// log and history: each run is archived by the replica that executed it,
+// and the other, after archiveForeignDelay, finds it there, drops it from
+// memory and writes nothing (a trigger counts the history's row writes). A run whose
+// owner could not archive it (its archive fails, as for an owner killed
+// before its archiver ran) is archived by the other replica.
+func TestEngineArchivesOnceAcrossReplicas(t *testing.T) {
+	a := newHistoryEngine(t, engineKindPostgres)
+	history := a.history
+	b := &testEngine{dir: a.dir, cat: a.cat, counter: a.counter, store: engineKindPostgres, pool: a.pool, history: history}
+	b.open(t)
+	ctx := context.Background()
+	if _, err := a.pool.Exec(ctx, `CREATE TABLE public.archive_writes (run_id text NOT NULL);
+CREATE FUNCTION public.count_archive_write() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.archive_writes VALUES (NEW.run_id); RETURN NEW; END$$;
+CREATE TRIGGER count_archive_write AFTER INSERT OR UPDATE ON svc.runs FOR EACH ROW EXECUTE FUNCTION public.count_archive_write();`); err != nil {
+		t.Fatal(err)
+	}
+	writes := func(id string) (n int) {
+		a.pool.QueryRow(ctx, `SELECT count(*) FROM public.archive_writes WHERE run_id = $1`, id).Scan(&n)
+		return n
+	}
+	inMemory := func(te *testEngine, id string) bool {
+		te.mu.Lock()
+		defer te.mu.Unlock()
+		return te.st.Runs[id] != nil
+	}
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, a.startWait(t, "three", fmt.Sprintf(`{"id":"once%d"}`, i)).RunID)
+	}
+	eventually(t, 10*time.Second, "both replicas dropped the runs from memory", func() bool {
+		return !slices.ContainsFunc(ids, func(id string) bool { return inMemory(a, id) || inMemory(b, id) })
+	})
+	for _, id := range ids {
+		if n := writes(id); n != 1 {
+			t.Errorf("run %s written %d times to the history; want once", id, n)
+		}
+	}
+
+	// The owner cannot archive: the other replica does, after the delay.
+	a.close()
+	a.history = failingHistory{history}
+	a.open(t)
+	orphan := a.startWait(t, "three", `{"id":"orphan"}`).RunID
+	if !inMemory(a, orphan) {
+		t.Fatal("the owner dropped a run it could not archive")
+	}
+	eventually(t, 10*time.Second, "the other replica archived the owner's run", func() bool { return writes(orphan) == 1 })
+	r, ok, err := b.find(ctx, orphan)
+	if err != nil || !ok || r.Status != runCompleted || len(r.Steps) != 3 {
+		t.Errorf("the orphan run in the history = %v %v %+v", ok, err, r)
 	}
 }

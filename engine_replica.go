@@ -209,9 +209,15 @@ func (e *engine) deliver(recs [][]byte, upto int64) {
 			continue
 		}
 		after = append(after, e.apply(&ev)...)
-		if r := e.st.Runs[ev.Run]; r != nil && r.stream != nil {
+		r := e.st.Runs[ev.Run]
+		if r != nil && r.stream != nil {
 			// What the log delivers is durable: readers see it at once.
 			r.stream.reveal(len(r.stream.entries))
+		}
+		if ev.Type == evStep && r != nil && e.owns(r) {
+			// Its writer, which did not wait for it (pipelineLocked).
+			e.opts.Metrics.engineEvent(&ev, r)
+			e.otelEventLocked(&ev)
 		}
 	}
 	e.applied = upto

@@ -250,9 +250,12 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		if r.cancel != nil {
 			r.cancel()
 		}
+		owned := e.owns(r) // on a shared log, the owner says so, not every replica
 		after = append(after, func() {
-			e.log.Info("run ended", "workflow", r.WorkflowName, "run", r.RunID, "status", r.Status,
-				"duration", r.EndedAt.Sub(r.CreatedAt).Round(time.Millisecond))
+			if owned {
+				e.log.Info("run ended", "workflow", r.WorkflowName, "run", r.RunID, "status", r.Status,
+					"duration", r.EndedAt.Sub(r.CreatedAt).Round(time.Millisecond))
+			}
 			e.mu.Lock()
 			e.endedLocked(r.RunID)
 			e.mu.Unlock()

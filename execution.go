@@ -96,6 +96,9 @@ type execution struct {
 	// not yield within the engine's BusyLimit.
 	runaway atomic.Bool
 	busy    *time.Timer
+	// inflight is the commit of the last record pipelined (pipelineLocked)
+	// while a shared log may not have delivered it yet; guarded by e.mu.
+	inflight engineCommit
 	// guidance is the first "cannot be used in workflow code" error the
 	// workflow code provoked (fetch, timers: js/workflow_prelude.js). A
 	// package may catch it and throw its own ("Request timed out."), so a
@@ -133,6 +136,14 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 	h.Write([]byte(r.RunID))
 	x := &execution{e: e, r: r, def: def, now: r.CreatedAt, rng: mrand.New(mrand.NewPCG(h.Sum64(), 0x5356435f52554e)), ctx: ctx, logsJournaled: logs}
 	out, err := x.run(ctx)
+	e.mu.Lock()
+	inflight := x.inflight // under mu: a step's log line may still come
+	e.mu.Unlock()
+	if inflight != nil {
+		// The run's next execution replays what this one journaled: wait
+		// until the shared log applied it (a failure fails the log).
+		inflight.Wait()
+	}
 	if x.nondet != nil && !errors.Is(err, context.Canceled) {
 		err = x.nondet
 		e.log.Error("run failed: its replay made a different call than the journal holds", "run", r.RunID, "workflow", r.WorkflowName, "version", r.Version, "err", err)
@@ -416,11 +427,19 @@ func (x *execution) nextCall(kind, name string) (int, *durableCall, error) {
 }
 
 // commit journals an event of this run (non-waiting: later durable records
-// imply it is durable too).
+// imply it is durable too). A step attempt's start and outcome and its log
+// lines are pipelined (pipelineLocked): nothing here reads them back.
 func (x *execution) commit(ev *journalEvent) {
 	ev.Run = x.r.RunID
 	x.e.mu.Lock()
-	if err := x.e.commitLocked(ev, false); err != nil && !errors.Is(err, errRunEnded) {
+	var err error
+	switch ev.Type {
+	case evAttempt, evStep, evLog:
+		err = x.e.pipelineLocked(ev, &x.inflight)
+	default:
+		err = x.e.commitLocked(ev, false)
+	}
+	if err != nil && !errors.Is(err, errRunEnded) {
 		x.e.log.Error("journal", "run", x.r.RunID, "err", err)
 	}
 }

@@ -64,6 +64,8 @@ var runTriggers = []string{triggerHTTP, triggerCLI, triggerWorkflow, triggerAgen
 type runHistory interface {
 	// archive stores terminal runs, replacing any stored under the same runId.
 	archive(ctx context.Context, runs []runRecord) error
+	// archived returns which of ids the history holds.
+	archived(ctx context.Context, ids []string) (map[string]bool, error)
 	// get returns an archived run; ok is false when there is none.
 	get(ctx context.Context, runID string) (r runRecord, ok bool, err error)
 	// list returns at most q.Limit runs matching q, newest first
@@ -275,6 +277,23 @@ func (c *runHistoryChunk) add(r *runRecord, record string) {
 	c.ended = append(c.ended, ended)
 	c.records = append(c.records, record)
 	c.bytes += len(record)
+}
+
+// archived returns which of ids svc.runs holds.
+func (h *pgRunHistory) archived(ctx context.Context, ids []string) (map[string]bool, error) {
+	rows, err := h.db.Query(ctx, `SELECT run_id FROM svc.runs WHERE run_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]bool, len(held))
+	for _, id := range held {
+		m[id] = true
+	}
+	return m, nil
 }
 
 // archive upserts runs by runId, with their streams; archiving a run again replaces it. Every
