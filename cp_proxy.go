@@ -92,7 +92,7 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 		cpError(w, http.StatusUnauthorized, codeAuth, "send a user credential (svc login) or an API key of the organization: Authorization: Bearer <credential> or x-api-key: <key>")
 		return
 	}
-	c, d, err := s.store.proxyTarget(ctx, cred, r.PathValue("org"), r.PathValue("agent"))
+	c, d, err := s.store.proxyTarget(ctx, cred, r.PathValue("org"), r.PathValue("agent"), s.proxyShared)
 	var miss *cpProxyMiss
 	if errors.As(err, &miss) && miss.status == http.StatusUnauthorized {
 		cpError(w, miss.status, miss.code, miss.msg)
@@ -104,7 +104,11 @@ func (s *cpServer) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	// A known caller's every request counts, its misses too: they may be
 	// audited, and the log must not grow faster than the limit.
-	if ok, wait := s.limit.allow(c.principal()); !ok {
+	ok, wait := s.limit.allow(c.principal())
+	if ok && c.limited {
+		ok, wait = false, s.proxyShared.wait()
+	}
+	if !ok {
 		rateLimitRefuse(w, wait, fmt.Sprintf("this credential sent more than %d proxied requests a second (bursts of %d)", cpProxyRate, cpProxyBurst))
 		return
 	}

@@ -198,4 +198,33 @@ func TestCPReplicas(t *testing.T) {
 	if refused == 0 {
 		t.Errorf("%d wrong sign-in codes over two replicas (%d each) met no 429: the limit is per replica", cpSignInBurst+10, (cpSignInBurst+10)/2)
 	}
+
+	// So does the proxy's per-caller limit: requests of one credential to
+	// both replicas in turn (each sees fewer than its own burst) meet 429s
+	// once the shared bucket is spent. The agent has no deployment: each
+	// request is answered 404 without a box, and counts all the same.
+	var proxied sync.WaitGroup
+	var tooMany, missed atomic.Int64
+	var sent atomic.Int64
+	n := int64(cpProxyBurst*2 - 10)
+	for range 8 {
+		proxied.Add(1)
+		go func() {
+			defer proxied.Done()
+			for i := sent.Add(1); i <= n; i = sent.Add(1) {
+				u := []string{cp1.url, cp2.url}[i%2]
+				switch code := httpJSONAuth(t, "GET", u+"/default/demo/api/health", admin.Credential, nil, nil); code {
+				case http.StatusTooManyRequests:
+					tooMany.Add(1)
+				case http.StatusNotFound:
+					missed.Add(1)
+				}
+			}
+		}()
+	}
+	proxied.Wait()
+	if tooMany.Load() == 0 || tooMany.Load()+missed.Load() != n {
+		t.Errorf("%d proxied requests of one credential over two replicas: %d refused 429, %d answered 404 (no deployment); want some 429s (the limit is shared) and nothing else",
+			n, tooMany.Load(), missed.Load())
+	}
 }

@@ -77,6 +77,8 @@ type cpServer struct {
 	signInLimit *rateLimiter
 	// signInShared is the same limit across the replicas on the database.
 	signInShared *cpSharedLimit
+	// proxyShared is limit's (the proxy's) across the replicas.
+	proxyShared *cpSharedLimit
 	// tunnelDomain is the relay's --domain (SVC_TUNNEL_DOMAIN): the console
 	// at a deeplink talks only to https://<sub>.tun.<tunnelDomain>; "" turns
 	// that console off (cp_console.go).
@@ -94,7 +96,8 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 	}
 	s := &cpServer{store: store, issuer: issuer, url: strings.TrimSuffix(baseURL, "/"), log: log, now: time.Now, mux: http.NewServeMux(), public: map[string]bool{}, proxy: newCPProxyTransport(nil),
 		signer: newSignSender(cpSignLanes), limit: newRateLimiter(cpProxyRate, cpProxyBurst, cpProxyMaxKeys),
-		signInLimit: newRateLimiter(cpSignInRate, cpSignInBurst, cpSignInKeys), signInShared: &cpSharedLimit{store: store, rate: cpSignInRate, burst: cpSignInBurst}}
+		signInLimit: newRateLimiter(cpSignInRate, cpSignInBurst, cpSignInKeys), signInShared: &cpSharedLimit{store: store, table: "cp.sign_in_limits", rate: cpSignInRate, burst: cpSignInBurst},
+		proxyShared: &cpSharedLimit{store: store, table: "cp.proxy_limits", rate: cpProxyRate, burst: cpProxyBurst}}
 	for _, r := range s.routes() {
 		if r.access == 0 {
 			return nil, fmt.Errorf("new control plane server: route %s %s has no access rule", r.method, r.path)

@@ -639,6 +639,9 @@ type cpProxyCaller struct {
 	userID    string
 	apiKeyOrg string
 	apiKeyID  string
+	// limited is set when the request found the caller's bucket shared by
+	// the replicas (cp.proxy_limits) empty.
+	limited bool
 }
 
 // principal names the caller to the box (signed, in the principal header),
@@ -679,28 +682,43 @@ func (e *cpProxyMiss) Error() string { return e.msg }
 // member's credential or the organization's API key. A stranger's
 // organization is reported missing, like an unknown one. A miss is a
 // *cpProxyMiss.
-func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string) (cpProxyCaller, cpProxyDeployment, error) {
+func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string, limit *cpSharedLimit) (cpProxyCaller, cpProxyDeployment, error) {
 	var c cpProxyCaller
 	var d cpProxyDeployment
 	var keyOrg, keyID, user, orgID, orgSlug, agentID, depID, depURL, status *string
 	var sealed []byte
+	var tokens *float64
+	var async string
+	limit.sweep(ctx)
 	err := s.db.QueryRow(ctx, `WITH caller AS (
 			SELECT org_id, id AS key_id, NULL AS user_id FROM cp.api_keys WHERE key_hash = $1 AND `+cpAPIKeyLive+`
 			UNION ALL SELECT NULL, NULL, user_id FROM cp.credentials c WHERE token_hash = $1 AND `+cpCredentialLive("$4")+`
 			LIMIT 1),
+		-- Each call spends a token of the caller's bucket, shared by the
+		-- replicas (cp_limits.go): refilled by the time since its last
+		-- call at $6 a second up to $7; negative when empty.
+		spent AS (INSERT INTO cp.proxy_limits AS l (principal, tokens, at)
+			SELECT CASE WHEN key_id IS NOT NULL THEN 'cp-key:' || key_id ELSE 'cp-user:' || user_id END, $7 - 1, now() FROM caller
+			ON CONFLICT (principal) DO UPDATE SET tokens = GREATEST(-1, LEAST($7, l.tokens + extract(epoch FROM now() - l.at) * $6) - 1), at = now()
+			RETURNING tokens),
 		-- Each call notes the key's or credential's use, at most once a
 		-- minute (cpTouchEvery).
 		key_used AS (UPDATE cp.api_keys SET last_used_at = now() WHERE key_hash = $1 AND `+cpAPIKeyLive+`
 			AND (last_used_at IS NULL OR last_used_at < now() - make_interval(secs => $5))),
 		cred_used AS (UPDATE cp.credentials c SET last_used_at = now() WHERE token_hash = $1 AND `+cpCredentialLive("$4")+`
 			AND (last_used_at IS NULL OR last_used_at < now() - make_interval(secs => $5)))
-		SELECT c.org_id, c.key_id, c.user_id, o.id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret
+		SELECT c.org_id, c.key_id, c.user_id, o.id, o.slug, a.id, d.id, d.url, d.status, d.last_active_at, d.signing_secret,
+			(SELECT tokens FROM spent),
+			-- A bucket lost in a crash costs nothing: this statement's
+			-- commit does not wait for the disk.
+			set_config('synchronous_commit', 'off', true)
 		FROM caller c
 		LEFT JOIN cp.organizations o ON (o.id = $2 OR o.slug = $2)
 			AND (o.id = c.org_id OR EXISTS (SELECT 1 FROM cp.memberships m WHERE m.org_id = o.id AND m.user_id = c.user_id))
 		LEFT JOIN cp.agents a ON a.org_id = o.id AND (a.id = $3 OR a.slug = $3)
 		LEFT JOIN cp.deployments d ON d.agent_id = a.id`,
-		cpHash(tok), orgRef, agentRef, s.credentialTTL().Seconds(), cpTouchEvery.Seconds()).Scan(&keyOrg, &keyID, &user, &orgID, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed)
+		cpHash(tok), orgRef, agentRef, s.credentialTTL().Seconds(), cpTouchEvery.Seconds(), limit.rate, float64(limit.burst)).
+		Scan(&keyOrg, &keyID, &user, &orgID, &orgSlug, &agentID, &depID, &depURL, &status, &d.lastActive, &sealed, &tokens, &async)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return c, d, &cpProxyMiss{http.StatusUnauthorized, codeAuth, "the credential or API key is unknown, revoked or expired", false}
@@ -711,6 +729,7 @@ func (s *cpStore) proxyTarget(ctx context.Context, tok, orgRef, agentRef string)
 	default:
 		c.userID = *user
 	}
+	c.limited = tokens != nil && *tokens < 0
 	switch {
 	case orgSlug == nil:
 		return c, d, &cpProxyMiss{http.StatusNotFound, codeNotFound, fmt.Sprintf("no organization %q of yours", orgRef), true}
