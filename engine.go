@@ -649,8 +649,8 @@ func (e *engine) appendLocked(ev *journalEvent, durable bool, inflight *engineCo
 		}
 	}
 	ev.At = time.Now().UnixMicro()
-	if ev.Type == evStart {
-		ev.By = e.self // the writer executes the run it starts
+	if ev.Type == evStart || ev.Type == evTurn {
+		ev.By = e.self // the writer executes the run it starts, archives the turn it records
 	}
 	b, err := encodeRecord(ev)
 	if err == nil {
@@ -984,14 +984,6 @@ func (e *engine) recordTurn(t agentTurn) (string, error) {
 	e.mu.Lock()
 	if err := e.commitLocked(ev, false); err != nil {
 		return "", err
-	}
-	e.mu.Lock()
-	r := e.st.Runs[ev.Run]
-	r.done.fire()
-	e.endedLocked(r.RunID)
-	e.mu.Unlock()
-	if e.opts.OnRunDone != nil {
-		e.opts.OnRunDone(r)
 	}
 	return ev.Run, nil
 }

@@ -247,7 +247,8 @@ func (failingHistory) archive(context.Context, []runRecord) error {
 // TestEngineArchivesOnceAcrossReplicas runs two engines on one PostgreSQL
 // log and history: each run is archived by the replica that executed it,
 // and the other, after archiveForeignDelay, finds it there, drops it from
-// memory and writes nothing (a trigger counts the history's row writes). A run whose
+// memory and writes nothing (a trigger counts the history's row writes); so
+// with an agent's recorded turn. A run whose
 // owner could not archive it (its archive fails, as for an owner killed
 // before its archiver ran) is archived by the other replica.
 func TestEngineArchivesOnceAcrossReplicas(t *testing.T) {
@@ -275,6 +276,13 @@ CREATE TRIGGER count_archive_write AFTER INSERT OR UPDATE ON svc.runs FOR EACH R
 	for i := range 3 {
 		ids = append(ids, a.startWait(t, "three", fmt.Sprintf(`{"id":"once%d"}`, i)).RunID)
 	}
+	// An agent's turn, recorded by a: both replicas let it go too (b kept
+	// every turn another replica recorded in memory for good before).
+	turn, err := a.recordTurn(agentTurn{Agent: "helper", Wire: wireOpenAI, StartedAt: time.Now(), Input: json.RawMessage(`[]`), Output: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, turn)
 	eventually(t, 10*time.Second, "both replicas dropped the runs from memory", func() bool {
 		return !slices.ContainsFunc(ids, func(id string) bool { return inMemory(a, id) || inMemory(b, id) })
 	})

@@ -209,9 +209,21 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		if calls == nil {
 			calls = []*durableCall{}
 		}
-		e.st.Runs[ev.Run] = &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: agentTurnName(ev.Agent, ev.Wire), Status: ev.Status, Trigger: triggerAgent,
+		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: agentTurnName(ev.Agent, ev.Wire), Status: ev.Status, Trigger: triggerAgent,
 			Input: ev.Input, Output: ev.Result, Error: ev.Error, Agent: ev.Agent, Wire: ev.Wire, SessionID: ev.Session,
-			ConversationID: ev.Conv, CreatedAt: micros(ev.StartedAt), EndedAt: &at, Steps: calls, done: newRunSignal()}
+			ConversationID: ev.Conv, CreatedAt: micros(ev.StartedAt), EndedAt: &at, Steps: calls, done: newRunSignal(), Owner: ev.By}
+		e.st.Runs[ev.Run] = r
+		// A turn is recorded ended: every replica of a shared log hands it
+		// to its archiver (the one that recorded it first), as after a run's end.
+		after = append(after, func() {
+			e.mu.Lock()
+			e.endedLocked(r.RunID)
+			e.mu.Unlock()
+			r.done.fire()
+			if e.opts.OnRunDone != nil {
+				e.opts.OnRunDone(r)
+			}
+		})
 	case evEnd:
 		r := e.st.Runs[ev.Run]
 		if r == nil || terminal(r.Status) {

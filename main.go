@@ -129,7 +129,7 @@
 //	             storage_suite_test.go, s3_judge_test.go), storage_client.go (an S3 client sharing the
 //	             server's signing code), secrets.go (encrypted secrets), files.go (atomic writes and
 //	             private modes), fdatasync_*.go (durable writes per OS)
-//	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_limits.go (the sign-in limit shared by replicas), cp_link.go, cp_proxy.go (the signed
+//	deployment   cp_server.go, cp_store.go, cp_device.go (sign-in), cp_limits.go (the sign-in and proxy limits shared by replicas), cp_link.go, cp_proxy.go (the signed
 //	             proxy to deployments), cp_network.go (SVC_DEPLOYMENT_NETWORKS, checked at dial time),
 //	             cp_console.go (the console at deeplinks and for boxes), cp_client.go
 //	             (the control plane's client), cp_members.go (roles on every route, members,
