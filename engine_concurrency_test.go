@@ -279,16 +279,7 @@ func testEngineConcurrencyReplaysSerialRecords(t *testing.T, store string) {
 	if err != nil || third.Status != "queued" {
 		t.Fatalf("a start behind old entries = %+v %v; want queued", third, err)
 	}
-	te.close()
-	te.compactBytes = 1
-	te.open(t)
-	te.startWait(t, "three", `{"id":"after"}`) // its records trigger a compaction
-	te.close()
-	if te.lastSnapshot(t) == nil {
-		t.Fatal("no snapshot was written")
-	}
-	te.compactBytes = 0
-	te.open(t)
+	te.reopenFromSnapshot(t)
 	check("a snapshot", []string{"q_old1", "q_old2", third.QueueID})
 	if rc, err := te.start(startRequest{Workflow: "turnstile", Input: json.RawMessage(`{"n":4}`), Trigger: triggerHTTP}); err != nil || rc.Status != "queued" {
 		t.Fatalf("a start after the snapshot = %+v %v; want queued behind the active run", rc, err)

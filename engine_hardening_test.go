@@ -299,16 +299,7 @@ func testWorstAcceptedValueReplays(t *testing.T, store string) {
 	te.close()
 	te.open(t)
 	check("segments")
-	te.close()
-	te.compactBytes = 1
-	te.open(t)
-	te.startWait(t, "three", `{"id":"after"}`) // its records trigger a compaction
-	te.close()
-	if te.lastSnapshot(t) == nil {
-		t.Fatal("no snapshot was written")
-	}
-	te.compactBytes = 0
-	te.open(t)
+	te.reopenFromSnapshot(t)
 	check("a snapshot")
 }
 

@@ -265,6 +265,25 @@ func (te *testEngine) open(t *testing.T) {
 	t.Cleanup(func() { e.close() })
 }
 
+// reopenFromSnapshot closes te, compacts its log into a snapshot (the
+// records of one more run trigger it) and reopens the engine from that
+// snapshot; it returns the snapshot.
+func (te *testEngine) reopenFromSnapshot(t *testing.T) []byte {
+	t.Helper()
+	te.close()
+	te.compactBytes = 1
+	te.open(t)
+	te.startWait(t, "three", `{"id":"after"}`) // its records trigger a compaction
+	te.close()
+	snap := te.lastSnapshot(t)
+	if snap == nil {
+		t.Fatal("no snapshot was written")
+	}
+	te.compactBytes = 0
+	te.open(t)
+	return snap
+}
+
 // startWait starts a workflow and waits (bounded) for it to end.
 func (te *testEngine) startWait(t *testing.T, name, input string) runRecord {
 	t.Helper()
