@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -168,13 +169,16 @@ func pgServerCPU(dataDir string) (time.Duration, bool) {
 // directly in the same run as the baseline: whole and streamed answers, 1
 // and 32 concurrent clients. It reports the p50/p99 svc adds (whole
 // answers; the first byte when streaming), requests/s both ways, and svc's
-// CPU per request (its process, from /proc) and its PostgreSQL's:
+// CPU per request (its process, from /proc) and its PostgreSQL's; and the
+// same of the bare proxy (bench_floor_test.go) in front of the same
+// provider, the floor of any gateway process on this machine:
 //
 //	go test -run '^$' -bench ChatConcurrency -benchtime=1x .
 func BenchmarkChatConcurrency(b *testing.B) {
 	fake := newFakeProvider(b)
 	dir := benchChatProject(b)
 	d := startDev(b, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(b), "OPENAI_API_KEY=sk-bench", "OPENAI_BASE_URL="+fake.URL+"/v1"))
+	proxy, proxyPid := startBareProxy(b, fake.URL)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	svcPid := d.cmd.Process.Pid
 	for range b.N {
@@ -185,16 +189,20 @@ func BenchmarkChatConcurrency(b *testing.B) {
 					n = 3200
 				}
 				name := fmt.Sprintf("%s-c%d", map[bool]string{false: "whole", true: "stream"}[stream], conc)
-				direct, via := fake.URL+"/v1/chat/completions", d.url("/openai/v1/chat/completions")
-				// Warm both paths (connections, pools, the agent's VMs).
-				benchChatRun(b, client, direct, benchChatBody("gpt-4o-mini", stream), stream, conc, 2*conc)
-				benchChatRun(b, client, via, benchChatBody("plain", stream), stream, conc, 2*conc)
-				base := benchChatRun(b, client, direct, benchChatBody("gpt-4o-mini", stream), stream, conc, n)
-				cpu0 := procCPU(svcPid, false)
+				// leg warms the path to url (connections, pools, the
+				// agent's VMs), then sends n requests and returns them
+				// with the CPU process pid spent meanwhile.
+				leg := func(url, model string, pid int) (benchChatLoad, time.Duration) {
+					benchChatRun(b, client, url, benchChatBody(model, stream), stream, conc, 2*conc)
+					cpu0 := procCPU(pid, false)
+					l := benchChatRun(b, client, url, benchChatBody(model, stream), stream, conc, n)
+					return l, procCPU(pid, false) - cpu0
+				}
+				base, _ := leg(fake.URL+"/v1/chat/completions", "gpt-4o-mini", 0)
 				pg0, pgOK := pgTestCPU()
-				l := benchChatRun(b, client, via, benchChatBody("plain", stream), stream, conc, n)
-				cpu := procCPU(svcPid, false) - cpu0
+				l, cpu := leg(d.url("/openai/v1/chat/completions"), "plain", svcPid)
 				pg1, _ := pgTestCPU()
+				bare, bareCPU := leg(proxy+"/v1/chat/completions", "gpt-4o-mini", proxyPid)
 				b.ReportMetric(percentile(l.lat, 50)-percentile(base.lat, 50), name+"-added-p50-ms")
 				b.ReportMetric(percentile(l.lat, 99)-percentile(base.lat, 99), name+"-added-p99-ms")
 				b.ReportMetric(float64(n)/base.elapsed.Seconds(), name+"-direct-req/s")
@@ -203,10 +211,14 @@ func BenchmarkChatConcurrency(b *testing.B) {
 				if pgOK {
 					b.ReportMetric(float64((pg1-pg0).Microseconds())/float64(n), name+"-pg-cpu-µs/req")
 				}
+				b.ReportMetric(percentile(bare.lat, 50)-percentile(base.lat, 50), name+"-bare-proxy-added-p50-ms")
+				b.ReportMetric(float64(n)/bare.elapsed.Seconds(), name+"-bare-proxy-req/s")
+				b.ReportMetric(float64(bareCPU.Microseconds())/float64(n), name+"-bare-proxy-cpu-µs/req")
 			}
 		}
 	}
 	b.ReportMetric(procStatusMiB(svcPid, "VmRSS:"), "svc-rss-MiB")
+	b.ReportMetric(procStatusMiB(proxyPid, "VmRSS:"), "bare-proxy-rss-MiB")
 }
 
 // benchDevInProcess runs `svc dev` inside the test process, so that its
@@ -342,14 +354,32 @@ func svcHeldStreamBytes(tb testing.TB, n int) (perStream, direct float64) {
 	return heldStreamBytes(tb, url, "plain", n) - direct, direct
 }
 
+// bareProxyHeldStreamBytes is svcHeldStreamBytes of the bare proxy
+// (bench_floor_test.go) in this process instead of svc.
+func bareProxyHeldStreamBytes(tb testing.TB, n int) float64 {
+	hold := benchHoldingProvider(tb)
+	upstream, err := neturl.Parse(hold.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	proxy := httptest.NewServer(newBareProxy(upstream))
+	tb.Cleanup(proxy.Close)
+	heldStreamBytes(tb, proxy.URL+"/v1/chat/completions", "m", 20)
+	heldStreamBytes(tb, hold.URL+"/v1/chat/completions", "m", 20)
+	direct := heldStreamBytes(tb, hold.URL+"/v1/chat/completions", "m", n)
+	return heldStreamBytes(tb, proxy.URL+"/v1/chat/completions", "m", n) - direct
+}
+
 // BenchmarkChatStreams holds b.N streamed chats open through svc (2,000
 // with the command below; 10,000 needs about 40,000 file descriptors in
-// one process) and reports what svc holds per open stream:
+// one process) and reports what svc holds per open stream, beside what the
+// bare proxy holds:
 //
 //	go test -run '^$' -bench ChatStreams -benchtime=2000x .
 func BenchmarkChatStreams(b *testing.B) {
 	per, direct := svcHeldStreamBytes(b, b.N)
 	b.ReportMetric(per/1024, "svc-KiB/open-stream")
+	b.ReportMetric(bareProxyHeldStreamBytes(b, b.N)/1024, "bare-proxy-KiB/open-stream")
 	b.ReportMetric(direct/1024, "client+upstream-KiB/stream")
 	b.ReportMetric(0, "ns/op")
 }

@@ -38,9 +38,13 @@ type pgTestServer struct {
 
 // TestMain runs the tests and then stops the shared server. When the test
 // binary is re-executed as the stand-in container runtime (see
-// postgres_test.go), it plays that part instead.
+// postgres_test.go) or as the benchmarks' bare proxy (bench_floor_test.go),
+// it plays that part instead.
 func TestMain(m *testing.M) {
 	if code, ok := pgFakeRuntimeMain(); ok {
+		os.Exit(code)
+	}
+	if code, ok := benchProxyMain(); ok {
 		os.Exit(code)
 	}
 	code := m.Run()
