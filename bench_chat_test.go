@@ -191,7 +191,8 @@ func BenchmarkChatConcurrency(b *testing.B) {
 				name := fmt.Sprintf("%s-c%d", map[bool]string{false: "whole", true: "stream"}[stream], conc)
 				// leg warms the path to url (connections, pools, the
 				// agent's VMs), then sends n requests and returns them
-				// with the CPU process pid spent meanwhile.
+				// with the CPU process pid spent meanwhile (none for 0:
+				// the direct calls, made by this process).
 				leg := func(url, model string, pid int) (benchChatLoad, time.Duration) {
 					benchChatRun(b, client, url, benchChatBody(model, stream), stream, conc, 2*conc)
 					cpu0 := procCPU(pid, false)
@@ -259,8 +260,9 @@ func benchDevInProcess(tb testing.TB, dir, baseURL string) string {
 
 // BenchmarkChatProfile is BenchmarkChatConcurrency's load at 32 clients
 // (whole and streamed) against svc dev running in the test process, for
-// its profiles. Before them it reports the p50 svc adds to whole answers
-// at one client in this process, where no request wakes another process:
+// its profiles. Before that load it measures the p50 svc adds to whole
+// answers at one client in this process, where no request wakes another
+// process, and reports it with the rest:
 //
 //	go test -run '^$' -bench ChatProfile -benchtime=1x -cpuprofile cpu.out -memprofile mem.out .
 //	go tool pprof -top svc.test cpu.out
