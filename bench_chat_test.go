@@ -222,6 +222,52 @@ func BenchmarkChatConcurrency(b *testing.B) {
 	b.ReportMetric(procStatusMiB(proxyPid, "VmRSS:"), "bare-proxy-rss-MiB")
 }
 
+// BenchmarkChatOneClient is BenchmarkChatConcurrency's whole answers at one
+// client, longer (3,000 requests) and alone, with the file journal's
+// fdatasyncs per turn (from svc's /metrics): what the lazy commit of turn
+// records (journal.AppendLazy) changes.
+//
+//	go test -run '^$' -bench ChatOneClient -benchtime=1x .
+func BenchmarkChatOneClient(b *testing.B) {
+	fake := newFakeProvider(b)
+	d := startDev(b, benchChatProject(b), baseEnv("SVC_DATABASE_URL="+testPostgresURL(b), "OPENAI_API_KEY=sk-bench", "OPENAI_BASE_URL="+fake.URL+"/v1"))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	url, body, pid := d.url("/openai/v1/chat/completions"), benchChatBody("plain", false), d.cmd.Process.Pid
+	benchChatRun(b, client, url, body, false, 1, 300)
+	const n = 3000
+	for range b.N {
+		syncs0, cpu0 := devJournalSyncs(b, d), procCPU(pid, false)
+		l := benchChatRun(b, client, url, body, false, 1, n)
+		cpu, syncs := procCPU(pid, false)-cpu0, devJournalSyncs(b, d)-syncs0
+		b.ReportMetric(percentile(l.lat, 50), "p50-ms")
+		b.ReportMetric(float64(cpu.Microseconds())/n, "svc-cpu-µs/req")
+		b.ReportMetric(n/l.elapsed.Seconds(), "req/s")
+		b.ReportMetric(syncs/n, "fdatasyncs/turn")
+	}
+}
+
+// devJournalSyncs returns the fdatasyncs svc dev's file journal has made
+// (svc_journal_fsync_seconds_count on /metrics).
+func devJournalSyncs(tb testing.TB, d *devProcess) float64 {
+	resp, err := http.Get(d.url("/metrics"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "svc_journal_fsync_seconds_count "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatalf("svc dev's /metrics has no svc_journal_fsync_seconds_count")
+	return 0
+}
+
 // benchDevInProcess runs `svc dev` inside the test process, so that its
 // heap, goroutines and CPU profile are the test's, on a project whose
 // model provider is the OpenAI-compatible one at baseURL; it returns the

@@ -660,7 +660,14 @@ func (e *engine) appendLocked(ev *journalEvent, durable bool, inflight *engineCo
 		e.mu.Unlock()
 		return fmt.Errorf("encode journal event: %w", err)
 	}
-	pending := e.j.append(b, durable)
+	d := commitSoon
+	switch {
+	case durable:
+		d = commitDurable
+	case ev.Type == evTurn:
+		d = commitHistory // nobody waits for it on the file journal (recordTurn)
+	}
+	pending := e.j.append(b, d)
 	if e.self != "" {
 		// A shared log: applied when the log delivers it, in the log's
 		// order (engine_replica.go), which the caller waits for unless

@@ -159,7 +159,7 @@ func (e *engine) reopenJournal() error {
 		r.done.fire() // waiters on a replaced record read the rebuilt one
 	}
 	probe, _ := json.Marshal(&journalEvent{Type: evProbe, At: time.Now().UnixMicro()})
-	if err := j.append(probe, true).Wait(); err != nil {
+	if err := j.append(probe, commitDurable).Wait(); err != nil {
 		return fmt.Errorf("write to the reopened journal: %w", err)
 	}
 	e.mu.Lock()

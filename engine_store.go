@@ -56,15 +56,32 @@ type engineLogHooks struct {
 	claim func(from, by string) []byte
 }
 
+// engineDurability is how soon a record appended to the log must be on
+// disk, as its writer needs it.
+type engineDurability int
+
+const (
+	// commitSoon: nobody waits for it; it rides the next commit (a step's
+	// records, which a later durable record implies).
+	commitSoon engineDurability = iota
+	// commitDurable: its writer waits until it is durable (a start, a
+	// run's end).
+	commitDurable
+	// commitHistory: history, not state (a chat turn's record, shown by
+	// the runs API): the file journal lets it wait up to 10 ms for company
+	// (journal.AppendLazy); a shared log commits it as commitSoon.
+	commitHistory
+)
+
 // engineLog is an open event log. Its methods are safe for concurrent use.
 type engineLog interface {
 	// append queues an encoded event after every one appended before it
 	// and returns at once; Wait on the result blocks until the event, and
 	// every one before it, is durable and, on a shared log, delivered.
-	// durable says whether the caller needs it on disk (a store may
-	// commit the others more cheaply). The log may keep payload: the
-	// caller must not change it.
-	append(payload []byte, durable bool) engineCommit
+	// d says how soon the caller needs it on disk (a store may commit the
+	// others more cheaply). The log may keep payload: the caller must not
+	// change it.
+	append(payload []byte, d engineDurability) engineCommit
 	// fresh reports whether this process may still act on the runs it
 	// holds: always on a log it owns whole; on a shared log, while its
 	// lease surely holds (a process that stalled past it must not start

@@ -67,9 +67,15 @@ func (s engineStoreFile) removeVersions(keep func(string) bool) {
 // engineStoreFileLog is the open journal as the engine's log.
 type engineStoreFileLog struct{ j *journal }
 
-// append queues the record for the next group commit; every record is
-// fsynced with its batch, so durable changes nothing.
-func (l engineStoreFileLog) append(payload []byte, _ bool) engineCommit { return l.j.Append(payload) }
+// append queues the record for the next group commit, every record
+// fsynced with its batch; a record of history may wait for company
+// (journal.AppendLazy).
+func (l engineStoreFileLog) append(payload []byte, d engineDurability) engineCommit {
+	if d == commitHistory {
+		return l.j.AppendLazy(payload)
+	}
+	return l.j.Append(payload)
+}
 
 // fresh is true: nobody else can take the journal's runs.
 func (l engineStoreFileLog) fresh() bool { return true }

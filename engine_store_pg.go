@@ -428,7 +428,7 @@ func (l *engineStorePGLog) replay(ctx context.Context) error {
 }
 
 // append queues payload for the committer.
-func (l *engineStorePGLog) append(payload []byte, durable bool) engineCommit {
+func (l *engineStorePGLog) append(payload []byte, d engineDurability) engineCommit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -444,7 +444,7 @@ func (l *engineStorePGLog) append(payload []byte, durable bool) engineCommit {
 		l.wakeLocked()
 	}
 	b.records = append(b.records, payload)
-	b.durable = b.durable || durable
+	b.durable = b.durable || d == commitDurable
 	return b
 }
 

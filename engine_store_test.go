@@ -180,13 +180,13 @@ func TestEngineStorePGFencing(t *testing.T) {
 	if b.health().Epoch <= a.health().Epoch || b.health().Lease != engineLeaseHeld {
 		t.Fatalf("second replica: %+v (first %+v); want its own lease at a later epoch", b.health(), a.health())
 	}
-	if err := la.append([]byte(`{"t":"probe","n":1}`), true).Wait(); err != nil {
+	if err := la.append([]byte(`{"t":"probe","n":1}`), commitDurable).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if err := lb.append([]byte(`{"t":"probe","n":2}`), true).Wait(); err != nil {
+	if err := lb.append([]byte(`{"t":"probe","n":2}`), commitDurable).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if err := la.append([]byte(`{"t":"probe","n":3}`), false).Wait(); err != nil {
+	if err := la.append([]byte(`{"t":"probe","n":3}`), commitSoon).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	// The appender is delivered what the other wrote before its own.
@@ -218,7 +218,7 @@ func TestEngineStorePGFencing(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// a wakes and writes: refused, nothing lands.
-	if err := la.append([]byte(`{"t":"probe","n":4}`), true).Wait(); !errors.Is(err, errEngineLeaseLost) {
+	if err := la.append([]byte(`{"t":"probe","n":4}`), commitDurable).Wait(); !errors.Is(err, errEngineLeaseLost) {
 		t.Fatalf("stalled replica's write = %v; want errEngineLeaseLost", err)
 	}
 	if err := <-lostA; !errors.Is(err, errEngineLeaseLost) || a.health().Lease != engineLeaseLost {
@@ -230,7 +230,7 @@ func TestEngineStorePGFencing(t *testing.T) {
 		t.Fatal("the stalled replica's write landed")
 	}
 	la.close()
-	if err := lb.append([]byte(`{"t":"probe","n":5}`), false).Wait(); err != nil {
+	if err := lb.append([]byte(`{"t":"probe","n":5}`), commitSoon).Wait(); err != nil {
 		t.Fatalf("live replica's write = %v", err)
 	}
 	// A graceful close appends a release and leaves.
@@ -274,7 +274,7 @@ func TestEngineStorePGStalledInTx(t *testing.T) {
 	}
 	// The append waits for the lock (its own timeout is engineStorePGWriteTimeout,
 	// well past idleInTx), then commits.
-	if err := l.append([]byte(`{"t":"probe","n":1}`), true).Wait(); err != nil {
+	if err := l.append([]byte(`{"t":"probe","n":1}`), commitDurable).Wait(); err != nil {
 		t.Fatalf("append while another session stalls holding the append lock = %v; want it to commit once PostgreSQL ends that session", err)
 	}
 	if _, err := stalled.Exec(ctx, `SELECT 1`); err == nil {

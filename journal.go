@@ -82,6 +82,11 @@ const (
 	journalCommitFlag = 1 << 31
 	// journalMaxPayload is the largest record or snapshot a frame can hold.
 	journalMaxPayload = journalCommitFlag - 1
+	// journalDefaultLazyDelay is how long a batch of lazy records only
+	// (history, not state: AppendLazy) waits for company before it is
+	// committed, unless journalOptions.LazyDelay says otherwise; a record
+	// appended with Append takes it along at once.
+	journalDefaultLazyDelay = 10 * time.Millisecond
 	// journalSpareLimit is the largest batch buffer the committer keeps for
 	// reuse; a buffer grown by a huge record is left to the collector.
 	journalSpareLimit = 1 << 20
@@ -129,6 +134,9 @@ type journalOptions struct {
 	// CloseTimeout bounds Close's wait for pending appends; zero means
 	// journalDefaultCloseTimeout.
 	CloseTimeout time.Duration
+	// LazyDelay is how long AppendLazy's records may wait for company;
+	// zero means journalDefaultLazyDelay.
+	LazyDelay time.Duration
 	// OnFail, when set, is called once, on a goroutine of its own, with the
 	// failure that stopped the journal from writing (see Err).
 	OnFail func(error)
@@ -165,6 +173,7 @@ type journal struct {
 	cut    *journalCut     // requested segment cut, nil if none
 	spare  []byte          // buffer for the next batch
 	idle   bool            // committer is waiting on wake
+	lazy   bool            // open holds lazy records only, waiting for LazyDelay
 	closed bool
 	err    error // sticky write or sync failure
 
@@ -215,6 +224,9 @@ func openJournal(dir string, opts journalOptions, onSnapshot func([]byte) error,
 	}
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = journalDefaultSegmentSize
+	}
+	if opts.LazyDelay <= 0 {
+		opts.LazyDelay = journalDefaultLazyDelay
 	}
 	if opts.CloseTimeout <= 0 {
 		opts.CloseTimeout = journalDefaultCloseTimeout
@@ -325,7 +337,18 @@ func (j *journal) recover(onSnapshot, onRecord func([]byte) error) error {
 // The record rides the next batch whether or not anyone waits for it; call
 // Wait on the result to block until it is durable. After Close, or once the
 // journal has failed, the result carries that error.
-func (j *journal) Append(payload []byte) *journalPending {
+func (j *journal) Append(payload []byte) *journalPending { return j.append(payload, false) }
+
+// AppendLazy is Append for a record that is history, not state (a chat
+// turn's record, which nobody waits for): when no batch is due, it waits up
+// to LazyDelay for company, so that a stream of them takes one
+// fdatasync per delay instead of one each (each also costs the Go runtime's
+// monitor a burst of polling while the sync blocks). A record appended with
+// Append, a compaction's cut and Close take it along at once.
+func (j *journal) AppendLazy(payload []byte) *journalPending { return j.append(payload, true) }
+
+// append is Append, or AppendLazy when lazy.
+func (j *journal) append(payload []byte, lazy bool) *journalPending {
 	if len(payload) > journalMaxPayload {
 		return journalFailed(fmt.Errorf("journal append: record of %d bytes exceeds the %d-byte limit", len(payload), journalMaxPayload))
 	}
@@ -339,10 +362,19 @@ func (j *journal) Append(payload []byte) *journalPending {
 		return journalFailed(j.err)
 	}
 	b := j.open
-	if b == nil {
+	switch {
+	case b == nil:
 		b = &journalPending{done: make(chan struct{}), buf: j.spare}
 		j.spare = nil
 		j.open = b
+		if lazy {
+			j.lazy = true
+			time.AfterFunc(j.opts.LazyDelay, func() { j.due(b) })
+		} else {
+			j.wakeLocked()
+		}
+	case j.lazy && !lazy:
+		j.lazy = false
 		j.wakeLocked()
 	}
 	b.last = len(b.buf)
@@ -350,6 +382,17 @@ func (j *journal) Append(payload []byte) *journalPending {
 	b.n++
 	j.size.Add(int64(journalHeaderSize + len(payload)))
 	return b
+}
+
+// due hands b, a batch of lazy records whose delay has passed, to the
+// committer, unless it already has it.
+func (j *journal) due(b *journalPending) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.open == b && j.lazy {
+		j.lazy = false
+		j.wakeLocked()
+	}
 }
 
 // AppendDurable appends payload and waits until it is on disk.
@@ -423,7 +466,7 @@ func (j *journal) beginCompact(capture func()) (*journalCompaction, error) {
 		capture()
 	}
 	c := &journalCompaction{j: j, cut: &journalCut{done: make(chan struct{})}}
-	j.sealed, j.open = j.open, nil
+	j.sealed, j.open, j.lazy = j.open, nil, false
 	j.cut = c.cut
 	c.covered = j.size.Swap(0)
 	j.wakeLocked()
@@ -574,7 +617,8 @@ func (j *journal) run() {
 		if free != nil {
 			j.spare, free = free, nil
 		}
-		for j.open == nil && j.cut == nil {
+		// A batch of lazy records waits for its delay, unless closing.
+		for j.cut == nil && (j.open == nil || j.lazy && !j.closed) {
 			if j.closed {
 				j.mu.Unlock()
 				j.closeErr = j.seg.Close()
@@ -589,7 +633,7 @@ func (j *journal) run() {
 		if cut != nil {
 			b, j.sealed, j.cut = j.sealed, nil, nil
 		} else {
-			j.open = nil
+			j.open, j.lazy = nil, false
 		}
 		failed := j.err
 		j.mu.Unlock()

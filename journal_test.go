@@ -991,3 +991,62 @@ func TestJournalLockIsExclusive(t *testing.T) {
 	}
 	j2.Close()
 }
+
+// TestJournalLazyAppends checks AppendLazy's records: with a delay longer
+// than the test, a batch of them is written only when a record appended
+// with Append joins it (in the same batch, one fdatasync), a compaction's
+// cut or Close; with a short delay, a lone one reaches the disk by itself.
+func TestJournalLazyAppends(t *testing.T) {
+	dir := t.TempDir()
+	opts := journalOptions{LazyDelay: time.Hour}
+	j, _ := journalMustOpen(t, dir, opts)
+	lazy := j.AppendLazy(journalRecord(1))
+	j.AppendLazy(journalRecord(2))
+	select {
+	case <-lazy.done:
+		t.Fatalf("a batch of lazy records was committed before its delay, with nothing else appended (err %v)", lazy.err)
+	default:
+	}
+	durable := j.Append(journalRecord(3))
+	if err := durable.Wait(); err != nil {
+		t.Fatalf("Append(3).Wait() = %v", err)
+	}
+	if lazy != durable || j.Stats().Syncs != 1 {
+		t.Errorf("lazy records 1-2 and record 3: same batch %v, %d fdatasyncs; want one batch, one fdatasync", lazy == durable, j.Stats().Syncs)
+	}
+	// A lazy record after a durable one joins its batch: nothing waits.
+	durable = j.Append(journalRecord(4))
+	if lazy = j.AppendLazy(journalRecord(5)); lazy != durable {
+		t.Errorf("a lazy record appended to an open batch made a batch of its own")
+	}
+	if err := lazy.Wait(); err != nil {
+		t.Fatalf("AppendLazy(5).Wait() = %v", err)
+	}
+	// A compaction's cut takes a waiting lazy batch along.
+	lazy = j.AppendLazy(journalRecord(6))
+	if err := j.Compact(func() []byte { return []byte("state@6") }); err != nil {
+		t.Fatalf("Compact() = %v", err)
+	}
+	if err := lazy.Wait(); err != nil {
+		t.Fatalf("AppendLazy(6).Wait() after the cut = %v", err)
+	}
+	// Close writes a waiting lazy batch.
+	j.AppendLazy(journalRecord(7))
+	if err := j.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	r := journalMustReplay(t, dir, opts)
+	if string(r.snapshot) != "state@6" {
+		t.Fatalf("snapshot = %q; want %q", r.snapshot, "state@6")
+	}
+	journalCheckRecords(t, r.records, journalRecords(7, 7))
+
+	// With a short delay a lone lazy record is written by itself.
+	j, _ = journalMustOpen(t, t.TempDir(), journalOptions{LazyDelay: time.Millisecond})
+	if err := j.AppendLazy(journalRecord(8)).Wait(); err != nil {
+		t.Fatalf("AppendLazy(8).Wait() = %v", err)
+	}
+	if got := j.Stats().Syncs; got != 1 {
+		t.Errorf("fdatasyncs after one lazy record = %d; want 1", got)
+	}
+}
