@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -369,5 +370,71 @@ func TestEngineStorePGHidesTheDatabase(t *testing.T) {
 		if strings.Contains(err.Error(), leak) {
 			t.Errorf("the error names %q: %v", leak, err)
 		}
+	}
+}
+
+// engineStaleStore is a store whose log, while stale is set, says its lease
+// is not surely held (engineLog.fresh), as a replica's does when it stalled
+// past its lease.
+type engineStaleStore struct {
+	engineStore
+	stale *atomic.Bool
+}
+
+// open opens the store's log, wrapped.
+func (s engineStaleStore) open(h engineLogHooks) (engineLog, error) {
+	l, err := s.engineStore.open(h)
+	if err != nil {
+		return nil, err
+	}
+	return engineStaleLog{engineLog: l, stale: s.stale}, nil
+}
+
+// engineStaleLog is engineStaleStore's log.
+type engineStaleLog struct {
+	engineLog
+	stale *atomic.Bool
+}
+
+// fresh is false while stale is set.
+func (l engineStaleLog) fresh() bool { return !l.stale.Load() && l.engineLog.fresh() }
+
+// TestEngineStaleLeaseStartsNoStep: an execution that finds its lease not
+// surely held between two steps (a replica that stalled mid-execution, past
+// a sleep that came due meanwhile, while another claimed the run) starts no
+// further step. The run suspends and goes on once the lease holds again,
+// each step run once. Before, only the start of an execution looked, so
+// TestEngineReplicas's stalled replica once ran the stalled run's last step
+// after its new owner had ended the run.
+func TestEngineStaleLeaseStartsNoStep(t *testing.T) {
+	te := newTestEngine(t)
+	te.close()
+	te.stale = new(atomic.Bool)
+	te.open(t)
+	rc, err := te.start(startRequest{Workflow: "three", Input: []byte(`{"id":"hold"}`), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-te.counter.held: // its first step runs
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first step did not start")
+	}
+	te.stale.Store(true)
+	close(te.counter.unhold)
+	eventually(t, 20*time.Second, "the execution to suspend", func() bool {
+		te.mu.Lock()
+		defer te.mu.Unlock()
+		r := te.st.Runs[rc.RunID]
+		return r != nil && !r.executing && r.call(1) != nil && r.call(1).EndedAt != nil
+	})
+	if r, _ := te.get(rc.RunID); terminal(r.Status) || te.counter.count("hold-b") != 0 {
+		t.Fatalf("with the lease not surely held: run %s, second step ran %d times; want it not ended, the step not run", r.Status, te.counter.count("hold-b"))
+	}
+	te.stale.Store(false)
+	r := te.await(t, rc.RunID)
+	if r.Status != runCompleted || te.counter.count("hold-a") != 1 || te.counter.count("hold-b") != 1 || te.counter.count("hold-c") != 1 {
+		t.Fatalf("run %s, steps ran %d, %d, %d times; want completed, once each", r.Status,
+			te.counter.count("hold-a"), te.counter.count("hold-b"), te.counter.count("hold-c"))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,6 +228,7 @@ type testEngine struct {
 	counter       *stepCounter
 	store         string        // engineKindFile (also "") or engineKindPostgres (engine_store_test.go)
 	pool          *pgxpool.Pool // the PostgreSQL store's database
+	stale         *atomic.Bool  // set: the log says its lease is not surely held (engineStaleStore)
 }
 
 // newTestEngine writes the workflows into a project and opens the engine
@@ -252,8 +254,12 @@ func newTestEngineOn(t *testing.T, store string) *testEngine {
 // open (re)opens the engine on the same journal.
 func (te *testEngine) open(t *testing.T) {
 	t.Helper()
+	store := te.storeFor(t)
+	if te.stale != nil {
+		store = engineStaleStore{engineStore: store, stale: te.stale}
+	}
 	e, err := openEngine(engineOptions{
-		Store: te.storeFor(t), Catalog: func() *catalog { return te.cat },
+		Store: store, Catalog: func() *catalog { return te.cat },
 		Env: func() map[string]string { return map[string]string{"COUNTER": te.counter.URL} },
 		Log: cmp.Or(te.logger, discardLogger()), RetryBase: 10 * time.Millisecond, CompactBytes: te.compactBytes,
 		History: te.history, Retention: te.retention, BusyLimit: te.busyLimit, IdemRetention: te.idemRetention,

@@ -526,6 +526,18 @@ type stepAttemptState struct {
 // at once is handled inline; one that waits on I/O or timers finishes on
 // another goroutine and hands its outcome back to the loop.
 func (x *execution) runStep(st *stepAttemptState) {
+	if !x.e.j.fresh() {
+		// A shared log's lease is not surely held: this process may have
+		// stalled mid-execution (past a sleep that came due meanwhile)
+		// while another replica claimed the run. Start no step: the
+		// attempt's promise stays pending, so the execution suspends, and
+		// the run executes again once the lease is surely held (schedule
+		// looks again shortly) or, if it was lost, recovery resumes it.
+		x.e.mu.Lock()
+		x.r.rerun = true
+		x.e.mu.Unlock()
+		return
+	}
 	st.started = time.Now()
 	// A step that settles inline runs under its own timeout, not the
 	// workflow's watchdog.
