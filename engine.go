@@ -823,11 +823,22 @@ func (e *engine) wait(ctx context.Context, id string) error {
 		}
 		return errRunNotFound
 	}
-	select {
-	case <-r.done.ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		select {
+		case <-r.done.ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		// done fires when the run ends, and when recovery replaces its
+		// record by one rebuilt from the log, which may not have ended:
+		// then wait for that one.
+		e.mu.Lock()
+		cur := e.st.Runs[id]
+		e.mu.Unlock()
+		if cur == nil || cur == r || terminal(cur.Status) {
+			return nil
+		}
+		r = cur
 	}
 }
 

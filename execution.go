@@ -526,16 +526,19 @@ type stepAttemptState struct {
 // at once is handled inline; one that waits on I/O or timers finishes on
 // another goroutine and hands its outcome back to the loop.
 func (x *execution) runStep(st *stepAttemptState) {
-	if !x.e.j.fresh() {
+	x.e.mu.Lock() // e.j changes on recovery
+	stale := !x.e.j.fresh()
+	if stale {
 		// A shared log's lease is not surely held: this process may have
 		// stalled mid-execution (past a sleep that came due meanwhile)
 		// while another replica claimed the run. Start no step: the
 		// attempt's promise stays pending, so the execution suspends, and
 		// the run executes again once the lease is surely held (schedule
 		// looks again shortly) or, if it was lost, recovery resumes it.
-		x.e.mu.Lock()
 		x.r.rerun = true
-		x.e.mu.Unlock()
+	}
+	x.e.mu.Unlock()
+	if stale {
 		return
 	}
 	st.started = time.Now()
