@@ -253,19 +253,16 @@ func devJournalSyncs(tb testing.TB, d *devProcess) float64 {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "svc_journal_fsync_seconds_count "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	tb.Fatalf("svc dev's /metrics has no svc_journal_fsync_seconds_count")
-	return 0
+	n, ok := metricsParse(tb, string(body))["svc_journal_fsync_seconds_count"]
+	if !ok {
+		tb.Fatalf("svc dev's /metrics has no svc_journal_fsync_seconds_count")
+	}
+	return n
 }
 
 // benchDevInProcess runs `svc dev` inside the test process, so that its

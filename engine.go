@@ -611,7 +611,11 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 // the follow-up actions of the event (waking waiters, scheduling) run after.
 // On a shared log it returns once the log delivered (and so applied) ev.
 func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
-	return e.appendLocked(ev, durable, nil)
+	d := commitSoon
+	if durable {
+		d = commitDurable
+	}
+	return e.appendLocked(ev, d, nil)
 }
 
 // pipelineLocked appends ev, an event its execution reads nothing back
@@ -626,11 +630,12 @@ func (e *engine) commitLocked(ev *journalEvent, durable bool) error {
 // replays what this one journaled. A step's outcome is counted and traced
 // when it is delivered (deliver). mu must be held and is released.
 func (e *engine) pipelineLocked(ev *journalEvent, inflight *engineCommit) error {
-	return e.appendLocked(ev, false, inflight)
+	return e.appendLocked(ev, commitSoon, inflight)
 }
 
-// appendLocked is commitLocked, and pipelineLocked when inflight is not nil.
-func (e *engine) appendLocked(ev *journalEvent, durable bool, inflight *engineCommit) error {
+// appendLocked is commitLocked with the durability d the log is asked for
+// (commitHistory: recordTurn), and pipelineLocked when inflight is not nil.
+func (e *engine) appendLocked(ev *journalEvent, d engineDurability, inflight *engineCommit) error {
 	if e.closed {
 		e.mu.Unlock()
 		return errEngineClosed
@@ -659,13 +664,6 @@ func (e *engine) appendLocked(ev *journalEvent, durable bool, inflight *engineCo
 	if err != nil {
 		e.mu.Unlock()
 		return fmt.Errorf("encode journal event: %w", err)
-	}
-	d := commitSoon
-	switch {
-	case durable:
-		d = commitDurable
-	case ev.Type == evTurn:
-		d = commitHistory // nobody waits for it on the file journal (recordTurn)
 	}
 	pending := e.j.append(b, d)
 	if e.self != "" {
@@ -704,7 +702,7 @@ func (e *engine) appendLocked(ev *journalEvent, durable bool, inflight *engineCo
 	e.otelEventLocked(ev)
 	e.maybeCompactLocked()
 	e.mu.Unlock()
-	if durable {
+	if d == commitDurable {
 		if err := pending.Wait(); err != nil {
 			return fmt.Errorf("%w: %v", errJournalUnavailable, err)
 		}
@@ -987,7 +985,8 @@ type agentTurn struct {
 }
 
 // recordTurn journals a finished agent turn and returns its run id. The
-// record rides the next group commit: turns are history, not state.
+// record is history, not state (commitHistory): on the file journal it
+// rides a later commit, at most journalDefaultLazyDelay away.
 func (e *engine) recordTurn(t agentTurn) (string, error) {
 	status := runCompleted
 	switch {
@@ -1000,7 +999,7 @@ func (e *engine) recordTurn(t agentTurn) (string, error) {
 		Error: t.Error, Agent: t.Agent, Wire: t.Wire, Session: t.SessionID, Conv: t.ConversationID,
 		StartedAt: t.StartedAt.UnixMicro(), Calls: t.ToolCalls}
 	e.mu.Lock()
-	if err := e.commitLocked(ev, false); err != nil {
+	if err := e.appendLocked(ev, commitHistory, nil); err != nil {
 		return "", err
 	}
 	return ev.Run, nil

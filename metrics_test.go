@@ -44,7 +44,7 @@ func metricsPromtoolCheck(t *testing.T, promtool, body string) {
 
 // metricsParse reads an exposition's samples: series (name and labels as
 // written) → value.
-func metricsParse(t *testing.T, body string) map[string]float64 {
+func metricsParse(t testing.TB, body string) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(body))
