@@ -815,6 +815,9 @@ func TestHTTPGuardOwner(t *testing.T) {
 		{"a page on another port, no-cors GET", map[string]string{"Sec-Fetch-Site": "same-site"}, 401},
 		{"another site", map[string]string{"Sec-Fetch-Site": "cross-site"}, 401},
 		{"a foreign Origin without fetch metadata", map[string]string{"Origin": "http://localhost:3000"}, 401},
+		{"relayed by a proxy: Forwarded", map[string]string{"Forwarded": "for=192.0.2.7"}, 401},
+		{"relayed by a proxy: X-Forwarded-For", map[string]string{"X-Forwarded-For": "127.0.0.1"}, 401},
+		{"relayed by a proxy: Via", map[string]string{"Via": "1.1 vite"}, 401},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest("GET", self+"/api/runs", nil)

@@ -42,7 +42,22 @@ func httpPeerConnContext(ctx context.Context, _ net.Conn) context.Context {
 // A page another account serves on another port of this machine is then
 // refused even in the developer's own browser.
 func httpGuardOwner(r *http.Request) bool {
-	return httpGuardNotForAnotherPage(r) && httpPeerIsSelf(r)
+	return httpGuardNotForAnotherPage(r) && !httpGuardProxied(r) && httpPeerIsSelf(r)
+}
+
+// httpGuardProxied reports whether r says it was relayed for someone else
+// (Forwarded, X-Forwarded-For or Via): a proxy the developer runs (socat,
+// a dev server's proxy) connects from the developer's own socket, so the
+// kernel's answer is about the proxy, not about whoever the proxy serves
+// (issue 36, item 9). Such a request must show the key. A proxy that adds
+// none of these headers cannot be told apart; the README says so.
+func httpGuardProxied(r *http.Request) bool {
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "Via"} {
+		if _, ok := r.Header[h]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // httpGuardNotForAnotherPage reports whether r was not sent by a browser

@@ -1,71 +1,151 @@
 package main
 
-// Who is on the other end of a loopback connection (issue 29): on Linux
-// the kernel lists every TCP socket of this network namespace in
-// /proc/net/tcp and /proc/net/tcp6 with the account that owns it. The
-// client's socket of a connection accepted here is the line whose local
-// address is the connection's remote one and whose remote address is the
-// connection's local one. Another account on this machine cannot forge
-// it: the kernel records the owner when the socket is made.
+// Who is on the other end of a loopback connection (issues 29 and 36): on
+// Linux the kernel's socket-diagnostics netlink (NETLINK_SOCK_DIAG,
+// inet_diag) answers for one TCP socket named by its exact 4-tuple, with
+// the account that owns it. The client's socket of a connection accepted
+// here is the one whose local end is the connection's remote one and whose
+// remote end is the connection's local one. Another account cannot forge
+// the owner: the kernel records it when the socket is made.
+//
+// Only an established socket with a real inode counts. A client that
+// closed right after sending leaves a TIME_WAIT (or FIN_WAIT) entry that
+// the kernel reports with uid 0 and inode 0; a root svc dev once took such
+// an entry for its own (issue 36, item 2). And the lookup is one hash
+// probe in the kernel, not a scan of a table that another account can
+// inflate for free (item 3).
 
 import (
-	"bufio"
 	"encoding/binary"
-	"fmt"
 	"net/netip"
-	"os"
-	"strconv"
-	"strings"
+	"syscall"
+	"time"
+)
+
+// Constants of <linux/sock_diag.h>, <linux/inet_diag.h> and <netinet/tcp.h>.
+const (
+	netlinkSockDiag     = 4  // NETLINK_SOCK_DIAG
+	sockDiagByFamily    = 20 // SOCK_DIAG_BY_FAMILY
+	tcpEstablished      = 1  // TCP_ESTABLISHED
+	inetDiagReqV2Len    = 56 // struct inet_diag_req_v2
+	inetDiagMsgLen      = 72 // struct inet_diag_msg
+	inetDiagMsgStateOff = 1
+	inetDiagMsgUIDOff   = 64
+	inetDiagMsgInodeOff = 68
+	nlmsgHdrLen         = 16
 )
 
 // httpPeerUID returns the account that owns the client socket of the TCP
-// connection seen here from local to remote, if the kernel lists it. An
-// IPv4 client is in /proc/net/tcp, or in /proc/net/tcp6 under its
-// IPv4-mapped form when it connected from an IPv6 socket.
+// connection seen here from local to remote, when the kernel reports that
+// socket as established with an inode. An IPv4 client that connected from
+// an IPv6 socket is found by its IPv4 tuple too (the kernel hashes it so).
 func httpPeerUID(local, remote netip.AddrPort) (uint32, bool) {
 	local, remote = netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
-	if remote.Addr().Is4() && local.Addr().Is4() {
-		if uid, ok := httpPeerScan("/proc/net/tcp", remote, local); ok {
-			return uid, true
-		}
-		remote = netip.AddrPortFrom(netip.AddrFrom16(remote.Addr().As16()), remote.Port())
-		local = netip.AddrPortFrom(netip.AddrFrom16(local.Addr().As16()), local.Port())
+	if local.Addr().Is4() != remote.Addr().Is4() {
+		return 0, false
 	}
-	return httpPeerScan("/proc/net/tcp6", remote, local)
+	return httpPeerDiag(remote, local)
 }
 
-// httpPeerScan looks in one socket table for the socket bound to src and
-// connected to dst and returns its owner's uid.
-func httpPeerScan(table string, src, dst netip.AddrPort) (uint32, bool) {
-	f, err := os.Open(table)
+// httpPeerDiag asks the kernel for the TCP socket bound to src and
+// connected to dst (no dump: one exact lookup) and returns its owner when
+// it is established and has an inode.
+func httpPeerDiag(src, dst netip.AddrPort) (uint32, bool) {
+	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, netlinkSockDiag)
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
-	want := httpPeerHex(src) + " " + httpPeerHex(dst)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "  sl: local rem st tx:rx tr:when retrnsmt uid ..."
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 8 || fields[1]+" "+fields[2] != want {
-			continue
-		}
-		uid, err := strconv.ParseUint(fields[7], 10, 32)
-		return uint32(uid), err == nil
+	defer syscall.Close(fd)
+	tv := syscall.NsecToTimeval(int64(time.Second))
+	if syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv) != nil {
+		return 0, false
 	}
-	return 0, false
+	const seq = 1
+	if err := syscall.Sendto(fd, httpPeerDiagRequest(src, dst, seq), 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
+		return 0, false
+	}
+	buf := make([]byte, 8192)
+	n, from, err := syscall.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return 0, false
+	}
+	if nl, ok := from.(*syscall.SockaddrNetlink); !ok || nl.Pid != 0 { // only the kernel answers
+		return 0, false
+	}
+	return httpPeerDiagAnswer(buf[:n], seq, src, dst)
 }
 
-// httpPeerHex writes an address as the socket tables do: each 32-bit word
-// of the address (one for IPv4, four for IPv6) as the kernel holds it in
-// memory, read in the machine's byte order and printed as %08X, then a
-// colon and the port as %04X.
-func httpPeerHex(ap netip.AddrPort) string {
-	raw := ap.Addr().AsSlice()
-	var sb strings.Builder
-	for i := 0; i+4 <= len(raw); i += 4 {
-		fmt.Fprintf(&sb, "%08X", binary.NativeEndian.Uint32(raw[i:i+4]))
+// httpPeerDiagRequest builds the netlink message asking for one socket:
+// an nlmsghdr then struct inet_diag_req_v2 naming TCP, every state (the
+// answer's state is checked, so a lookup that finds a TIME_WAIT entry is
+// refused rather than missed) and the socket's 4-tuple with no cookie.
+func httpPeerDiagRequest(src, dst netip.AddrPort, seq uint32) []byte {
+	msg := make([]byte, nlmsgHdrLen+inetDiagReqV2Len)
+	ne := binary.NativeEndian
+	ne.PutUint32(msg[0:], uint32(len(msg)))
+	ne.PutUint16(msg[4:], sockDiagByFamily)
+	ne.PutUint16(msg[6:], syscall.NLM_F_REQUEST)
+	ne.PutUint32(msg[8:], seq)
+	req := msg[nlmsgHdrLen:]
+	req[0] = syscall.AF_INET
+	if src.Addr().Is6() {
+		req[0] = syscall.AF_INET6
 	}
-	fmt.Fprintf(&sb, ":%04X", ap.Port())
-	return sb.String()
+	req[1] = syscall.IPPROTO_TCP
+	ne.PutUint32(req[4:], ^uint32(0)) // idiag_states: all
+	httpPeerPutSockID(req[8:56], src, dst)
+	ne.PutUint32(req[48:], ^uint32(0)) // idiag_cookie: INET_DIAG_NOCOOKIE
+	ne.PutUint32(req[52:], ^uint32(0))
+	return msg
+}
+
+// httpPeerPutSockID writes the ports and addresses of a struct
+// inet_diag_sockid (network byte order; an IPv4 address fills the first
+// word of its 16 bytes).
+func httpPeerPutSockID(id []byte, src, dst netip.AddrPort) {
+	binary.BigEndian.PutUint16(id[0:], src.Port())
+	binary.BigEndian.PutUint16(id[2:], dst.Port())
+	copy(id[4:20], src.Addr().AsSlice())
+	copy(id[20:36], dst.Addr().AsSlice())
+}
+
+// httpPeerDiagAnswer reads the kernel's answer: one SOCK_DIAG_BY_FAMILY
+// message whose struct inet_diag_msg names the very socket asked for,
+// established and with an inode; anything else (an error message, no
+// such socket, a socket in another state) is no answer.
+func httpPeerDiagAnswer(b []byte, seq uint32, src, dst netip.AddrPort) (uint32, bool) {
+	ne := binary.NativeEndian
+	if len(b) < nlmsgHdrLen+inetDiagMsgLen {
+		return 0, false
+	}
+	if l := ne.Uint32(b[0:]); l < nlmsgHdrLen+inetDiagMsgLen || int(l) > len(b) {
+		return 0, false
+	}
+	if ne.Uint16(b[4:]) != sockDiagByFamily || ne.Uint32(b[8:]) != seq {
+		return 0, false
+	}
+	m := b[nlmsgHdrLen:]
+	if gotSrc, gotDst, ok := httpPeerSockID(m[0], m[4:52]); !ok || gotSrc != src || gotDst != dst {
+		return 0, false
+	}
+	if m[inetDiagMsgStateOff] != tcpEstablished || ne.Uint32(m[inetDiagMsgInodeOff:]) == 0 {
+		return 0, false
+	}
+	return ne.Uint32(m[inetDiagMsgUIDOff:]), true
+}
+
+// httpPeerSockID reads the ends of a struct inet_diag_sockid of a socket
+// of family (an IPv6 socket connected to an IPv4 peer is reported with
+// IPv4-mapped addresses, unmapped here).
+func httpPeerSockID(family byte, id []byte) (src, dst netip.AddrPort, ok bool) {
+	var sa, da netip.Addr
+	switch family {
+	case syscall.AF_INET:
+		sa, da = netip.AddrFrom4([4]byte(id[4:8])), netip.AddrFrom4([4]byte(id[20:24]))
+	case syscall.AF_INET6:
+		sa, da = netip.AddrFrom16([16]byte(id[4:20])).Unmap(), netip.AddrFrom16([16]byte(id[20:36])).Unmap()
+	default:
+		return src, dst, false
+	}
+	return netip.AddrPortFrom(sa, binary.BigEndian.Uint16(id[0:])), netip.AddrPortFrom(da, binary.BigEndian.Uint16(id[2:])), true
 }
