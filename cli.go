@@ -237,6 +237,7 @@ func verbs() []*verb {
 		{name: "relay", summary: "serve the tunnel's public end: https://<sub>.tun.<domain> to svc dev sessions", newFlags: newRelayFlags, run: runRelay},
 		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
 		{name: "console", summary: "print a new link to the running svc dev's console (each link signs in one browser)", newFlags: noFlags("console"), run: runConsole},
+		{name: "rotate-key", summary: "mint a new dev key for this project: the old one is refused at once and every console session of the running svc dev ends", newFlags: noFlags("rotate-key"), run: runRotateKey},
 		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}
 }

@@ -7,8 +7,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"os"
+	"strings"
 )
 
 // agentTarget resolves installation through the control plane the user is
@@ -43,4 +48,63 @@ func (t *target) unreachable(err error) error {
 		return failf(codeGeneric, "check that the deployment runs; `svc link` updates its URL", "the box at %s did not answer: %v", t.baseURL, err)
 	}
 	return failf(codeDevNotRunning, "start it with `svc dev`", "svc dev stopped answering: %v", err)
+}
+
+// devNotOwnedError is a loopback port whose server is not a socket of
+// this account: a neighbour holds the port of a svc dev that died
+// (SIGKILL, a crash, a reboot) and left .svc/runtime.json behind.
+type devNotOwnedError struct {
+	addr  string
+	uid   uint32
+	known bool // false: the kernel did not say who owns it
+}
+
+func (e *devNotOwnedError) Error() string {
+	if !e.known {
+		return fmt.Sprintf("the kernel does not say who serves %s, so nothing was sent to it", e.addr)
+	}
+	return fmt.Sprintf("%s is served by another account (uid %d), not by yours: nothing was sent to it", e.addr, e.uid)
+}
+
+// devOwnedClient is the CLI's client of a svc dev on a loopback port. On
+// every connection, before a byte is sent, it asks the kernel who owns
+// the server's end and drops the connection unless it is this account
+// (issue 36, item 5); such a client needs no key, since svc dev admits
+// the developer's own account on loopback (httpGuardOwner). base is the
+// client to wrap (http.DefaultTransport's settings, or svc's pinned
+// certificate under --tls).
+func devOwnedClient(base *http.Client) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if b, ok := base.Transport.(*http.Transport); ok {
+		tr = b.Clone()
+	}
+	var d net.Dialer
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		local, lerr := netip.ParseAddrPort(conn.LocalAddr().String())
+		remote, rerr := netip.ParseAddrPort(conn.RemoteAddr().String())
+		uid, ok := uint32(0), false
+		if lerr == nil && rerr == nil {
+			uid, ok = httpPeerServerUID(local, remote)
+		}
+		if !ok || uid != uint32(os.Getuid()) {
+			conn.Close()
+			return nil, &devNotOwnedError{addr: addr, uid: uid, known: ok}
+		}
+		return conn, nil
+	}
+	return &http.Client{Transport: tr}
+}
+
+// devLoopbackURL reports whether u names a loopback host.
+func devLoopbackURL(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	addr, err := netip.ParseAddr(strings.Trim(p.Hostname(), "[]"))
+	return (err == nil && addr.Unmap().IsLoopback()) || p.Hostname() == "localhost"
 }

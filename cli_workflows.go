@@ -156,14 +156,21 @@ func localTarget(ctx context.Context, c *cmd) (*target, error) {
 			return nil, failf(codeGeneric, "restart `svc dev --tls` in "+proj.Dir+" to make it anew", "svc dev serves %s over HTTPS but its certificate is unreadable: %v", rf.URL, err)
 		}
 	}
-	// Under --listen every route requires the dev key; bound to loopback it
-	// is not needed, and the file does not exist.
-	if b, err := os.ReadFile(proj.stateDir(devAPIKeyFile)); err == nil {
+	// On loopback, where the kernel says who owns a socket, the CLI sends
+	// nothing before it knows the port is served by this account, and then
+	// no key: svc dev admits its own account without one. Elsewhere (a
+	// --listen address, a system that cannot say) it sends the dev key.
+	if devLoopbackURL(rf.URL) && httpPeerKnown() {
+		t.client = devOwnedClient(t.client)
+	} else if b, err := os.ReadFile(proj.stateDir(devAPIKeyFile)); err == nil {
 		t.key = strings.TrimSpace(string(b))
 	}
 	hctx, cancel := context.WithTimeout(ctx, targetHealthTimeout)
 	defer cancel()
 	_, body, err := t.do(hctx, http.MethodGet, "/api/health", nil, nil)
+	if notOwned := (*devNotOwnedError)(nil); errors.As(err, &notOwned) {
+		return nil, failf(codeDevNotRunning, startHint, "svc dev is not running for %s: %v (.svc/%s is left from a svc dev that stopped)", proj.Dir, notOwned, devRuntimeFileName)
+	}
 	if err != nil {
 		return nil, failf(codeDevNotRunning, startHint, "svc dev is not running for %s (%s unreachable)", proj.Dir, rf.URL)
 	}

@@ -74,17 +74,23 @@ func (c *consoleSessions) pending(code string) bool {
 // trade spends code and returns a new session token; false when the code
 // was never minted or was already used.
 func (c *consoleSessions) trade(code string) (string, bool) {
+	if !c.spend(code) {
+		return "", false
+	}
+	return c.newToken(), true
+}
+
+// spend forgets code and reports whether it was an unused one.
+func (c *consoleSessions) spend(code string) bool {
 	h := consoleHash(code)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := consoleFind(c.codes, h)
 	if code == "" || i < 0 {
-		return "", false
+		return false
 	}
 	c.codes = append(c.codes[:i], c.codes[i+1:]...)
-	token := randomID(consoleTokenPrefix, devTokenBytes)
-	c.tokens = consoleKeep(c.tokens, consoleHash(token), consoleMaxTokens)
-	return token, true
+	return true
 }
 
 // valid reports whether token is a session token of this svc dev.
@@ -116,14 +122,54 @@ func consoleFind(list []consoleSecret, h consoleSecret) int {
 	return -1
 }
 
-// consoleTrade is the body of POST /api/console/session and its answer.
-type consoleTrade struct {
-	Code string `json:"code"`
+// endAll forgets every code and token: the dev key was rotated (issue 36,
+// item 1), and whatever was made from it ends. It returns how many
+// sessions ended.
+func (c *consoleSessions) endAll() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.tokens)
+	c.codes, c.tokens = nil, nil
+	return n
 }
 
-// serveTrade answers POST /api/console/session {"code": "…"}: 200 with a
-// session token, or 401 when the code is not an unused one of this svc dev.
-func (c *consoleSessions) serveTrade(w http.ResponseWriter, r *http.Request) {
+// newToken mints a session token and keeps it.
+func (c *consoleSessions) newToken() string {
+	token := randomID(consoleTokenPrefix, devTokenBytes)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tokens = consoleKeep(c.tokens, consoleHash(token), consoleMaxTokens)
+	return token
+}
+
+// consoleTrade is the body of POST /api/console/session: a console link's
+// code, or the dev key pasted on the sign-in page (which the page then
+// forgets, keeping only the session: issue 36, item 6).
+type consoleTrade struct {
+	Code string `json:"code"`
+	Key  string `json:"key,omitempty"`
+}
+
+// consoleTradeAllowed reports whether r may trade a link's code. A link
+// opened from a terminal puts its code on the browser's command line,
+// which every account reads in /proc (issue 36, item 1): from this machine
+// (loopback, or one of its own addresses under --listen) only a socket of
+// the developer's own account may trade one, where the kernel can say so.
+// A browser on another machine (--listen) keeps the old rule: whoever
+// holds the code. Servers that admit nobody by account (keys.owner nil)
+// keep it too.
+func consoleTradeAllowed(r *http.Request, keys *httpGuardKeys) bool {
+	if keys.owner == nil || !httpPeerKnown() || !httpPeerFromThisHost(r) {
+		return true
+	}
+	return httpGuardOwnerOnThisHost(r)
+}
+
+// serveTrade answers POST /api/console/session {"code": "…"} or {"key":
+// "…"}: 200 with a session token; 401 when the code is not an unused one
+// of this svc dev, the key not the dev key, or the code comes from
+// another account of this machine (the code stays unused then).
+func (c *consoleSessions) serveTrade(w http.ResponseWriter, r *http.Request, keys *httpGuardKeys) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeAPIError(w, http.StatusMethodNotAllowed, apiError{Code: "method_not_allowed", Message: "POST a console link's code here"})
@@ -141,7 +187,23 @@ func (c *consoleSessions) serveTrade(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: `send {"code": "<the code after #code= in the console link>"}`})
 		return
 	}
-	token, ok := c.trade(in.Code)
+	var token string
+	ok := false
+	switch {
+	case in.Key != "":
+		if ok = keys.isDevKey(in.Key); ok {
+			token = c.newToken()
+		} else {
+			writeAPIError(w, http.StatusUnauthorized, apiError{Code: "auth", Message: "this is not the project's dev key: `svc env` prints it as SVC_DEV_KEY (it changes with `svc rotate-key`)"})
+			return
+		}
+	case !consoleTradeAllowed(r, keys):
+		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "console_link_owner",
+			Message: "a console link is opened only by a browser of the account svc dev runs as on this machine; the code is left unused"})
+		return
+	default:
+		token, ok = c.trade(in.Code)
+	}
 	if !ok {
 		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "console_link_used",
 			Message: "this console link was already used or is not this svc dev's: each link opens one browser; open the newest link svc dev printed, or sign in with the dev key (.svc/" + devAPIKeyFile + ")"})

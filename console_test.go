@@ -124,7 +124,11 @@ export default async function shapes(input: unknown) { "use workflow"; return in
 	gatedDir := projectDir(t)
 	writeFile(t, gatedDir, "deep-agents/helper/index.ts", agentTestSource)
 	gated := startDev(t, gatedDir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t)))
-	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_CONSOLE_LINK=" + link,
+	devKey, err := os.ReadFile(filepath.Join(dir, ".svc", devAPIKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_CONSOLE_LINK=" + link, "SVC_DEV_KEY=" + strings.TrimSpace(string(devKey)),
 		"SVC_GATED_URL=" + gated.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 	runConformance(t, "conformance/console_hostile.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 }

@@ -178,7 +178,9 @@ func devNeighbourAttacks(t *testing.T, nb *testNeighbour, args []string) {
 		{"a new console link", "POST", "/api/dev/console-link", "", []string{devTokenHeader + ": guess"}, "auth"},
 		{"health and the project's path", "GET", "/api/health", "", nil, "auth"},
 		{"the metrics", "GET", "/metrics", "", nil, "auth"},
-		{"a guessed console code", "POST", consoleSessionPath, `{"code":"guess"}`, nil, "console_link_used"},
+		{"a guessed console code", "POST", consoleSessionPath, `{"code":"guess"}`, nil, "console_link_owner"},
+		{"a guessed dev key traded for a session", "POST", consoleSessionPath, `{"key":"svc-dev-guess"}`, nil, "auth"},
+		{"a key rotation", "POST", "/api/dev/rotate-key", "", []string{devTokenHeader + ": guess"}, "auth"},
 	}
 	for _, a := range attacks {
 		code, body := nb.curl(t, a.method, api+a.path, a.body, a.headers...)
@@ -252,6 +254,12 @@ func devNeighbourAttacks(t *testing.T, nb *testNeighbour, args []string) {
 	u, _ := url.Parse(api)
 	link := consoleLink(t, dir)
 	code := link[strings.Index(link, "#code=")+len("#code="):]
+	// Opened from a terminal, the link is on the browser's command line,
+	// which the neighbour reads in /proc and trades first (issue 36, item
+	// 1): refused, and the code stays for the developer's browser.
+	if status, body := nb.curl(t, "POST", api+consoleSessionPath, `{"code":"`+code+`"}`); status != http.StatusUnauthorized || !strings.Contains(body, "console_link_owner") {
+		t.Errorf("the neighbour's trade of the developer's fresh console link = %d %s; want 401 console_link_owner", status, body)
+	}
 	runConformance(t, "conformance/neighbour.test.mjs", []string{"SVC_URL=" + api, "SVC_CONSOLE_LINK=" + link,
 		"NEIGHBOUR_URL=http://127.0.0.1:" + strconv.Itoa(port.Port) + "/?api=" + u.Port()})
 	cancel()

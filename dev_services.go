@@ -48,7 +48,7 @@ var devEnvVars = append(devToolEnvVars[:len(devToolEnvVars):len(devToolEnvVars)]
 // devEnv is the values of devEnvVars.
 func (rt *devRuntime) devEnv() map[string]string {
 	env := rt.toolEnv()
-	env["SVC_DEV_URL"], env["SVC_DEV_KEY"] = rt.apiURL, rt.keys[0]
+	env["SVC_DEV_URL"], env["SVC_DEV_KEY"] = rt.apiURL, rt.guardKeys.devKey()
 	return env
 }
 
@@ -122,8 +122,14 @@ func (rt *devRuntime) handleDevServicesReveal(w http.ResponseWriter, r *http.Req
 			Message: "to show the keys here, open the console from the link svc dev printed (each link opens one browser) or sign in with the dev key (.svc/" + devAPIKeyFile + "), or run svc env in the project"})
 		return
 	}
+	env := rt.devEnv()
+	if devConsoleSessionShown(r) && !rt.devTokenValid(r) {
+		// A session is worth less than the key: it dies with svc dev and
+		// with a rotation, and it never hands out the key (issue 36, item 1).
+		delete(env, "SVC_DEV_KEY")
+	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": rt.devEnv()})
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "env": env})
 }
 
 // devFromLoopback reports whether r comes from this machine, else answers
@@ -161,6 +167,34 @@ func (rt *devRuntime) devTokenIs(tok string) bool {
 // devKeyShown reports whether the guard admitted r with the project's dev
 // key or a console session traded for the link svc dev printed.
 func devKeyShown(r *http.Request) bool {
-	v, _ := r.Context().Value(httpGuardDevKey{}).(bool)
-	return v
+	v, _ := r.Context().Value(httpGuardDevKey{}).(httpGuardProof)
+	return v != 0
+}
+
+// devConsoleSessionShown reports whether the guard admitted r with a
+// console session (not the dev key itself).
+func devConsoleSessionShown(r *http.Request) bool {
+	v, _ := r.Context().Value(httpGuardDevKey{}).(httpGuardProof)
+	return v == httpGuardConsoleSession
+}
+
+// handleDevRotateKey serves POST /api/dev/rotate-key to `svc rotate-key`:
+// a new dev key, written to .svc (0600) before the old one is refused, and
+// the end of every console session (each was made from a link or a key of
+// before). The answer never holds the key: `svc env` prints it.
+func (rt *devRuntime) handleDevRotateKey(w http.ResponseWriter, r *http.Request) {
+	if !devFromLoopback(w, r) || !rt.devTokenRequired(w, r) {
+		return
+	}
+	key, err := devAPIKeyRotate(rt.proj.stateDir(devAPIKeyFile))
+	if err != nil {
+		rt.log.Error("rotate the dev key", "err", err)
+		writeAPIError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "the dev key could not be written; the old one still holds (see svc dev's log)"})
+		return
+	}
+	rt.guardKeys.rotateDevKey(key)
+	ended := rt.console.endAll()
+	rt.log.Info("dev key rotated", "console_sessions_ended", ended)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "rotated": true, "console_sessions_ended": ended})
 }

@@ -224,8 +224,11 @@ type devRuntime struct {
 	opts     devOptions
 	pg       *pgService
 	devToken string // proof of reading .svc/runtime.json, asked by the dev-only routes
-	// keys are what every route accepts (devAPIKeys): the dev key first.
-	keys []string
+	// keys are what every route accepts (devAPIKeys): the dev key first,
+	// as read at boot; guardKeys holds them since, the dev key rotated
+	// (POST /api/dev/rotate-key).
+	keys      []string
+	guardKeys *httpGuardKeys
 	// console holds the console's sessions; consoleCode is the code of the
 	// link last printed, replaced once used (devConsoleLink).
 	console     *consoleSessions
@@ -426,7 +429,12 @@ func (rt *devRuntime) tunnelToken(ctx context.Context) (string, error) {
 func newDevServer(rt *devRuntime) (*server, error) {
 	cfg := httpGuardConfig{BindHost: rt.opts.host, AllowedHosts: rt.opts.allowedHosts, AllowedOrigins: rt.opts.allowedOrigins,
 		APIKeys: rt.keys, Console: rt.console}
-	return newServer(rt.runtimeCore, cfg, devRoutes(rt))
+	srv, err := newServer(rt.runtimeCore, cfg, devRoutes(rt))
+	if err != nil {
+		return nil, err
+	}
+	rt.guardKeys = srv.guard.auth.(*httpGuardKeys)
+	return srv, nil
 }
 
 // devRoutes are the routes only `svc dev` serves. rt may be nil when only
@@ -436,7 +444,8 @@ func devRoutes(rt *devRuntime) []route {
 		{"GET", "/api/dev/env", "the local credentials `svc env` prints; loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, rt.handleDevEnv},
 		{"POST", "/api/dev/console-link", "a new console link (`svc console`); loopback only, with the session token of .svc/runtime.json in " + devTokenHeader, rt.handleDevConsoleLink},
 		{"GET", "/api/dev/services", "the local services for the console's settings (URLs, secrets left out); loopback only", rt.handleDevServices},
-		{"POST", "/api/dev/services/reveal", "the values `svc env` prints, for a console session, the dev key or " + devTokenHeader + "; loopback only", rt.handleDevServicesReveal},
+		{"POST", "/api/dev/services/reveal", "the values `svc env` prints (without the dev key for a console session), for a console session, the dev key or " + devTokenHeader + "; loopback only", rt.handleDevServicesReveal},
+		{"POST", "/api/dev/rotate-key", "a new dev key (`svc rotate-key`): the old one is refused and every console session ends; loopback only, with " + devTokenHeader, rt.handleDevRotateKey},
 	}
 }
 

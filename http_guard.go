@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -173,6 +174,7 @@ func httpGuardPrincipal(r *http.Request) string {
 // httpGuardKeys is dev's credential check (admit), and the box's check of
 // the wire keys of SVC_API_KEYS (keyValid).
 type httpGuardKeys struct {
+	mu   sync.RWMutex // guards keys, whose first svc dev rotates (rotateDevKey)
 	keys [][]byte
 	// owner reports whether a request comes from the developer's own
 	// account on this machine (httpGuardOwner); nil: nobody does.
@@ -418,7 +420,7 @@ func (g *httpGuard) admit(w http.ResponseWriter, r *http.Request) bool {
 // wire's error shape on a chat wire.
 func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
 	if g.console != nil && r.URL.Path == consoleSessionPath {
-		g.console.serveTrade(w, r)
+		g.console.serveTrade(w, r, g)
 		return false
 	}
 	if consoleStatic(r) {
@@ -430,11 +432,11 @@ func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
 		r.Header = r.Header.Clone()
 		r.Header.Del("x-api-key")
 		r.Header.Set("Authorization", "Bearer "+consolePrincipal)
-		*r = *r.WithContext(context.WithValue(r.Context(), httpGuardDevKey{}, true))
+		*r = *r.WithContext(context.WithValue(r.Context(), httpGuardDevKey{}, httpGuardConsoleSession))
 		return true
 	case cred != "" && g.keyValid(cred):
-		if len(g.keys) > 0 && subtle.ConstantTimeCompare([]byte(cred), g.keys[0]) == 1 {
-			*r = *r.WithContext(context.WithValue(r.Context(), httpGuardDevKey{}, true))
+		if g.isDevKey(cred) {
+			*r = *r.WithContext(context.WithValue(r.Context(), httpGuardDevKey{}, httpGuardShowedDevKey))
 		}
 		return true
 	}
@@ -471,8 +473,17 @@ func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
 // httpGuardDevKey is the request-context key set when the request showed
 // the project's dev key or a console session traded for the link svc dev
 // printed: proof that the caller can read the project's .svc, which the
-// dev-only routes that show secrets ask for (devKeyShown).
+// dev-only routes that show secrets ask for (devKeyShown). Its value is
+// which of the two (an httpGuardProof).
 type httpGuardDevKey struct{}
+
+// httpGuardProof is how a request proved it may see the local secrets.
+type httpGuardProof int
+
+const (
+	httpGuardShowedDevKey   httpGuardProof = iota + 1 // the dev key itself
+	httpGuardConsoleSession                           // a console session, which never sees the dev key
+)
 
 // httpGuardVouchedKey is the request-context key the tunnel sets on the
 // requests it relays: the relay checked the caller's identity token.
@@ -487,11 +498,38 @@ func httpGuardVouched(r *http.Request) bool {
 // keyValid reports whether cred is one of the keys, comparing each in
 // constant time.
 func (g *httpGuardKeys) keyValid(cred string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	ok := 0
 	for _, k := range g.keys {
 		ok |= subtle.ConstantTimeCompare([]byte(cred), k)
 	}
 	return ok == 1
+}
+
+// isDevKey reports whether cred is the first key (svc dev's dev key),
+// compared in constant time.
+func (g *httpGuardKeys) isDevKey(cred string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.keys) > 0 && subtle.ConstantTimeCompare([]byte(cred), g.keys[0]) == 1
+}
+
+// devKey is the first key ("" when there is none).
+func (g *httpGuardKeys) devKey() string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if len(g.keys) == 0 {
+		return ""
+	}
+	return string(g.keys[0])
+}
+
+// rotateDevKey replaces the first key: from now on the old one is refused.
+func (g *httpGuardKeys) rotateDevKey(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.keys[0] = []byte(key)
 }
 
 // preflight answers a CORS preflight: 204 with what the page asked for when

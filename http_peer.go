@@ -78,21 +78,66 @@ func httpGuardNotForAnotherPage(r *http.Request) bool {
 // loopback and the kernel names this process's account as the owner of
 // the client's socket.
 func httpPeerIsSelf(r *http.Request) bool {
+	local, remote, ok := httpPeerEnds(r)
+	if !ok || !remote.Addr().Unmap().IsLoopback() || !local.Addr().Unmap().IsLoopback() {
+		return false
+	}
+	return httpPeerSelfUID(r, local, remote)
+}
+
+// httpPeerEnds returns the local and remote ends of r's connection.
+func httpPeerEnds(r *http.Request) (local, remote netip.AddrPort, ok bool) {
 	remote, err := netip.ParseAddrPort(r.RemoteAddr)
 	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if err != nil || !ok || !remote.Addr().Unmap().IsLoopback() {
-		return false
+	if err != nil || !ok {
+		return local, remote, false
 	}
-	local, err := netip.ParseAddrPort(la.String())
-	if err != nil || !local.Addr().Unmap().IsLoopback() {
-		return false
-	}
+	local, err = netip.ParseAddrPort(la.String())
+	return local, remote, err == nil
+}
+
+// httpPeerSelfUID reports whether the kernel names this process's account
+// as the owner of the client socket of r's connection (asked once per
+// connection).
+func httpPeerSelfUID(r *http.Request, local, remote netip.AddrPort) bool {
 	p, cached := r.Context().Value(httpPeerKey{}).(*httpPeer)
 	if !cached { // a server without httpPeerConnContext: ask each time
 		p = &httpPeer{}
 	}
 	p.once.Do(func() { p.uid, p.ok = httpPeerUID(local, remote) })
 	return p.ok && p.uid == uint32(os.Getuid())
+}
+
+// httpPeerFromThisHost reports whether r's client is on this machine: its
+// address is loopback or one of this host's own (a browser here that
+// opened svc dev's --listen address).
+func httpPeerFromThisHost(r *http.Request) bool {
+	_, remote, ok := httpPeerEnds(r)
+	if !ok {
+		return false
+	}
+	a := remote.Addr().Unmap()
+	if a.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // cannot tell: treat it as local, which asks more of it
+	}
+	for _, ia := range addrs {
+		if p, err := netip.ParsePrefix(ia.String()); err == nil && p.Addr().Unmap() == a {
+			return true
+		}
+	}
+	return false
+}
+
+// httpGuardOwnerOnThisHost is httpGuardOwner for a client anywhere on this
+// machine, through loopback or one of the host's own addresses: what a
+// console link's code asks (consoleTradeAllowed).
+func httpGuardOwnerOnThisHost(r *http.Request) bool {
+	local, remote, ok := httpPeerEnds(r)
+	return ok && httpGuardNotForAnotherPage(r) && !httpGuardProxied(r) && httpPeerSelfUID(r, local, remote)
 }
 
 // httpGuardSelfOrigin reports whether origin is the server r addressed:

@@ -44,13 +44,46 @@ func httpPeerUID(local, remote netip.AddrPort) (uint32, bool) {
 	if local.Addr().Is4() != remote.Addr().Is4() {
 		return 0, false
 	}
-	return httpPeerDiag(remote, local)
+	return httpPeerDiag(remote, local, true)
+}
+
+// httpPeerKnown says whether this kernel answers httpPeerUID: false when
+// it has no socket diagnostics (built without inet_diag), where every
+// caller must show a key.
+func httpPeerKnown() bool {
+	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, netlinkSockDiag)
+	if err != nil {
+		return false
+	}
+	syscall.Close(fd)
+	return true
+}
+
+// httpPeerServerUID returns the account that owns the server's end of a
+// TCP connection this process dialled from local to remote: what the CLI
+// asks before it sends anything secret to a loopback port (issue 36, item
+// 5). The server's end is a clone of its listening socket, owned by the
+// listener's account from the moment the handshake completes, before the
+// server accepts it (it has no inode until then), so the answer is asked
+// for a few times while the kernel still holds it as a half-open request.
+func httpPeerServerUID(local, remote netip.AddrPort) (uint32, bool) {
+	local, remote = netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	if local.Addr().Is4() != remote.Addr().Is4() {
+		return 0, false
+	}
+	for range 50 {
+		if uid, ok := httpPeerDiag(remote, local, false); ok {
+			return uid, true
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0, false
 }
 
 // httpPeerDiag asks the kernel for the TCP socket bound to src and
 // connected to dst (no dump: one exact lookup) and returns its owner when
-// it is established and has an inode.
-func httpPeerDiag(src, dst netip.AddrPort) (uint32, bool) {
+// it is established and, if needInode, has an inode.
+func httpPeerDiag(src, dst netip.AddrPort, needInode bool) (uint32, bool) {
 	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, netlinkSockDiag)
 	if err != nil {
 		return 0, false
@@ -72,7 +105,7 @@ func httpPeerDiag(src, dst netip.AddrPort) (uint32, bool) {
 	if nl, ok := from.(*syscall.SockaddrNetlink); !ok || nl.Pid != 0 { // only the kernel answers
 		return 0, false
 	}
-	return httpPeerDiagAnswer(buf[:n], seq, src, dst)
+	return httpPeerDiagAnswer(buf[:n], seq, src, dst, needInode)
 }
 
 // httpPeerDiagRequest builds the netlink message asking for one socket:
@@ -111,9 +144,9 @@ func httpPeerPutSockID(id []byte, src, dst netip.AddrPort) {
 
 // httpPeerDiagAnswer reads the kernel's answer: one SOCK_DIAG_BY_FAMILY
 // message whose struct inet_diag_msg names the very socket asked for,
-// established and with an inode; anything else (an error message, no
+// established and (if needInode) with an inode; anything else (an error message, no
 // such socket, a socket in another state) is no answer.
-func httpPeerDiagAnswer(b []byte, seq uint32, src, dst netip.AddrPort) (uint32, bool) {
+func httpPeerDiagAnswer(b []byte, seq uint32, src, dst netip.AddrPort, needInode bool) (uint32, bool) {
 	ne := binary.NativeEndian
 	if len(b) < nlmsgHdrLen+inetDiagMsgLen {
 		return 0, false
@@ -128,7 +161,7 @@ func httpPeerDiagAnswer(b []byte, seq uint32, src, dst netip.AddrPort) (uint32, 
 	if gotSrc, gotDst, ok := httpPeerSockID(m[0], m[4:52]); !ok || gotSrc != src || gotDst != dst {
 		return 0, false
 	}
-	if m[inetDiagMsgStateOff] != tcpEstablished || ne.Uint32(m[inetDiagMsgInodeOff:]) == 0 {
+	if m[inetDiagMsgStateOff] != tcpEstablished || (needInode && ne.Uint32(m[inetDiagMsgInodeOff:]) == 0) {
 		return 0, false
 	}
 	return ne.Uint32(m[inetDiagMsgUIDOff:]), true

@@ -191,6 +191,12 @@ func devAPIKey(path string) (string, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("read dev API key: %w", err)
 	}
+	return devAPIKeyRotate(path)
+}
+
+// devAPIKeyRotate mints a new dev key into path (0600, atomically) and
+// returns it.
+func devAPIKeyRotate(path string) (string, error) {
 	key := "svc-dev-" + rand.Text()
 	if err := writeFileAtomic(path, []byte(key+"\n"), privateFileMode); err != nil {
 		return "", fmt.Errorf("mint dev API key: %w", err)

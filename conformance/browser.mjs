@@ -33,10 +33,10 @@ export function useBrowser({ extraFlags = [], ignore = () => false } = {}) {
     await (await launched)?.close();
   });
   return {
-    /** newPage opens a page in a new context (storageState: a file of kept cookies). */
-    async newPage({ storageState } = {}) {
+    /** newPage opens a page in a new context (storageState: a file of kept cookies; extraHTTPHeaders: sent with every request). */
+    async newPage({ storageState, extraHTTPHeaders } = {}) {
       launched ??= chromium.launch({ executablePath: process.env.SVC_CHROMIUM ?? "/usr/bin/chromium", args: [...flags, ...extraFlags] });
-      const context = await (await launched).newContext({ viewport: { width: 1280, height: 900 }, storageState });
+      const context = await (await launched).newContext({ viewport: { width: 1280, height: 900 }, storageState, extraHTTPHeaders });
       context.setDefaultTimeout(timeout);
       const page = await context.newPage();
       page.on("console", (m) => {

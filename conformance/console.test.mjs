@@ -355,11 +355,28 @@ test("settings lists the local services and reveals their keys on a click, in on
   const key = await secret.textContent();
   assert.ok(key.length >= 8 && key !== "••••••••", `revealed key ${key}`);
   assert.match(await services.locator('code[data-var="DATABASE_URL"]').textContent(), /^postgres(ql)?:\/\/[^*]*$/);
+  assert.doesNotMatch(await services.locator('code[data-var="SVC_DEV_KEY"]').textContent(), /svc-dev-/, "a console session is never shown the dev key");
   await shot("settings-keys");
   await page.getByRole("button", { name: "Hide keys" }).click();
   assert.equal(await secret.textContent(), "••••••••");
   assert.deepEqual(reveals, ["POST"], "one reveal request, on the click");
   page.off("request", onRequest);
+  noConsoleErrors();
+});
+
+test("a pasted dev key signs in a browser svc dev cannot vouch for, which keeps only a session", async () => {
+  // Via makes svc dev treat this browser as relayed by a proxy: not the
+  // developer's own, so it must sign in (issue 36, items 6 and 9).
+  const relayed = await newPage({ extraHTTPHeaders: { Via: "1.1 a-proxy" } });
+  for (let i = 0; i < 8; i++) expectConsoleError(/status of 401/);
+  await relayed.goto(base + "/#/workflows");
+  await relayed.locator("#dev-key").fill(process.env.SVC_DEV_KEY);
+  await relayed.getByRole("button", { name: "Sign in" }).click();
+  await relayed.locator("h1", { hasText: "Workflows" }).waitFor();
+  const kept = await relayed.evaluate(() => JSON.stringify(localStorage));
+  assert.match(JSON.parse(kept)["svc-console-bearer"] ?? "", /^svcc_/, "a session is kept");
+  assert.ok(!kept.includes(process.env.SVC_DEV_KEY), "the dev key itself is never kept");
+  await relayed.context().close();
   noConsoleErrors();
 });
 

@@ -19,8 +19,8 @@ let token = null;
 
 /**
  * localKey is where svc dev's console keeps its bearer: a console session
- * traded for the one-time code of the link svc dev printed, or the dev
- * key typed in. localStorage belongs to this origin (scheme, host and
+ * traded for the one-time code of the link svc dev printed or for the
+ * dev key typed in (never the key itself). localStorage belongs to this origin (scheme, host and
  * port): a page on another port of this host cannot read it, as it
  * would receive a cookie.
  */
@@ -29,8 +29,20 @@ const localKey = "svc-console-bearer";
 /** devConsole is true when svc dev serves this page (no control plane in between). */
 export const devConsole = !tokenURL && !apiBase;
 
-/** localBearer is this console's bearer for svc dev ("" = none yet). */
-export const localBearer = () => (devConsole ? localStorage.getItem(localKey) ?? "" : "");
+/**
+ * localBearer is this console's bearer for svc dev ("" = none yet): only
+ * ever a console session (svcc_…). A dev key that an earlier console kept
+ * here is forgotten on sight: the key outlives svc dev, a session does not.
+ */
+export function localBearer() {
+  if (!devConsole) return "";
+  const v = localStorage.getItem(localKey) ?? "";
+  if (v && !v.startsWith("svcc_")) {
+    localStorage.removeItem(localKey);
+    return "";
+  }
+  return v;
+}
 
 /** setLocalBearer keeps (or, with "", forgets) the bearer for svc dev. */
 export function setLocalBearer(value) {
@@ -176,7 +188,8 @@ export async function api(method, path, body) {
 export async function health() {
   const r = await fetch(apiBase + "/api/health", { credentials: "same-origin", headers: await authHeaders() });
   const data = await r.json().catch(() => null);
-  if (!data) throw new APIError(r.status, null, `GET /api/health: HTTP ${r.status}`);
+  // 503 still describes the parts; a refusal (401) describes nothing.
+  if (!data || (!r.ok && r.status !== 503)) throw new APIError(r.status, data, `GET /api/health: HTTP ${r.status}`);
   return data;
 }
 

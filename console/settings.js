@@ -63,7 +63,8 @@ async function localServices() {
   /** show puts into each secret's element its value from env, or (no env) its placeholder. */
   const show = (env) => {
     for (const [v, node] of secrets) {
-      node.replaceChildren(env ? env[v.name] ?? "" : v.value || "••••••••");
+      // A console session is never shown the dev key itself: svc env prints it.
+      node.replaceChildren(env ? env[v.name] ?? "(not shown to a console session: svc env prints it)" : v.value || "••••••••");
       node.classList.toggle("hidden", !env);
     }
   };
