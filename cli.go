@@ -373,6 +373,8 @@ environment:
   SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
   SVC_IDEMPOTENCY_RETENTION how long start idempotency keys are kept: 24h (default), 7d
   SVC_CONTROL_PLANE_URL the control plane svc login and the verbs that need one use; XDG_CONFIG_HOME holds svc/credentials.json
+  SVC_TOKEN, SVC_INVITATION  svc login's --token and --invitation, kept off the command line (which other accounts read)
+  SVC_LINK_SECRET      svc link's --secret, kept off the command line
   DATABASE_URL, SVC_MASTER_KEY  svc control-plane's database and the 32-byte key (hex or base64) sealing its secrets
   SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; its console at svc dev's deeplink talks only to https://<sub>.tun.<domain>
   SVC_DEPLOYMENT_NETWORKS  svc control-plane: networks (CIDR, comma-separated) the boxes it links and proxies to must be in; empty allows any

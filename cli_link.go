@@ -28,7 +28,7 @@ func newLinkFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("link", flag.ContinueOnError)
 	fs.String("agent", "", "agent slug (required in non-interactive mode; a terminal offers a pick)")
 	fs.String("url", "", "public URL where the deployed agent is reachable (required unless --local)")
-	fs.String("secret", "", "signing secret the container verifies with; must match exactly (required unless --local; never printed)")
+	cliSecretLinkSecret.define(fs, "signing secret the container verifies with; must match exactly (required unless --local; never printed)")
 	fs.String("tag", "", "image tag deployed, a semver or digest: the agent's version (required unless --local)")
 	fs.Bool("local", false, "link this directory to the agent's local-dev installation (what svc dev runs as and tunnels); no box, so no --url, --secret or --tag")
 	fs.Bool("force", false, "overwrite a .svc/project.json that links this directory to another agent or control plane")
@@ -70,10 +70,14 @@ type linkOptions struct {
 // --agent in non-interactive mode, and the coding agents named.
 func parseLinkOptions(c *cmd, fs *flag.FlagSet) (linkOptions, error) {
 	get := func(name string) string { return strings.TrimSpace(fs.Lookup(name).Value.String()) }
-	o := linkOptions{agent: get("agent"), url: get("url"), secret: fs.Lookup("secret").Value.String(), tag: get("tag"),
+	o := linkOptions{agent: get("agent"), url: get("url"), tag: get("tag"),
 		force: get("force") == "true", local: get("local") == "true"}
 	if fs.NArg() != 0 {
 		return o, fmt.Errorf("link takes no arguments: %w", errUsage)
+	}
+	var err error
+	if o.secret, err = cliSecretLinkSecret.read(c, fs); err != nil {
+		return o, err
 	}
 	hint := "svc link --agent <slug> --url <box URL> --secret <signing secret> --tag <image tag>, or svc link --agent <slug> --local"
 	boxFlags := []struct{ name, value string }{{"--url", o.url}, {"--secret", o.secret}, {"--tag", o.tag}}

@@ -111,9 +111,9 @@ func requireSignIn(c *cmd) (*cpClient, loginCredentials, error) {
 func newLoginFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
 	fs.String("control-plane", "", "control plane URL (default $SVC_CONTROL_PLANE_URL, else the one signed in to last)")
-	fs.String("token", "", "sign in with this credential instead of a device code (CI); checked with the control plane, then saved")
+	cliSecretToken.define(fs, "sign in with this credential instead of a device code (CI); checked with the control plane, then saved")
 	fs.Bool("browser", false, "already signed in here: print a one-time code (10 minutes) that signs a browser in to the console")
-	fs.String("invitation", "", "accept an invitation: sign in with the one-time code an owner or admin gave you (svc members invite)")
+	cliSecretInvitation.define(fs, "accept an invitation: sign in with the one-time code an owner or admin gave you (svc members invite)")
 	fs.String("org", "", "the organization (slug) the verbs act in from now on (default: the one an invitation joins, else your first)")
 	return fs
 }
@@ -144,14 +144,23 @@ func runLogin(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("login takes no arguments: %w", errUsage)
 	}
-	invitation := fs.Lookup("invitation").Value.String()
 	if fs.Lookup("browser").Value.String() == "true" {
-		if fs.Lookup("token").Value.String() != "" || fs.Lookup("control-plane").Value.String() != "" || invitation != "" || fs.Lookup("org").Value.String() != "" {
-			return failf(codeGeneric, "run `svc login --browser` alone, signed in", "svc login: --browser takes no other flag")
+		for _, f := range []string{"token", "token-file", "control-plane", "invitation", "invitation-file", "org"} {
+			if fs.Lookup(f).Value.String() != "" {
+				return failf(codeGeneric, "run `svc login --browser` alone, signed in", "svc login: --browser takes no other flag")
+			}
 		}
 		return loginBrowser(ctx, c)
 	}
-	if invitation != "" && fs.Lookup("token").Value.String() != "" {
+	invitation, err := cliSecretInvitation.read(c, fs)
+	if err != nil {
+		return err
+	}
+	cred, err := cliSecretToken.read(c, fs)
+	if err != nil {
+		return err
+	}
+	if invitation != "" && cred != "" {
 		return failf(codeGeneric, "pass one of them", "svc login: --invitation and --token are two ways to sign in")
 	}
 	saved, _, err := loginLoad(c)
@@ -162,7 +171,7 @@ func runLogin(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if u, err := url.Parse(base); base == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return failf(codeGeneric, "pass --control-plane http(s)://host:port or set SVC_CONTROL_PLANE_URL", "svc login: no control plane URL (have %q)", base)
 	}
-	cred, org := fs.Lookup("token").Value.String(), fs.Lookup("org").Value.String()
+	org := fs.Lookup("org").Value.String()
 	switch {
 	case invitation != "":
 		var joined cpOrg

@@ -15,3 +15,6 @@ func cliIsTerminal(f *os.File) bool {
 	null, err := os.Stat(os.DevNull)
 	return err != nil || !os.SameFile(fi, null)
 }
+
+// cliEchoOff cannot turn echo off here: the secret shows as typed.
+func cliEchoOff(f *os.File) (restore func()) { return func() {} }
