@@ -9,11 +9,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +235,61 @@ done`
 	time.Sleep(500 * time.Millisecond) // what was accepted would have started by now
 	if runs, queued := listAllRuns(t, d.payload.EmulatorURL); len(runs)+len(queued) != 0 {
 		t.Fatalf("the neighbour's closing clients started %d runs (%d queued); want none", len(runs), len(queued))
+	}
+}
+
+// TestDevHoldsBothLoopbacks is issue 36, item 7: svc dev answers on
+// [::1] as on 127.0.0.1 (browsers send localhost there first), and when
+// another account already holds [::1] on its port it refuses to start,
+// naming that account.
+func TestDevHoldsBothLoopbacks(t *testing.T) {
+	if ln, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	} else {
+		ln.Close()
+	}
+	nb := newTestNeighbour(t)
+	dir := projectDir(t)
+	env := baseEnv("SVC_DATABASE_URL=" + testPostgresURL(t))
+	d := startDev(t, dir, env)
+	u, _ := url.Parse(d.payload.EmulatorURL)
+	var h struct {
+		ProjectDir string `json:"project_dir"`
+	}
+	if code := httpJSON(t, "GET", "http://[::1]:"+u.Port()+"/api/health", nil, &h); code != 200 || !sameDir(h.ProjectDir, dir) {
+		t.Fatalf("GET [::1]:%s/api/health = %d %q; want svc dev's own health", u.Port(), code, h.ProjectDir)
+	}
+	d.interrupt()
+
+	// The neighbour takes [::1] of a free port first.
+	port := freePortBase(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	squat := nb.command(ctx, "/usr/bin/python3", "-c", `import socket, sys, time
+s = socket.socket(socket.AF_INET6); s.bind(("::1", int(sys.argv[1]))); s.listen(4); print("ready", flush=True); time.sleep(120)`, strconv.Itoa(port))
+	out, err := squat.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := squat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); squat.Wait() }()
+	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
+		t.Fatalf("the neighbour's squatter said %q", l)
+	}
+	d2 := startDevProcess(t, dir, port, env)
+	select {
+	case <-d2.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("svc dev started beside the neighbour's [::1] port; want a refusal")
+	}
+	var said strings.Builder
+	for len(d2.lines) > 0 {
+		said.WriteString(<-d2.lines)
+	}
+	said.WriteString(d2.stderr.String())
+	if d2.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(said.String(), "[::1]:"+strconv.Itoa(port)+" is held by account "+nb.name) {
+		t.Fatalf("svc dev beside the neighbour's [::1] port = exit %d\n%s\nwant a refusal naming %s", d2.cmd.ProcessState.ExitCode(), said.String(), nb.name)
 	}
 }

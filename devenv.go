@@ -257,8 +257,12 @@ func newDevLogger(c *cmd) *slog.Logger {
 // portInUse reports a busy port as a generic error naming the port and the
 // offset variable.
 func portInUse(service string, port, offset int, err error) error {
+	msg := fmt.Sprintf("port %d (%s) is busy", port, service)
+	if held := (*devHeldError)(nil); errors.As(err, &held) {
+		msg += ": " + held.Error()
+	}
 	return &cliError{Code: codeGeneric, Err: err,
-		Message: fmt.Sprintf("port %d (%s) is busy", port, service),
+		Message: msg,
 		Hint:    fmt.Sprintf("stop whatever listens there (another svc dev?), pass --port, or set SVC_DEV_PORT_OFFSET (now %d) to e.g. %d", offset, offset+10)}
 }
 
@@ -276,7 +280,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	rt.closers = append(rt.closers, func(context.Context) error { stop(); rt.wg.Wait(); return nil })
 
 	// Listen first so a busy port fails before anything is started.
-	apiLn, err := net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.apiPort)))
+	apiLn, err := devListen(opts.host, opts.apiPort)
 	if err != nil {
 		return nil, portInUse("API", opts.apiPort, opts.offset, err)
 	}
@@ -285,7 +289,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	var s3Ln net.Listener
 	s3Endpoint := opts.s3Endpoint
 	if s3Endpoint == "" {
-		if s3Ln, err = net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.s3Port))); err != nil {
+		if s3Ln, err = devListen(opts.host, opts.s3Port); err != nil {
 			return nil, portInUse("object storage", opts.s3Port, opts.offset, err)
 		}
 		rt.closers = append(rt.closers, func(context.Context) error { s3Ln.Close(); return nil })

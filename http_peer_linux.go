@@ -27,6 +27,7 @@ const (
 	netlinkSockDiag     = 4  // NETLINK_SOCK_DIAG
 	sockDiagByFamily    = 20 // SOCK_DIAG_BY_FAMILY
 	tcpEstablished      = 1  // TCP_ESTABLISHED
+	tcpListen           = 10 // TCP_LISTEN
 	inetDiagReqV2Len    = 56 // struct inet_diag_req_v2
 	inetDiagMsgLen      = 72 // struct inet_diag_msg
 	inetDiagMsgStateOff = 1
@@ -44,7 +45,18 @@ func httpPeerUID(local, remote netip.AddrPort) (uint32, bool) {
 	if local.Addr().Is4() != remote.Addr().Is4() {
 		return 0, false
 	}
-	return httpPeerDiag(remote, local, true)
+	return httpPeerDiag(remote, local, tcpEstablished, true)
+}
+
+// httpPeerListenerUID returns the account that owns the TCP socket
+// listening on addr (bound to that very address), if any: who holds a port
+// svc dev wanted (issue 36, item 7).
+func httpPeerListenerUID(addr netip.AddrPort) (uint32, bool) {
+	any := netip.IPv4Unspecified()
+	if addr.Addr().Is6() {
+		any = netip.IPv6Unspecified()
+	}
+	return httpPeerDiag(addr, netip.AddrPortFrom(any, 0), tcpListen, true)
 }
 
 // httpPeerKnown says whether this kernel answers httpPeerUID: false when
@@ -72,7 +84,7 @@ func httpPeerServerUID(local, remote netip.AddrPort) (uint32, bool) {
 		return 0, false
 	}
 	for range 50 {
-		if uid, ok := httpPeerDiag(remote, local, false); ok {
+		if uid, ok := httpPeerDiag(remote, local, tcpEstablished, false); ok {
 			return uid, true
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -82,8 +94,8 @@ func httpPeerServerUID(local, remote netip.AddrPort) (uint32, bool) {
 
 // httpPeerDiag asks the kernel for the TCP socket bound to src and
 // connected to dst (no dump: one exact lookup) and returns its owner when
-// it is established and, if needInode, has an inode.
-func httpPeerDiag(src, dst netip.AddrPort, needInode bool) (uint32, bool) {
+// it is in state and, if needInode, has an inode.
+func httpPeerDiag(src, dst netip.AddrPort, state byte, needInode bool) (uint32, bool) {
 	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, netlinkSockDiag)
 	if err != nil {
 		return 0, false
@@ -105,7 +117,7 @@ func httpPeerDiag(src, dst netip.AddrPort, needInode bool) (uint32, bool) {
 	if nl, ok := from.(*syscall.SockaddrNetlink); !ok || nl.Pid != 0 { // only the kernel answers
 		return 0, false
 	}
-	return httpPeerDiagAnswer(buf[:n], seq, src, dst, needInode)
+	return httpPeerDiagAnswer(buf[:n], seq, src, dst, state, needInode)
 }
 
 // httpPeerDiagRequest builds the netlink message asking for one socket:
@@ -143,10 +155,10 @@ func httpPeerPutSockID(id []byte, src, dst netip.AddrPort) {
 }
 
 // httpPeerDiagAnswer reads the kernel's answer: one SOCK_DIAG_BY_FAMILY
-// message whose struct inet_diag_msg names the very socket asked for,
-// established and (if needInode) with an inode; anything else (an error message, no
+// message whose struct inet_diag_msg names the very socket asked for, in
+// state and (if needInode) with an inode; anything else (an error message, no
 // such socket, a socket in another state) is no answer.
-func httpPeerDiagAnswer(b []byte, seq uint32, src, dst netip.AddrPort, needInode bool) (uint32, bool) {
+func httpPeerDiagAnswer(b []byte, seq uint32, src, dst netip.AddrPort, state byte, needInode bool) (uint32, bool) {
 	ne := binary.NativeEndian
 	if len(b) < nlmsgHdrLen+inetDiagMsgLen {
 		return 0, false
@@ -161,7 +173,7 @@ func httpPeerDiagAnswer(b []byte, seq uint32, src, dst netip.AddrPort, needInode
 	if gotSrc, gotDst, ok := httpPeerSockID(m[0], m[4:52]); !ok || gotSrc != src || gotDst != dst {
 		return 0, false
 	}
-	if m[inetDiagMsgStateOff] != tcpEstablished || (needInode && ne.Uint32(m[inetDiagMsgInodeOff:]) == 0) {
+	if m[inetDiagMsgStateOff] != state || (needInode && ne.Uint32(m[inetDiagMsgInodeOff:]) == 0) {
 		return 0, false
 	}
 	return ne.Uint32(m[inetDiagMsgUIDOff:]), true

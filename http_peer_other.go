@@ -13,3 +13,6 @@ func httpPeerKnown() bool { return false }
 
 // httpPeerServerUID cannot tell who serves a port here.
 func httpPeerServerUID(local, remote netip.AddrPort) (uint32, bool) { return 0, false }
+
+// httpPeerListenerUID cannot tell who listens on a port here.
+func httpPeerListenerUID(addr netip.AddrPort) (uint32, bool) { return 0, false }

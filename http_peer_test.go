@@ -68,7 +68,7 @@ func TestHTTPPeerUID(t *testing.T) {
 		if _, err := io.ReadAll(s); err != nil {
 			t.Fatalf("read until the client's FIN: %v", err)
 		}
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(500 * time.Millisecond)
 		for time.Now().Before(deadline) { // the whole way from FIN_WAIT to TIME_WAIT
 			if uid, ok := peerTestUID(s); ok {
 				t.Fatalf("httpPeerUID of a closed client = %d, true; want no owner", uid)
@@ -90,6 +90,28 @@ func TestHTTPPeerUID(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHTTPPeerListenerUID checks who holds a listening port: this
+// account, over IPv4 and IPv6, and nobody for a port no socket listens on.
+func TestHTTPPeerListenerUID(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux says who owns a socket")
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("listen %s: %v", addr, err)
+		}
+		ap := netip.MustParseAddrPort(ln.Addr().String())
+		if uid, ok := httpPeerListenerUID(ap); !ok || uid != uint32(os.Getuid()) {
+			t.Errorf("httpPeerListenerUID(%v) = %d, %v; want %d, true", ap, uid, ok, os.Getuid())
+		}
+		ln.Close()
+		if uid, ok := httpPeerListenerUID(ap); ok {
+			t.Errorf("httpPeerListenerUID(%v) after close = %d, true; want nobody", ap, uid)
+		}
+	}
 }
 
 // BenchmarkHTTPPeerUID is the cost of one owner lookup, the price a
