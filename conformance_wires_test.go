@@ -40,6 +40,7 @@ var conformanceWireSuites = []string{
 // first leaves tool approvals pending in durable sessions, the second
 // (after the restart) answers them.
 func TestWiresConformance(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	tests := []struct {
 		name    string
 		env     func(f *fakeProvider) []string

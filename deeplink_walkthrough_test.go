@@ -53,6 +53,7 @@ export default defineAgent({
 // (--ignore-certificate-errors-spki-list with its SPKI hash). No process's
 // output holds the credential.
 func TestDeeplinkWalkthrough(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	if testing.Short() {
 		t.Skip("runs a control plane, a relay, svc dev and Chromium")
 	}

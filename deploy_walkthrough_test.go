@@ -35,6 +35,7 @@ func TestDeploymentWalkthroughImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a container image and runs a control plane, svc dev and the box in a container")
 	}
+	needsLong(t, "builds a container image")
 	podman := newContainerPodman(t)
 	w := newDeployWalk(t)
 	image := podman.build(w.dir)

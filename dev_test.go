@@ -333,6 +333,7 @@ func TestDevAutoMigrate(t *testing.T) {
 // TestWorkflowAndRunVerbsEndToEnd drives every workflows/runs verb through
 // the binary against a running svc dev, in human and --json modes.
 func TestWorkflowAndRunVerbsEndToEnd(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	dir := projectDir(t)
 	writeFile(t, dir, "workflows/slow.workflow.ts", `import { sleep } from "svc";
 export const serial = true;

@@ -32,7 +32,10 @@ func newHistoryEngine(t *testing.T, store string) *testEngine {
 // runs leave memory (and snapshots) once archived, and stay readable one by
 // one, in pages through GET /api/runs, by wait and by cancel; a parent's
 // startAndWait gets its child's output even once the child has left memory.
-func TestEngineHistoryBoundsMemory(t *testing.T) { eachEngineStore(t, testEngineHistoryBoundsMemory) }
+func TestEngineHistoryBoundsMemory(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
+	eachEngineStore(t, testEngineHistoryBoundsMemory)
+}
 
 // testEngineHistoryBoundsMemory is TestEngineHistoryBoundsMemory on one store.
 func testEngineHistoryBoundsMemory(t *testing.T, store string) {

@@ -201,6 +201,7 @@ func TestReplicaCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three svc serve processes and kills them")
 	}
+	needsLong(t, "kills replicas under load for a minute")
 	kills := 12
 	if v, err := strconv.Atoi(os.Getenv("SVC_TEST_REPLICA_KILLS")); err == nil && v > 0 {
 		kills = v

@@ -183,7 +183,10 @@ export default async function crashy() { "use workflow"; return await work(); }`
 // the middle of a step that streams: after the restart the reader (the CLI,
 // reconnecting by itself) gets every chunk once, the interrupted attempt's
 // marked superseded and the retry's after them.
-func TestRunStreamDev(t *testing.T) { eachEngineStore(t, testRunStreamDev) }
+func TestRunStreamDev(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
+	eachEngineStore(t, testRunStreamDev)
+}
 
 // testRunStreamDev is TestRunStreamDev on one engine store. On PostgreSQL
 // the restarted svc dev takes over once the killed one's lease expired.

@@ -45,11 +45,26 @@ func svcBinary(t testing.TB) string {
 	return bin
 }
 
-// freePortBase returns a port p such that p, p+1 and p+2 are free on loopback.
+// freePorts are the port bases freePortBase has handed out in this
+// process: tests that run in parallel never get the same ports.
+var freePorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
+
+// freePortBase returns a port p such that p, p+1 and p+2 are free on
+// loopback, below the kernel's ephemeral range (32768 and up, where
+// clients' ports come from) and apart from every base handed out before
+// in this process.
 func freePortBase(t testing.TB) int {
 	t.Helper()
+	freePorts.Lock()
+	defer freePorts.Unlock()
 	for range 200 {
-		p := 20000 + rand.IntN(30000)
+		p := 20000 + 4*rand.IntN(3100) // 20000..32396, in steps of 4
+		if freePorts.given[p] {
+			continue
+		}
 		ok := true
 		for i := range 3 {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
@@ -60,6 +75,7 @@ func freePortBase(t testing.TB) int {
 			ln.Close()
 		}
 		if ok {
+			freePorts.given[p] = true
 			return p
 		}
 	}

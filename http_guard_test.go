@@ -561,6 +561,7 @@ func (m guardTestSlowModel) complete(ctx context.Context, req modelRequest, onDe
 // body (sized, chunked, paced; and once more past its end) and then wait,
 // and a streamed chat turn.
 func TestHTTPGuardLongAnswers(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	wait := 5 * guardTestGrace
 	g, err := newHTTPGuard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)

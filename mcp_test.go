@@ -42,6 +42,7 @@ func mcpTestDev(t testing.TB) (*devProcess, string, *fakeProvider) {
 // clients (v1 SDK, v2 client in 2025-06-18 and 2026-07-28) over POST /mcp
 // and over `svc mcp` (stdio) against a real svc dev.
 func TestMCPConformance(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	d, dir, _ := mcpTestDev(t)
 	runConformance(t, "conformance/mcp.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_BIN=" + svcBinary(t), "SVC_PROJECT=" + dir})
 }

@@ -253,6 +253,7 @@ func readJudgedSpans(t testing.TB, file string) []judgedSpan {
 // without a traceparent, interrupted by a restart of svc dev during its sleep, is one trace
 // across both processes, whose id is the run's traceId.
 func TestOTelTraceTree(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	endpoint, spansFile := startOTelCol(t)
 	var mu sync.Mutex
 	var received []string // traceparent headers the fetch target got

@@ -221,6 +221,7 @@ func pgTestRestartUnderneath(t *testing.T, dataDir string) {
 // until restarted: health never came back, and the greet runs started
 // during the outage failed once their attempts were spent.
 func TestDevRestartsItsPostgres(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	dir := projectDir(t)
 	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
 	writeFile(t, dir, "workflows/outage.workflow.ts", pgFaultWorkflow)
@@ -397,6 +398,7 @@ func pgTestPrivateCluster(t *testing.T) *pgService {
 // run whose step met the outage failed once its three attempts (within a
 // second) were spent.
 func TestBoxSurvivesDatabaseRestart(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	pg := pgTestPrivateCluster(t)
 	dir, data := projectDir(t), t.TempDir()
 	writeFile(t, dir, "workflows/later.workflow.ts", pgFaultLaterWorkflow)
@@ -464,6 +466,7 @@ func TestBoxSurvivesDatabaseRestart(t *testing.T) {
 // retries with backoff, and restarts the server once it can. Before, a
 // dead server stayed dead.
 func TestPgSuperviseBacksOff(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	pg := pgTestPrivateCluster(t)
 	logs := &syncBuffer{}
 	stop := pg.supervise(slog.New(slog.NewTextHandler(logs, nil)))

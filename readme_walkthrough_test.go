@@ -23,6 +23,7 @@ import (
 // expand). A person's part (approving svc login on the device page) is done
 // by the test as a browser would.
 func TestREADMEWalkthroughs(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	if testing.Short() {
 		t.Skip("runs svc dev, a control plane and a box as processes")
 	}

@@ -373,6 +373,7 @@ func firstContent(t testing.TB, br *bufio.Reader) string {
 // concurrent requests, SSE streamed through as produced, the relay killed
 // and restarted mid-stream, and the sessions left without a public URL.
 func TestRelayTunnel(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	f := newRelayFixture(t)
 	public := f.relay.publicURL(f.ldi)
 	if p := f.dev.payload; p.PublicURL == nil || *p.PublicURL != public || p.Deeplink == nil ||

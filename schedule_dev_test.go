@@ -19,6 +19,7 @@ import (
 // a pause survives SIGKILL; pause and resume answer over the CLI and MCP;
 // an unknown schedule exits 4.
 func TestScheduleDev(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	dir := projectDir(t)
 	writeFile(t, dir, "workflows/minutely.workflow.ts", `export const schedule = { cron: "* * * * *", timezone: "America/New_York" };
 export default async function minutely() { "use workflow"; return 1; }`)

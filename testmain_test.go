@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
+
+// testLong runs the tests that need minutes (the container image build,
+// the replicas' crash loop): the README's test command leaves them out to
+// stay within minutes, and .ci/run runs them after it (issue 38, item E).
+var testLong = flag.Bool("long", false, "also run the tests that need minutes (the container image, the replicas' crash loop); .ci/run passes it")
+
+// needsLong skips t unless -long was given.
+func needsLong(t *testing.T, what string) {
+	t.Helper()
+	if !*testLong {
+		t.Skipf("%s: minutes of work, run with -long (.ci/run does)", what)
+	}
+}
 
 // pgTestShared is the PostgreSQL server shared by the package's tests. It is
 // a package variable because testPostgresURL(t) has no other way to reach

@@ -34,6 +34,7 @@ func TestVersionVerb(t *testing.T) {
 // TestVersionLinkTime builds the binary with the version and commit set at
 // link time and checks that `svc --version` prints them.
 func TestVersionLinkTime(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	bin := filepath.Join(t.TempDir(), "svc")
 	build := exec.Command("go", "build", "-o", bin, "-ldflags", "-X main.version=v9.8.7 -X main.commit=abc1234", ".")
 	if out, err := build.CombinedOutput(); err != nil {

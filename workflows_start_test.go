@@ -15,6 +15,7 @@ import (
 // starts) and through `svc workflows start --wait` (the output printed, exit
 // 1 on a failed run, the envelope with --json).
 func TestStartWait(t *testing.T) {
+	t.Parallel() // waits on processes and clocks more than it computes: overlaps the others (issue 38, item E)
 	dir := projectDir(t)
 	writeFile(t, dir, "workflows/slow.workflow.ts", `import { sleep } from "svc";
 export const serial = true;
