@@ -41,7 +41,15 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 	if strings.HasPrefix(path, boxWellKnown+"/") || boxSigned(r) {
 		if err := b.signer.verifyRequest(r, maxRequestBody); err != nil {
 			check := signCheckName(err)
-			if check == "" || check == signCheckNames[errSignCapacity] {
+			if check == "" {
+				// The replay window lives in the database: it could not be
+				// asked. The driver's words (host, port, role, database) go
+				// to the log, never to the caller (issue 36, item 14).
+				b.log.Error("signed request refused: the database is unavailable", "path", path, "err", err)
+				boxDatabaseDown(w, r)
+				return false
+			}
+			if check == signCheckNames[errSignCapacity] {
 				b.log.Warn("signed request refused for capacity", "path", path, "err", err)
 				boxBusy(w, r, err.Error()+": retry in a moment")
 				return false
@@ -114,6 +122,22 @@ func boxBusy(w http.ResponseWriter, r *http.Request, msg string) {
 		return
 	}
 	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: signCodeReplayWindow, Message: msg})
+}
+
+// boxCodeDatabaseDown is the error code of a signed request the box could
+// not check because its database is down.
+const boxCodeDatabaseDown = "database_unavailable"
+
+// boxDatabaseDown answers 503 database_unavailable with Retry-After and no
+// detail, in the wire's shape on a chat wire.
+func boxDatabaseDown(w http.ResponseWriter, r *http.Request) {
+	const msg = "the box's database is unavailable: retry in a moment (the box's log has the detail)"
+	w.Header().Set("Retry-After", "5")
+	if wire := httpGuardWire(r.URL.Path); wire != nil {
+		wire.writeError(w, &wireError{Status: http.StatusServiceUnavailable, Kind: boxCodeDatabaseDown, Message: msg})
+		return
+	}
+	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: boxCodeDatabaseDown, Message: msg})
 }
 
 // boxRefuse answers 401 with code and msg, in the wire's shape on a chat

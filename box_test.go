@@ -124,6 +124,7 @@ func startBox(t testing.TB, dir, data string, env []string) *boxProcess {
 type boxReply struct {
 	status int
 	body   []byte
+	header http.Header
 }
 
 // boxDo sends a request to the box: signed with secret at signedAt when
@@ -151,7 +152,7 @@ func boxDo(t testing.TB, method, url string, body []byte, secret []byte, signedA
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return boxReply{resp.StatusCode, b}
+	return boxReply{resp.StatusCode, b, resp.Header}
 }
 
 // boxHandshakeOf reads the box's public handshake.

@@ -310,6 +310,8 @@ func linkHint(code string) string {
 		return "deploy the box inside the control plane's " + cpNetworksEnv + ", or ask its operator to add the box's network"
 	case linkCodeBusy:
 		return "run link again in a few minutes; the box's log says which limit it reached"
+	case linkCodeDatabaseDown:
+		return "bring the box's PostgreSQL back (the box's log names the error), then run link again"
 	}
 	return ""
 }

@@ -83,7 +83,7 @@ func (s *cpServer) handleLink(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.As(err, &outside):
 			cpError(w, http.StatusUnprocessableEntity, cpCodeOutsideNetworks, fmt.Sprintf("the box at %s is outside the networks this control plane reaches deployments in (%s): deploy it inside them, or ask the control plane's operator to add its network", in.URL, cpNetworksEnv))
-		case be.Code == linkCodeBusy:
+		case be.Code == linkCodeBusy || be.Code == linkCodeDatabaseDown:
 			w.Header().Set("Retry-After", "60")
 			cpError(w, http.StatusServiceUnavailable, be.Code, be.Message)
 		case be.Code == linkCodeUnreachable || be.Code == linkCodeNotABox:

@@ -48,6 +48,9 @@ const (
 	// linkCodeBusy is a box whose replay window is full (sign_window.go):
 	// its secret may well match; it refuses signed requests for now.
 	linkCodeBusy = "box_busy"
+	// linkCodeDatabaseDown is a box whose database is down: it cannot
+	// check a signature's replay window (box_auth.go).
+	linkCodeDatabaseDown = "box_database_unavailable"
 )
 
 // Identity verification states (SPEC §2, §3).
@@ -146,6 +149,9 @@ func (b *linkBoxClient) do(ctx context.Context, method, path string, body, secre
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(signRefusedHeader) == signCheckNames[errSignCapacity] {
 		return 0, nil, &linkBoxError{Code: linkCodeBusy, Message: fmt.Sprintf("the box at %s refused the signed request for capacity, not for its secret (%s): try again in a few minutes", b.url, linkBoxReason(raw))}
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(raw, []byte(`"`+boxCodeDatabaseDown+`"`)) {
+		return 0, nil, &linkBoxError{Code: linkCodeDatabaseDown, Message: fmt.Sprintf("the box at %s could not check the signed request: its database is unavailable", b.url)}
 	}
 	return resp.StatusCode, raw, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,30 @@ func TestOTelIDs(t *testing.T) {
 		if _, ok := otelParseTraceparent(bad); ok {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestOTelRedact checks what spans record of URLs (issue 36, item 12):
+// credentials, query values and secret-looking path segments of an
+// outgoing URL are REDACTED; a route's {token} is, and nothing else of it.
+func TestOTelRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://user:pw@hooks.example.com/services/T0123ABCD/B0456EFGH/abcdefghijklmnopqrstuvwx?x=1#frag": "https://REDACTED:REDACTED@hooks.example.com/services/REDACTED/REDACTED/REDACTED?x=REDACTED",
+		"https://api.example.com/v1/users/me":                        "https://api.example.com/v1/users/me",
+		"https://s3.example.com/b/k?AWSAccessKeyId=AKIA&Signature=x": "https://s3.example.com/b/k?AWSAccessKeyId=REDACTED&Signature=REDACTED",
+	} {
+		u, err := url.Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := otelRedactURL(u); got != want {
+			t.Errorf("otelRedactURL(%s) = %s; want %s", in, got, want)
+		}
+	}
+	if got := otelRedactRoutePath("/api/hooks/{token}", "/api/hooks/abc"); got != "/api/hooks/REDACTED" {
+		t.Errorf("a hook's path = %s", got)
+	}
+	if got := otelRedactRoutePath("/api/workflows/{name}/start", "/api/workflows/order2024x/start"); got != "/api/workflows/order2024x/start" {
+		t.Errorf("a workflow's path = %s; want it kept (its route names no secret)", got)
 	}
 }

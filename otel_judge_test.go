@@ -288,7 +288,9 @@ export default async function across() { "use workflow"; await before(); await s
 	d := startDev(t, dir, env)
 
 	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	body, _ := json.Marshal(map[string]string{"url": target.URL + "/hello"})
+	// A webhook-style URL: secrets in its path and query (issue 36, item 12).
+	const webhookPath, webhookQuery = "/services/T0123ABCD/xoxbsecrettokenvalue1234", "?sig=s3cr3tsig"
+	body, _ := json.Marshal(map[string]string{"url": target.URL + webhookPath + webhookQuery})
 	req, _ := http.NewRequest(http.MethodPost, d.url("/api/workflows/traced/start"), bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
@@ -416,8 +418,15 @@ export default async function across() { "use workflow"; await before(); await s
 	}
 	fetch := one("GET")
 	childOf(fetch, step)
-	if fetch.Kind != otelKindClient || fetch.Attrs["http.response.status_code"] != "200" || fetch.Attrs["url.full"] != target.URL+"/hello" {
-		t.Errorf("fetch span %+v", fetch)
+	if fetch.Kind != otelKindClient || fetch.Attrs["http.response.status_code"] != "200" || fetch.Attrs["url.full"] != target.URL+"/services/REDACTED/REDACTED?sig=REDACTED" {
+		t.Errorf("fetch span %+v; want url.full with the path's secrets and the query's values REDACTED", fetch)
+	}
+	hookSpan := one("POST /api/hooks/{token}")
+	if hookSpan.Attrs["url.path"] != "/api/hooks/REDACTED" || hookSpan.Attrs["http.route"] != "/api/hooks/{token}" {
+		t.Errorf("the hook's server span %v; want url.path /api/hooks/REDACTED", hookSpan.Attrs)
+	}
+	if raw, err := os.ReadFile(spansFile); err != nil || strings.Contains(string(raw), token) || strings.Contains(string(raw), "xoxbsecret") || strings.Contains(string(raw), "s3cr3tsig") {
+		t.Errorf("the exported spans hold a hook token or a URL's secret (read err %v)", err)
 	}
 	mu.Lock()
 	if want := "00-" + callerTrace + "-" + fetch.SpanID + "-01"; len(received) != 1 || received[0] != want {

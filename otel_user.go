@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -35,8 +34,7 @@ func (u otelUserTrace) client(name string, attrs ...otelAttr) *otelLive {
 // (unless user code set one); end finishes it with the response's status,
 // or the failure.
 func (u otelUserTrace) fetch(req *http.Request) (end func(*http.Response, error)) {
-	shown := url.URL{Scheme: req.URL.Scheme, Host: req.URL.Host, Path: req.URL.Path} // no credentials, no query
-	l := u.client(req.Method, otelString("http.request.method", req.Method), otelString("url.full", shown.String()),
+	l := u.client(req.Method, otelString("http.request.method", req.Method), otelString("url.full", otelRedactURL(req.URL)),
 		otelString("server.address", req.URL.Hostname()))
 	if l != nil && req.Header.Get("traceparent") == "" {
 		req.Header.Set("traceparent", l.context().traceparent())

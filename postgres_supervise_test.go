@@ -439,6 +439,13 @@ func TestBoxSurvivesDatabaseRestart(t *testing.T) {
 	if st := health(); st != http.StatusServiceUnavailable {
 		t.Errorf("health with the database killed = %d; want 503", st)
 	}
+	// A signed request meanwhile (what the control plane sends) is told the
+	// database is unavailable, and nothing of it (issue 36, item 14).
+	if rep := signed("POST", "/api/workflows/later/start", `{"tag":"down"}`); rep.status != http.StatusServiceUnavailable ||
+		!strings.Contains(string(rep.body), `"`+boxCodeDatabaseDown+`"`) || rep.header.Get("Retry-After") == "" ||
+		strings.Contains(string(rep.body), "127.0.0.1") || strings.Contains(string(rep.body), "database=") || strings.Contains(string(rep.body), "user=") {
+		t.Errorf("a signed start with the database down = %d %s %v; want 503 %s with Retry-After, naming nothing", rep.status, rep.body, rep.header, boxCodeDatabaseDown)
+	}
 	time.Sleep(4 * time.Second) // the runs' sql steps fall in the outage
 	if st := health(); st != http.StatusServiceUnavailable {
 		t.Errorf("health with the database still down = %d; want 503", st)
