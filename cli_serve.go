@@ -249,6 +249,7 @@ func (b *boxRuntime) startPostgres(ctx context.Context, c *cmd, verbose io.Write
 	}
 	b.closers = append(b.closers, pg.Stop, pg.supervise(b.log))
 	b.log.Info("postgres up", "provider", pg.Provider, "url", redactURL(pg.URL))
+	pg.logUndid(b.log)
 	return pg.URL, nil
 }
 

@@ -322,6 +322,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	}
 	rt.closers = append(rt.closers, rt.pg.Stop, rt.pg.supervise(rt.log))
 	rt.log.Info("postgres up", "provider", rt.pg.Provider, "url", redactURL(rt.pg.URL))
+	rt.pg.logUndid(rt.log)
 
 	// 2. and 3. Migrations, engine, secrets, object storage, agents, gate.
 	if err := rt.open(ctx, runtimeOptions{Command: "svc dev", PostgresURL: rt.pg.URL, StateDir: proj.stateDir(), Getenv: c.getenv,

@@ -174,6 +174,9 @@ type pgService struct {
 	URL      string // connection URL of the svc database
 	Provider string // "env", "local", "docker" or "podman"
 	DataDir  string // where the data lives on this machine; "" for "env"
+	// Undid are the settings that stop a boot which this boot reset
+	// (pgUndoBootBreakers), for the caller to log.
+	Undid []string
 
 	stop func(context.Context) error // nil once stopped, and for "env"
 	lock *os.File                    // the project lock held until Stop; nil for "env"
@@ -477,8 +480,9 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	if trusts {
 		err = l.requirePassword(ctx, o.Port, password)
 	}
+	var undid []string
 	if err == nil {
-		err = pgProvisionApp(ctx, password, o.Port, appPassword)
+		undid, err = pgProvisionApp(ctx, password, o.Port, appPassword)
 	}
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgInvalidPassword {
 		err = fmt.Errorf("the PostgreSQL cluster %s refused the password in %s: the cluster was made with another password, "+
@@ -490,6 +494,7 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	}
 	tail := pgStartLogTail(l.logPath, o.Log)
 	return &pgService{
+		Undid:    undid,
 		URL:      pgAppURL(appPassword, o.Port),
 		Provider: "local",
 		DataDir:  l.dataDir,
@@ -872,10 +877,12 @@ func pgStartContainer(ctx context.Context, o pgOptions, stateDir, runtime, path 
 		return nil, errors.Join(fmt.Errorf("container %q is not accepting connections after %s: %w\ncontainer log:\n%s",
 			c.name, o.ReadyTimeout, err, pgOutputTail(logs)), rmErr)
 	}
-	if err := pgProvisionApp(ctx, password, o.Port, appPassword); err != nil {
+	undid, err := pgProvisionApp(ctx, password, o.Port, appPassword)
+	if err != nil {
 		return nil, fmt.Errorf("container %q: %w", c.name, err)
 	}
 	return &pgService{
+		Undid:    undid,
 		URL:      pgAppURL(appPassword, o.Port),
 		Provider: runtime,
 		DataDir:  volume,

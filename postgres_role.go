@@ -38,6 +38,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -140,7 +141,94 @@ SELECT stmt FROM (
 // pgProvisionApp makes the cluster on 127.0.0.1:port, reached as the
 // superuser with superPassword, ready for the URL pgAppURL returns (see the
 // comment at the top of this file).
-func pgProvisionApp(ctx context.Context, superPassword string, port int, appPassword string) error {
+func pgProvisionApp(ctx context.Context, superPassword string, port int, appPassword string) ([]string, error) {
+	undid, err := pgUndoBootBreakers(ctx, pgURL(pgSuperuser, superPassword, port, "postgres"))
+	if err != nil {
+		return nil, fmt.Errorf("undo the settings that stop a boot: %w", err)
+	}
+	return undid, pgProvisionAppRole(ctx, superPassword, port, appPassword)
+}
+
+// pgBootBreakers are the settings that, set on the project database or on
+// pgAppRole (which owns that database and may set them there), stop a
+// backend from starting (a preloaded library that does not exist) or the
+// boot's own work (a read-only default, a timeout of a millisecond, a
+// search_path, a tablespace or role of its own): issue 36, item 8.
+var pgBootBreakers = map[string]bool{
+	"local_preload_libraries": true, "session_preload_libraries": true,
+	"default_transaction_read_only": true, "transaction_read_only": true,
+	"statement_timeout": true, "lock_timeout": true, "idle_in_transaction_session_timeout": true,
+	"idle_session_timeout": true, "transaction_timeout": true,
+	"search_path": true, "default_tablespace": true, "temp_tablespaces": true,
+	"role": true, "session_authorization": true,
+}
+
+// pgUndoBootBreakers, connected as the superuser to the maintenance
+// database (the project database may refuse connections under such a
+// setting), resets every one of pgBootBreakers set on the project
+// database, on pgAppRole anywhere, or on any role in the project database,
+// and returns what it reset (`ALTER DATABASE svc SET
+// local_preload_libraries = x` in the form "database svc:
+// local_preload_libraries=x"), for the caller to log.
+func pgUndoBootBreakers(ctx context.Context, adminURL string) ([]string, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT coalesce(d.datname, ''), coalesce(r.rolname, ''), c
+		FROM pg_db_role_setting s
+		LEFT JOIN pg_database d ON d.oid = s.setdatabase
+		LEFT JOIN pg_roles r ON r.oid = s.setrole,
+		unnest(s.setconfig) AS c
+		WHERE d.datname = $1 OR r.rolname = $2`, pgDatabase, pgAppRole)
+	if err != nil {
+		return nil, err
+	}
+	type found struct{ db, role, setting string }
+	var all []found
+	for rows.Next() {
+		var f found
+		if err := rows.Scan(&f.db, &f.role, &f.setting); err != nil {
+			return nil, err
+		}
+		all = append(all, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var undid []string
+	for _, f := range all {
+		name, _, _ := strings.Cut(f.setting, "=")
+		if !pgBootBreakers[strings.ToLower(name)] {
+			continue
+		}
+		var stmt, where string
+		switch {
+		case f.role == "":
+			stmt, where = "ALTER DATABASE "+pgx.Identifier{f.db}.Sanitize(), "database "+f.db
+		case f.db == "":
+			stmt, where = "ALTER ROLE "+pgx.Identifier{f.role}.Sanitize(), "role "+f.role
+		default:
+			stmt, where = "ALTER ROLE "+pgx.Identifier{f.role}.Sanitize()+" IN DATABASE "+pgx.Identifier{f.db}.Sanitize(), "role "+f.role+" in database "+f.db
+		}
+		if _, err := conn.Exec(ctx, stmt+" RESET "+pgx.Identifier{strings.ToLower(name)}.Sanitize()); err != nil {
+			return undid, fmt.Errorf("reset %s of %s: %w", name, where, err)
+		}
+		undid = append(undid, where+": "+f.setting)
+	}
+	return undid, nil
+}
+
+// logUndid logs each setting this boot reset (pgUndoBootBreakers).
+func (p *pgService) logUndid(log *slog.Logger) {
+	for _, u := range p.Undid {
+		log.Warn("PostgreSQL: reset a setting that stops a boot (the project's role may set it; svc sets none)", "setting", u)
+	}
+}
+
+// pgProvisionAppRole is pgProvisionApp once no setting stops the boot.
+func pgProvisionAppRole(ctx context.Context, superPassword string, port int, appPassword string) error {
 	cfg, err := pgx.ParseConfig(pgURL(pgSuperuser, superPassword, port, pgDatabase))
 	if err != nil {
 		return err

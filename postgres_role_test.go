@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,5 +282,47 @@ DROP TABLE legacy.added`)
 	}
 	if got := pgTestQuery(t, p.URL, "SELECT v FROM kept"); got != "yes" {
 		t.Errorf("with the replaced password file, kept = %q; want yes", got)
+	}
+}
+
+// TestPostgresRoleCannotBrickBoot is issue 36, item 8 as the project's own
+// role did it: ALTER DATABASE svc SET local_preload_libraries (a library
+// that does not exist: no backend of the database starts) and
+// default_transaction_read_only (the boot's CREATE SCHEMA fails), and the
+// same on the role. The next boot resets them, says which, and serves.
+func TestPostgresRoleCannotBrickBoot(t *testing.T) {
+	pgTestNeedLocal(t)
+	project := t.TempDir()
+	_, o := pgTestLocalCluster(t, project, func(string) string { return "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := startPostgres(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgTestExec(t, p.URL, "ALTER DATABASE svc SET default_transaction_read_only = on; ALTER ROLE svc_app SET statement_timeout = '1ms'; "+
+		"ALTER ROLE svc_app IN DATABASE svc SET lock_timeout = '1ms'; ALTER DATABASE svc SET timezone = 'Europe/Paris'; ALTER DATABASE svc SET local_preload_libraries = 'x'")
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err = startPostgres(ctx, o)
+	if err != nil {
+		t.Fatalf("the boot after the role's settings: %v", err)
+	}
+	defer p.Stop(context.Background())
+	got := strings.Join(p.Undid, "; ")
+	for _, want := range []string{"database svc: local_preload_libraries=x", "database svc: default_transaction_read_only=on", "role svc_app: statement_timeout=1ms", "role svc_app in database svc: lock_timeout=1ms"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the boot reset %q; want %q among them", got, want)
+		}
+	}
+	if strings.Contains(got, "timezone") {
+		t.Errorf("the boot reset a harmless setting: %s", got)
+	}
+	if v := pgTestQuery(t, p.URL, "SELECT current_setting('default_transaction_read_only') || ' ' || current_setting('timezone')"); v != "off Europe/Paris" {
+		t.Errorf("after the boot the project's role sees %q; want read-only off, its time zone kept", v)
+	}
+	if _, err := applyMigrations(ctx, p.URL, filepath.Join(project, "migrations"), io.Discard); err != nil {
+		t.Errorf("the runtime's migrations after the boot: %v", err)
 	}
 }
