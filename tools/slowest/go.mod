@@ -1,0 +1,3 @@
+module svc/tools/slowest
+
+go 1.26.0
