@@ -234,6 +234,8 @@ func newAuditFlags() *flag.FlagSet {
 	fs := orgFlags("audit")()
 	fs.String("since", "", "only entries from this time on: RFC 3339 (2026-01-02T15:04:05Z) or an age (90m, 24h, 7d)")
 	fs.Int("limit", cpAuditListDefault, fmt.Sprintf("at most this many entries, the newest (1 to %d)", cpAuditListMax))
+	fs.Int64("before", 0, "only entries older than this one (a seq: the next_before a page ends with), to page back")
+	fs.Bool("all", false, "every entry, paging back through the whole log (with --since: back to that time)")
 	return fs
 }
 
@@ -276,12 +278,34 @@ func runAudit(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		}
 		q.Set("since", t.UTC().Format(time.RFC3339Nano))
 	}
+	all := fs.Lookup("all").Value.String() == "true"
+	if all {
+		q.Set("limit", strconv.Itoa(cpAuditListMax))
+	}
+	before := fs.Lookup("before").Value.String()
 	var out struct {
 		Organization cpOrg        `json:"organization"`
 		Entries      []cpAuditRow `json:"entries"`
+		NextBefore   int64        `json:"next_before,omitempty"`
 	}
-	if err := cl.call(ctx, http.MethodGet, orgPath(org, "/audit")+"?"+q.Encode(), nil, &out); err != nil {
-		return teamError(err, "owners and admins read the audit log")
+	for range cpAuditPagesMax {
+		if before != "0" {
+			q.Set("before", before)
+		}
+		var page struct {
+			Organization cpOrg        `json:"organization"`
+			Entries      []cpAuditRow `json:"entries"`
+			NextBefore   int64        `json:"next_before"`
+		}
+		if err := cl.call(ctx, http.MethodGet, orgPath(org, "/audit")+"?"+q.Encode(), nil, &page); err != nil {
+			return teamError(err, "owners and admins read the audit log")
+		}
+		out.Organization, out.NextBefore = page.Organization, page.NextBefore
+		out.Entries = append(page.Entries, out.Entries...) // older pages go first
+		if !all || page.NextBefore == 0 {
+			break
+		}
+		before = strconv.FormatInt(page.NextBefore, 10)
 	}
 	c.emit(out, func(w io.Writer) {
 		fmt.Fprintf(w, "organization %s: %d audit entries\n", out.Organization.Slug, len(out.Entries))
@@ -293,9 +317,15 @@ func runAudit(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 			}
 			fmt.Fprintln(w)
 		}
+		if out.NextBefore != 0 {
+			fmt.Fprintf(w, "older entries: svc audit --before %d (or --all)\n", out.NextBefore)
+		}
 	})
 	return nil
 }
+
+// cpAuditPagesMax bounds the pages `svc audit --all` reads (a million rows).
+const cpAuditPagesMax = 1000
 
 // auditVerify is `svc audit verify`.
 func auditVerify(ctx context.Context, c *cmd, cl *cpClient, org string) error {
@@ -308,7 +338,7 @@ func auditVerify(ctx context.Context, c *cmd, cl *cpClient, org string) error {
 			"the audit log was tampered with: %s", v.Problem)
 	}
 	c.emit(v, func(w io.Writer) {
-		fmt.Fprintf(w, "the audit log is intact: %d rows, head row %d hash %s (keep it elsewhere to compare later)\n", v.Rows, v.HeadSeq, v.HeadHash)
+		fmt.Fprintf(w, "the audit log is intact: %d rows, head row %d hash %s at %s (keep both elsewhere to compare later)\n", v.Rows, v.HeadSeq, v.HeadHash, v.At.Format(time.RFC3339))
 	})
 	return nil
 }

@@ -132,7 +132,7 @@ func (s *cpStore) renameAgent(ctx context.Context, agent, name string, ev cpAudi
 		if _, err := tx.Exec(ctx, `UPDATE cp.agents SET name = $2 WHERE id = $1`, agent, name); err != nil {
 			return err
 		}
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 	if err != nil {
 		return fmt.Errorf("rename agent: %w", err)
@@ -164,7 +164,7 @@ func (s *cpStore) deleteAgent(ctx context.Context, agent string, force bool, ev 
 		if _, err := tx.Exec(ctx, `DELETE FROM cp.agents WHERE id = $1`, agent); err != nil {
 			return err
 		}
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 	if err != nil && !errors.Is(err, errCPLinked) {
 		err = fmt.Errorf("delete agent: %w", err)

@@ -28,11 +28,7 @@ func cpKeyProxyStatus(t testing.TB, cp *cpProcess, agent, key string) int {
 // cannot touch the organization's agents or keys; every change is in the
 // audit log, no key in it.
 func TestCPAgentsCLI(t *testing.T) {
-	db := testPostgresURL(t)
-	cp, first := startTestControlPlane(t, db)
-	owner := cpTeamOwner(t, cp, first)
-	admin := cpTeamJoin(t, cp, "ada@example.com", owner.invite(t, "ada@example.com", "admin"))
-	member := cpTeamJoin(t, cp, "bob@example.com", owner.invite(t, "bob@example.com", "member"))
+	db, cp, owner, admin, member := cpTeamOfThree(t)
 	cpTestExec(t, db, `INSERT INTO cp.organizations (id, slug, name) VALUES ('org_other', 'other', 'Other')`)
 	cpTestExec(t, db, `INSERT INTO cp.memberships (org_id, user_id, role) SELECT 'org_other', id, 'owner' FROM cp.users WHERE email = 'admin'`)
 	stranger := cpTeamJoin(t, cp, "eve@example.com", owner.invite(t, "eve@example.com", "owner", "--org", "other"))

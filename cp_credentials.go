@@ -142,7 +142,7 @@ func (s *cpStore) revokeOwnCredential(ctx context.Context, user, id string, ev c
 			return err
 		}
 		ev.Detail = fmt.Sprintf("credential %s (%s, device %q) revoked", cred.ID, cred.Kind, cred.Device)
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 	if err != nil && !errors.Is(err, errCPNotFound) {
 		err = fmt.Errorf("revoke credential: %w", err)

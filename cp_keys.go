@@ -135,7 +135,7 @@ func (s *cpStore) createAPIKey(ctx context.Context, org string, by cpUser, name 
 			return err
 		}
 		ev.Detail = "key " + k.ID + ", " + ev.Detail
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 	if err != nil {
 		return "", k, fmt.Errorf("create API key: %w", err)
@@ -175,7 +175,7 @@ func (s *cpStore) revokeAPIKey(ctx context.Context, org, ref string, ev cpAuditE
 			return err
 		}
 		ev.Target, ev.Detail = k.Name, "key "+k.ID
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 	if err != nil && !errors.Is(err, errCPNotFound) {
 		err = fmt.Errorf("revoke API key: %w", err)

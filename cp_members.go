@@ -287,6 +287,11 @@ func (s *cpServer) handleRevokeInvitation(w http.ResponseWriter, r *http.Request
 	}
 	ev := auditEvent(r, cpAuditEvent{Org: o.ID, Action: "invitation.revoked"})
 	err := s.store.revokeInvitation(r.Context(), o, r.PathValue("id"), ev)
+	if errors.Is(err, errCPForbidden) {
+		s.audit(r, cpAuditEvent{Org: o.ID, Action: "invitation.revoke", Outcome: cpAuditRefused, Target: r.PathValue("id"), Detail: "an invitation of an owner"})
+		cpError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("only an owner of organization %s may revoke an invitation of an owner", o.Slug))
+		return
+	}
 	if errors.Is(err, errCPNotFound) {
 		cpError(w, http.StatusNotFound, "no_invitation", fmt.Sprintf("no pending invitation %q in organization %s", r.PathValue("id"), o.Slug))
 		return
@@ -486,7 +491,7 @@ func (s *cpStore) createInvitation(ctx context.Context, org string, by cpUser, e
 			return err
 		}
 		ev.Detail += ", invitation " + inv.ID + ", expires " + inv.ExpiresAt.Format(time.RFC3339)
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 	if err != nil && !errors.Is(err, errCPConflict) && !errors.Is(err, errCPTooManyInvites) {
 		err = fmt.Errorf("invite: %w", err)
@@ -514,9 +519,20 @@ func (s *cpStore) listInvitations(ctx context.Context, org string) ([]cpInvitati
 func (s *cpStore) revokeInvitation(ctx context.Context, org cpOrg, id string, ev cpAuditEvent) error {
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var email, role string
+		// Only who may invite to a role may revoke an invitation to it: an
+		// admin cannot revoke an owner's invitation of an owner (issue 36,
+		// item 13).
 		err := tx.QueryRow(ctx, `UPDATE cp.invitations SET revoked_at = now()
 			WHERE org_id = $1 AND (id = $2 OR email = lower($2)) AND used_at IS NULL AND revoked_at IS NULL AND expires_at > now()
-			RETURNING email, role`, org.ID, id).Scan(&email, &role)
+				AND (role <> $3 OR $4)
+			RETURNING email, role`, org.ID, id, cpRoleOwner, org.Role == cpRoleOwner).Scan(&email, &role)
+		if errors.Is(err, pgx.ErrNoRows) && org.Role != cpRoleOwner {
+			var pending bool
+			if tx.QueryRow(ctx, `SELECT true FROM cp.invitations WHERE org_id = $1 AND (id = $2 OR email = lower($2)) AND role = $3
+				AND used_at IS NULL AND revoked_at IS NULL AND expires_at > now()`, org.ID, id, cpRoleOwner).Scan(&pending) == nil {
+				return errCPForbidden
+			}
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errCPNotFound
 		}
@@ -524,7 +540,7 @@ func (s *cpStore) revokeInvitation(ctx context.Context, org cpOrg, id string, ev
 			return err
 		}
 		ev.Target, ev.Detail = email, "role "+role
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 }
 
@@ -588,7 +604,7 @@ func (s *cpStore) acceptInvitation(ctx context.Context, code string, as *cpUser,
 				return err
 			}
 		}
-		return cpAuditAppend(ctx, tx, cpAuditEvent{Org: acc.Organization.ID, ActorID: acc.User.ID, Actor: acc.User.Email, Action: "member.joined",
+		return s.auditAppend(ctx, tx, cpAuditEvent{Org: acc.Organization.ID, ActorID: acc.User.ID, Actor: acc.User.Email, Action: "member.joined",
 			Outcome: cpAuditOK, Target: acc.User.Email, Source: source, Detail: "role " + role + ", invitation " + id})
 	})
 	if err != nil && !errors.Is(err, errCPNotFound) && !errors.Is(err, errCPOtherAccount) && !errors.Is(err, errCPConflict) {
@@ -634,7 +650,7 @@ func (s *cpStore) setRole(ctx context.Context, org, user, role string, ev cpAudi
 		if _, err := tx.Exec(ctx, `UPDATE cp.memberships SET role = $3 WHERE org_id = $1 AND user_id = $2`, org, user, role); err != nil {
 			return err
 		}
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 }
 
@@ -678,7 +694,7 @@ func (s *cpStore) removeMember(ctx context.Context, org, user string, ev cpAudit
 			}
 			ev.Detail += fmt.Sprintf(", in no organization now: %d credentials revoked", revoked)
 		}
-		return cpAuditAppend(ctx, tx, ev)
+		return s.auditAppend(ctx, tx, ev)
 	})
 	if err != nil && !errors.Is(err, errCPLastOwner) {
 		err = fmt.Errorf("remove member: %w", err)

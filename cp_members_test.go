@@ -73,6 +73,18 @@ func cpTeamOwner(t testing.TB, cp *cpProcess, code string) *cpTeamUser {
 	return u
 }
 
+// cpTeamOfThree starts a control plane on a fresh database with its owner
+// (admin), an admin ada and a member bob signed in on the CLI.
+func cpTeamOfThree(t testing.TB) (db string, cp *cpProcess, owner, admin, member *cpTeamUser) {
+	t.Helper()
+	db = testPostgresURL(t)
+	cp, first := startTestControlPlane(t, db)
+	owner = cpTeamOwner(t, cp, first)
+	admin = cpTeamJoin(t, cp, "ada@example.com", owner.invite(t, "ada@example.com", "admin"))
+	member = cpTeamJoin(t, cp, "bob@example.com", owner.invite(t, "bob@example.com", "member"))
+	return db, cp, owner, admin, member
+}
+
 // invite has by invite email with role (extra: more flags) and returns
 // the invitation's code.
 func (by *cpTeamUser) invite(t testing.TB, email, role string, extra ...string) string {

@@ -335,7 +335,7 @@ func (s *cpStore) oidcUser(ctx context.Context, cfg cpOIDCConfig, c *cpOIDCClaim
 				return err
 			}
 		}
-		return cpAuditAppend(ctx, tx, cpAuditEvent{Org: org, ActorID: u.ID, Actor: u.Email, Action: "member.joined", Outcome: cpAuditOK,
+		return s.auditAppend(ctx, tx, cpAuditEvent{Org: org, ActorID: u.ID, Actor: u.Email, Action: "member.joined", Outcome: cpAuditOK,
 			Target: u.Email, Source: source, Detail: "role member, first single sign-on through " + cfg.Issuer})
 	})
 	if err != nil && !errors.Is(err, errCPNoOrganization) && !errors.Is(err, errCPOtherAccount) && !errors.Is(err, errCPNotFound) {

@@ -86,6 +86,8 @@ type cpServer struct {
 	// oidc is the single sign-on provider (SVC_OIDC_*, cp_oidc.go); nil:
 	// none.
 	oidc *cpOIDCProvider
+	// refusals counts repeated refusals for the audit log (cp_audit_refusals.go).
+	refusals cpAuditRefusals
 }
 
 // newCPServer builds the server over store, issuing tokens as the control
@@ -516,10 +518,6 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err != nil {
 		return failf(codeGeneric, "set SVC_MASTER_KEY to 32 bytes (64 hex digits or base64), or point --key-file at a 0600 file", "svc control-plane: %v", err)
 	}
-	aead, err := secretNewAEAD(key)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", fs.Lookup("addr").Value.String())
 	if err != nil {
 		return failf(codeGeneric, "pick another --addr", "svc control-plane: %v", err)
@@ -534,11 +532,14 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
-	store, err := openCPStore(ctx, dbURL, aead)
+	store, err := openCPStore(ctx, dbURL, key)
 	if err != nil {
 		return err
 	}
 	defer store.close()
+	if store.rechained != "" {
+		log.Warn("audit log: " + store.rechained)
+	}
 	store.credTTL = credTTL
 	code, err := store.bootstrap(ctx, orgSlug)
 	if err != nil {
@@ -593,6 +594,7 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if err := srv.Shutdown(shutdown); err != nil {
 		return fmt.Errorf("svc control-plane: shut down: %w", err)
 	}
+	s.flushRefusals(shutdown)
 	return nil
 }
 

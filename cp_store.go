@@ -51,6 +51,8 @@ const (
 var (
 	errCPNotFound = errors.New("not found")
 	errCPConflict = errors.New("already exists")
+	// errCPForbidden is a change the caller's role may not make.
+	errCPForbidden = errors.New("forbidden")
 )
 
 // cpSlugPattern is what an organization or agent slug may be.
@@ -66,14 +68,24 @@ var cpReservedOrgSlugs = []string{"api", "box", "dev", "device", "oidc", "team"}
 type cpStore struct {
 	db   *pgxpool.Pool
 	aead cipher.AEAD
+	// auditKey keys the audit log's chains (cpAuditKeyOf the master key).
+	auditKey []byte
+	// rechained says what openCPStore did with an audit log of before
+	// issue 36 (auditRechain), for the caller to log; "" when nothing.
+	rechained string
 	// credTTL is how long an unused credential lives (cp_credentials.go;
 	// 0: cpCredentialTTLDefault).
 	credTTL time.Duration
 }
 
 // openCPStore applies the control plane's migrations to databaseURL and
-// returns the store sealing secrets with aead.
-func openCPStore(ctx context.Context, databaseURL string, aead cipher.AEAD) (*cpStore, error) {
+// returns the store sealing secrets and keying the audit log with keys of
+// the master key; an audit log of before issue 36 is re-chained once.
+func openCPStore(ctx context.Context, databaseURL string, masterKey []byte) (*cpStore, error) {
+	aead, err := secretNewAEAD(masterKey)
+	if err != nil {
+		return nil, err
+	}
 	if err := cpMigrate(ctx, databaseURL); err != nil {
 		return nil, err
 	}
@@ -81,7 +93,24 @@ func openCPStore(ctx context.Context, databaseURL string, aead cipher.AEAD) (*cp
 	if err != nil {
 		return nil, fmt.Errorf("open control plane database: %w", err)
 	}
-	return &cpStore{db: db, aead: aead}, nil
+	s := &cpStore{db: db, aead: aead, auditKey: cpAuditKeyOf(masterKey)}
+	var legacy bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cp.audit_log WHERE chain_seq IS NULL)`).Scan(&legacy); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open control plane database: %w", err)
+	}
+	if legacy {
+		problem, n, err := s.auditRechain(ctx)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		s.rechained = fmt.Sprintf("re-chained %d audit rows of before into keyed chains of their organizations; the old chain held", n)
+		if problem != "" {
+			s.rechained = fmt.Sprintf("re-chained %d audit rows of before into keyed chains of their organizations; the old chain did NOT hold: %s", n, problem)
+		}
+	}
+	return s, nil
 }
 
 // cpMigrate applies cp_migrations/*.sql once each, in order, with the
@@ -276,12 +305,24 @@ func (s *cpStore) identityKeys(ctx context.Context) ([]identKey, error) {
 	return keys, nil
 }
 
+// cpSignInCodesMax is how many unused browser sign-in codes a member may
+// hold: minting one more drops the oldest (issue 36, item 10).
+const cpSignInCodesMax = 5
+
 // newSignInCode mints user a one-time sign-in code that expires at
-// expires (a browser's sign-in on the device page).
+// expires (a browser's sign-in on the device page). The same statement
+// deletes the user's spent and expired codes and all but the newest
+// cpSignInCodesMax-1 unused ones, so a member holds at most
+// cpSignInCodesMax rows however often it asks (the first boot's code,
+// which has no expiry, is not among them).
 func (s *cpStore) newSignInCode(ctx context.Context, user string, expires time.Time) (string, error) {
 	code := cpCode(4)
-	_, err := s.db.Exec(ctx, `INSERT INTO cp.signin_codes (code_hash, user_id, expires_at) VALUES ($1, $2, $3)`,
-		cpHash(cpNormalizeCode(code)), user, expires)
+	_, err := s.db.Exec(ctx, `WITH gone AS (
+			DELETE FROM cp.signin_codes WHERE user_id = $2 AND expires_at IS NOT NULL AND (used_at IS NOT NULL OR expires_at <= now() OR code_hash IN (
+				SELECT code_hash FROM cp.signin_codes WHERE user_id = $2 AND expires_at > now() AND used_at IS NULL
+				ORDER BY expires_at DESC OFFSET $4)))
+		INSERT INTO cp.signin_codes (code_hash, user_id, expires_at) VALUES ($1, $2, $3)`,
+		cpHash(cpNormalizeCode(code)), user, expires, cpSignInCodesMax-1)
 	if err != nil {
 		return "", fmt.Errorf("new sign-in code: %w", err)
 	}

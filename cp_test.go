@@ -68,11 +68,7 @@ func openTestCPStore(t testing.TB, dbURL string) *cpStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aead, err := secretNewAEAD(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := openCPStore(context.Background(), dbURL, aead)
+	store, err := openCPStore(context.Background(), dbURL, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,8 +377,7 @@ type cpTestServer struct {
 func newCPTestServer(t *testing.T) *cpTestServer {
 	t.Helper()
 	ctx := context.Background()
-	key, _ := secretNewAEAD(make([]byte, 32))
-	store, err := openCPStore(ctx, testPostgresURL(t), key)
+	store, err := openCPStore(ctx, testPostgresURL(t), make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,16 +130,28 @@ async function load() {
   const { invitations } = await call("GET", orgPath("/invitations"));
   $("#invitations tbody").replaceChildren();
   for (const i of invitations) row("#invitations", [i.email, i.role, i.invited_by, when(i.expires_at)]);
-  const { entries } = await call("GET", orgPath("/audit"));
   $("#audit tbody").replaceChildren();
-  for (const e of entries.reverse()) {
-    row("#audit", [String(e.seq), when(e.at), e.action, e.outcome, e.actor || e.actor_id || "-", e.target || "-", e.source || "-", e.detail], ["", "", "", e.outcome === "refused" ? "bad" : "", "", "", "", "detail"]);
-  }
+  await auditPage(0);
   const v = await call("GET", orgPath("/audit/verify"));
   $("#audit-verify").className = v.ok ? "ok" : "bad";
   $("#audit-verify").textContent = v.ok
     ? `The hash chain is intact: ${v.rows} rows, head row ${v.head_seq}, hash ${v.head_hash}.`
     : `The audit log was tampered with: ${v.problem}`;
+}
+
+/**
+ * auditPage appends to the audit table, newest first, the page of entries
+ * older than before (0: the newest), and offers the page after it with
+ * "Older entries" until the log's first row is shown.
+ */
+async function auditPage(before) {
+  const { entries, next_before: next } = await call("GET", orgPath("/audit") + (before ? `?before=${before}` : ""));
+  for (const e of entries.reverse()) {
+    row("#audit", [String(e.seq), when(e.at), e.action, e.outcome, e.actor || e.actor_id || "-", e.target || "-", e.source || "-", e.detail], ["", "", "", e.outcome === "refused" ? "bad" : "", "", "", "", "detail"]);
+  }
+  const older = $("#audit-older");
+  older.hidden = !next;
+  older.onclick = next ? () => auditPage(next) : null;
 }
 
 /** onSubmit makes form sel run act with its fields, saying what failed. */
