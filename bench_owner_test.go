@@ -34,7 +34,7 @@ const (
 
 func BenchmarkOwnerCheck(b *testing.B) {
 	dir := projectDir(b)
-	d := startDevProcess(b, dir, freePortBase(b), baseEnv("SVC_DATABASE_URL="+testPostgresURL(b)))
+	d := startDevProcess(b, dir, freePortBase(b), baseEnv("SVC_DATABASE_URL="+testPostgresURL(b), "OPENAI_API_KEY=sk-bench", "OPENAI_BASE_URL=http://127.0.0.1:9/v1"))
 	d.payload = d.nextPayload(60 * time.Second)
 	keyRaw, err := os.ReadFile(filepath.Join(dir, ".svc", devAPIKeyFile))
 	if err != nil {

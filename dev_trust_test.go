@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -291,5 +293,25 @@ s = socket.socket(socket.AF_INET6); s.bind(("::1", int(sys.argv[1]))); s.listen(
 	said.WriteString(d2.stderr.String())
 	if d2.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(said.String(), "[::1]:"+strconv.Itoa(port)+" is held by account "+nb.name) {
 		t.Fatalf("svc dev beside the neighbour's [::1] port = exit %d\n%s\nwant a refusal naming %s", d2.cmd.ProcessState.ExitCode(), said.String(), nb.name)
+	}
+}
+
+// TestDevNeighbourThroughDevelopersProxy is issue 36, item 9: the
+// developer runs a reverse proxy in front of svc dev (as a dev server's
+// proxy does; here net/http/httputil's, which says X-Forwarded-For). The
+// kernel sees the developer's socket, but the request says it was relayed:
+// the neighbour's start through it is refused without the key.
+func TestDevNeighbourThroughDevelopersProxy(t *testing.T) {
+	nb := newTestNeighbour(t)
+	dir := projectDir(t)
+	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t)))
+	target, _ := url.Parse(d.payload.EmulatorURL)
+	proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(target))
+	defer proxy.Close()
+	if code, body := nb.curl(t, "POST", proxy.URL+"/api/workflows/ping/start", "{}"); code != http.StatusUnauthorized {
+		t.Errorf("the neighbour's start through the developer's proxy = %d %s; want 401", code, body)
+	}
+	if runs, queued := listAllRuns(t, d.payload.EmulatorURL); len(runs)+len(queued) != 0 {
+		t.Errorf("%d runs started through the proxy; want none", len(runs)+len(queued))
 	}
 }
