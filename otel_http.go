@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -89,66 +88,3 @@ func (w *otelStatusWriter) Flush() { http.NewResponseController(w.ResponseWriter
 
 // Unwrap is the writer under this one.
 func (w *otelStatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// otelRedacted replaces what a span must not carry (OpenTelemetry's
-// semantic conventions name this value).
-const otelRedacted = "REDACTED"
-
-// otelSecretWildcards are the route wildcards that hold a secret: a hook's
-// token resumes its run, so it never reaches a trace (issue 36, item 12).
-var otelSecretWildcards = map[string]bool{"{token}": true}
-
-// otelRedactRoutePath is path with the segments that route's secret
-// wildcards match replaced by REDACTED; without a route (a 404), every
-// segment that looks like a secret (otelRedactPath).
-func otelRedactRoutePath(route, path string) string {
-	if route == "" {
-		return otelRedactPath(path)
-	}
-	rs, ps := strings.Split(route, "/"), strings.Split(path, "/")
-	if len(rs) != len(ps) {
-		return otelRedactPath(path)
-	}
-	for i, seg := range rs {
-		if otelSecretWildcards[seg] {
-			ps[i] = otelRedacted
-		}
-	}
-	return strings.Join(ps, "/")
-}
-
-// otelRedactPath replaces each segment of path that looks like a secret
-// (a webhook's token or id: 8 or more characters with a digit among them,
-// or 20 or more of any kind) by REDACTED.
-func otelRedactPath(path string) string {
-	segs := strings.Split(path, "/")
-	for i, seg := range segs {
-		if len(seg) >= 20 || (len(seg) >= 8 && strings.ContainsAny(seg, "0123456789")) {
-			segs[i] = otelRedacted
-		}
-	}
-	return strings.Join(segs, "/")
-}
-
-// otelRedactURL is u as a client span records it in url.full: credentials
-// as REDACTED:REDACTED (the semantic conventions' form), the path through
-// otelRedactPath, every query value REDACTED (the conventions name
-// AWSAccessKeyId, Signature, sig and X-Goog-Signature; any other may be a
-// key too), no fragment.
-func otelRedactURL(u *url.URL) string {
-	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: otelRedactPath(u.Path)}
-	if u.User != nil {
-		shown.User = url.UserPassword(otelRedacted, otelRedacted)
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k, vs := range q {
-			for i := range vs {
-				vs[i] = otelRedacted
-			}
-			q[k] = vs
-		}
-		shown.RawQuery = q.Encode()
-	}
-	return shown.String()
-}
