@@ -94,6 +94,10 @@ func newRunsListFlags() *flag.FlagSet {
 	fs := targetFlags("list")()
 	fs.String("workflow", "", "only runs of this workflow")
 	fs.String("status", "", "only runs in these states, comma-separated: "+strings.Join(runStates, ", "))
+	fs.String("trigger", "", "only runs started this way: "+strings.Join(runTriggers, ", "))
+	fs.String("since", "", "only runs created from this time on: RFC 3339 or an age (90m, 24h, 7d)")
+	fs.String("until", "", "only runs created before this time: RFC 3339 or an age")
+	fs.String("q", "", "only runs whose input, output or error holds this text (any case), e.g. an order id")
 	fs.Int("limit", runQueryDefaultLimit, fmt.Sprintf("runs per page, 1 to %d", runQueryMaxLimit))
 	fs.String("cursor", "", "the page after this position: the nextCursor printed by the previous page")
 	return fs
@@ -474,7 +478,7 @@ func printEndedRun(w io.Writer, r runRecord) {
 
 // runsListFlags are the flags of `svc runs list` that become query
 // parameters of GET /api/runs, each under its own name.
-var runsListFlags = []string{"workflow", "status", "limit", "cursor"}
+var runsListFlags = []string{"workflow", "status", "trigger", "since", "until", "q", "limit", "cursor"}
 
 // runsListQuery turns the flags of `svc runs list` into the query of GET
 // /api/runs, refusing what the runtime would refuse (parseRunQuery) before
@@ -549,7 +553,7 @@ func runRunsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	}
 	c.emit(out, func(w io.Writer) {
 		if len(out.Items) == 0 && len(out.Queued) == 0 {
-			if query.Has("workflow") || query.Has("status") || query.Has("cursor") {
+			if len(query) > 0 && !(len(query) == 1 && query.Has("limit")) {
 				fmt.Fprintln(w, "No matching runs.")
 			} else {
 				fmt.Fprintln(w, "No runs yet.")

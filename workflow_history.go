@@ -84,9 +84,19 @@ type runQuery struct {
 	Status   []string   // any of these statuses; empty any
 	Trigger  string     // exact trigger (http, cli, workflow, agent); "" any
 	Agent    string     // agent turns: exact agent; "" any
+	Since    time.Time  // created at or after; zero any
+	Until    time.Time  // created before; zero any
+	Text     string     // lowercased text its input, output or error holds; "" any
 	Limit    int        // page size, 1..runQueryMaxLimit
 	After    *runCursor // page after this position (exclusive); nil = first page
 }
+
+// runQueryParams are the query parameters GET /api/runs reads; any other
+// is refused (400), not ignored (issue 37, item 3).
+var runQueryParams = []string{"workflow", "status", "trigger", "agent", "since", "until", "q", "limit", "cursor"}
+
+// runQueryTextMax bounds q, in bytes.
+const runQueryTextMax = 256
 
 // runCursor is a position in the newest-first order of runs: the run
 // created at CreatedAt (microseconds) with id RunID.
@@ -155,12 +165,25 @@ func (e *runQueryError) Error() string {
 }
 
 // parseRunQuery reads the query parameters of GET /api/runs: workflow,
-// status (comma-separated run states), trigger, agent, limit (1 to
-// runQueryMaxLimit, default runQueryDefaultLimit) and cursor (a nextCursor).
-// An empty parameter is the same as an absent one; other parameters are
-// ignored. Errors are *runQueryError.
+// status (comma-separated run states), trigger, agent, since and until (an
+// RFC 3339 time, or an age before now: 90m, 24h, 7d), q (text the run's
+// input, output or error holds, any case), limit (1 to runQueryMaxLimit,
+// default runQueryDefaultLimit) and cursor (a nextCursor). An empty
+// parameter is the same as an absent one; any other parameter is refused.
+// Errors are *runQueryError.
 func parseRunQuery(v url.Values) (runQuery, error) {
+	return parseRunQueryAt(v, time.Now())
+}
+
+// parseRunQueryAt is parseRunQuery with the ages of since and until taken
+// back from now.
+func parseRunQueryAt(v url.Values, now time.Time) (runQuery, error) {
 	q := runQuery{Limit: runQueryDefaultLimit}
+	for name := range v {
+		if !slices.Contains(runQueryParams, name) {
+			return runQuery{}, &runQueryError{Param: name, Value: v.Get(name), Want: "no such parameter: GET /api/runs takes " + strings.Join(runQueryParams, ", ")}
+		}
+	}
 	one := func(name string) (string, error) {
 		if len(v[name]) > 1 {
 			return "", &runQueryError{Param: name, Value: strings.Join(v[name], ","), Want: "a single value"}
@@ -194,6 +217,29 @@ func parseRunQuery(v url.Values) (runQuery, error) {
 			}
 		}
 	}
+	for _, p := range []struct {
+		name string
+		at   *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		raw, err := one(p.name)
+		if err != nil {
+			return runQuery{}, err
+		}
+		if raw == "" {
+			continue
+		}
+		if *p.at, err = runQueryTime(raw, now); err != nil {
+			return runQuery{}, &runQueryError{Param: p.name, Value: raw, Want: "an RFC 3339 time (2026-01-02T15:04:05Z) or an age before now (90m, 24h, 7d)"}
+		}
+	}
+	text, err := one("q")
+	if err != nil {
+		return runQuery{}, err
+	}
+	if text = strings.TrimSpace(text); len(text) > runQueryTextMax || !utf8.ValidString(text) {
+		return runQuery{}, &runQueryError{Param: "q", Value: text[:min(len(text), 32)], Want: fmt.Sprintf("text of at most %d bytes of UTF-8", runQueryTextMax)}
+	}
+	q.Text = strings.ToLower(text)
 	limit, err := one("limit")
 	if err != nil {
 		return runQuery{}, err
@@ -219,6 +265,54 @@ func parseRunQuery(v url.Values) (runQuery, error) {
 	return q, nil
 }
 
+// runQueryTime reads since or until: an RFC 3339 time, or an age before
+// now (a Go duration, or whole days "7d").
+func runQueryTime(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 36500 {
+			return time.Time{}, errors.New("bad age")
+		}
+		return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, errors.New("bad age")
+	}
+	return now.Add(-d), nil
+}
+
+// runSearchMaxBytes bounds the text q searches in one run: an input of
+// megabytes is searched in its first 64 KiB.
+const runSearchMaxBytes = 64 << 10
+
+// runSearchText is what q searches in r: its input, output and error as
+// JSON, lowercased, at most runSearchMaxBytes (cut at a character). The
+// history stores it beside the record (svc.runs.search).
+func runSearchText(r *runRecord) string {
+	var b strings.Builder
+	b.Write(r.Input)
+	b.WriteByte('\n')
+	b.Write(r.Output)
+	b.WriteByte('\n')
+	if r.Error != nil {
+		e, _ := json.Marshal(r.Error)
+		b.Write(e)
+	}
+	t := strings.ToValidUTF8(strings.ToLower(b.String()), "\uFFFD")
+	if len(t) > runSearchMaxBytes {
+		cut := runSearchMaxBytes
+		for cut > 0 && !utf8.RuneStart(t[cut]) {
+			cut--
+		}
+		t = t[:cut]
+	}
+	return t
+}
+
 // matches reports whether r passes q's filters and comes after q.After: the
 // same selection as list, for the runs the engine still holds in memory.
 // Limit is not a filter.
@@ -228,7 +322,10 @@ func (q runQuery) matches(r *runRecord) bool {
 		len(q.Status) > 0 && !slices.Contains(q.Status, r.Status),
 		q.Trigger != "" && r.Trigger != q.Trigger,
 		q.Agent != "" && r.Agent != q.Agent,
-		q.After != nil && !q.After.before(runCursorOf(r)):
+		!q.Since.IsZero() && r.CreatedAt.Before(q.Since),
+		!q.Until.IsZero() && !r.CreatedAt.Before(q.Until),
+		q.After != nil && !q.After.before(runCursorOf(r)),
+		q.Text != "" && !strings.Contains(runSearchText(r), q.Text):
 		return false
 	}
 	return true
@@ -249,17 +346,17 @@ func newPGRunHistory(db *pgxpool.Pool) *pgRunHistory {
 
 // runHistoryUpsertSQL inserts or replaces a chunk of runs given as parallel
 // arrays: one statement however many runs.
-const runHistoryUpsertSQL = `INSERT INTO svc.runs (run_id, workflow_name, status, trigger, agent, created_at, ended_at, record)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[])
+const runHistoryUpsertSQL = `INSERT INTO svc.runs (run_id, workflow_name, status, trigger, agent, created_at, ended_at, record, search)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[])
 ON CONFLICT (run_id) DO UPDATE SET workflow_name = excluded.workflow_name, status = excluded.status,
     trigger = excluded.trigger, agent = excluded.agent, created_at = excluded.created_at,
-    ended_at = excluded.ended_at, record = excluded.record`
+    ended_at = excluded.ended_at, record = excluded.record, search = excluded.search`
 
 // runHistoryChunk is the arrays of one upsert statement.
 type runHistoryChunk struct {
-	ids, workflows, statuses, triggers, agents, records []string
-	created, ended                                      []time.Time
-	bytes                                               int
+	ids, workflows, statuses, triggers, agents, records, searches []string
+	created, ended                                                []time.Time
+	bytes                                                         int
 }
 
 // add appends r with its encoded record.
@@ -276,7 +373,9 @@ func (c *runHistoryChunk) add(r *runRecord, record string) {
 	c.created = append(c.created, r.CreatedAt)
 	c.ended = append(c.ended, ended)
 	c.records = append(c.records, record)
-	c.bytes += len(record)
+	search := strings.ReplaceAll(runSearchText(r), "\x00", "") // PostgreSQL text holds no NUL
+	c.searches = append(c.searches, search)
+	c.bytes += len(record) + len(search)
 }
 
 // archived returns which of ids svc.runs holds.
@@ -324,7 +423,7 @@ func (h *pgRunHistory) archive(ctx context.Context, runs []runRecord) error {
 	chunks = append(chunks, cur)
 	batch := &pgx.Batch{}
 	for _, c := range chunks {
-		batch.Queue(runHistoryUpsertSQL, c.ids, c.workflows, c.statuses, c.triggers, c.agents, c.created, c.ended, c.records)
+		batch.Queue(runHistoryUpsertSQL, c.ids, c.workflows, c.statuses, c.triggers, c.agents, c.created, c.ended, c.records, c.searches)
 	}
 	if err := queueStreams(batch, runs); err != nil {
 		return err
@@ -378,6 +477,16 @@ func (h *pgRunHistory) list(ctx context.Context, q runQuery) ([]runRecord, error
 	if q.Agent != "" {
 		// agent <> '' lets the planner use the partial index whatever $n is.
 		where = append(where, "agent = "+arg(q.Agent)+" AND agent <> ''")
+	}
+	if !q.Since.IsZero() {
+		where = append(where, "created_at >= "+arg(q.Since))
+	}
+	if !q.Until.IsZero() {
+		where = append(where, "created_at < "+arg(q.Until))
+	}
+	if q.Text != "" {
+		// Runs archived before the search column are searched in their whole record.
+		where = append(where, "strpos(coalesce(search, lower(record)), "+arg(q.Text)+") > 0")
 	}
 	if q.After != nil {
 		where = append(where, "(created_at, run_id) < ("+arg(q.After.CreatedAt)+", "+arg(q.After.RunID)+")")

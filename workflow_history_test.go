@@ -200,6 +200,14 @@ func TestRunHistoryListPaging(t *testing.T) {
 		if i%4 == 0 {
 			runs[i].Trigger, runs[i].Agent = triggerAgent, []string{"x", "y"}[(i/4)%2]
 		}
+		switch i % 7 { // text to search: in the input, the output, the error; a NUL kept as written
+		case 0:
+			runs[i].Input = json.RawMessage(fmt.Sprintf(`{"orderId":"ORD-%d","note":"a\u0000b"}`, i))
+		case 1:
+			runs[i].Output = json.RawMessage(fmt.Sprintf(`{"shipped":"Parcel-%d"}`, i))
+		case 2:
+			runs[i].Error = &runError{Name: "FatalError", Message: fmt.Sprintf("card %d declined", i)}
+		}
 	}
 	if err := h.archive(ctx, runs); err != nil {
 		t.Fatal(err)
@@ -223,6 +231,13 @@ func TestRunHistoryListPaging(t *testing.T) {
 		{"agent", runQuery{Agent: "y"}},
 		{"workflow and status", runQuery{Workflow: "c", Status: []string{runCompleted}}},
 		{"no match", runQuery{Workflow: "zzz"}},
+		{"since", runQuery{Since: historyTestBase.Add(100 * time.Microsecond)}},
+		{"until", runQuery{Until: historyTestBase.Add(50 * time.Microsecond)}},
+		{"text in inputs", runQuery{Text: "ord-"}},
+		{"one order", runQuery{Text: "ord-14\""}},
+		{"text in outputs", runQuery{Text: "parcel-"}},
+		{"text in errors", runQuery{Text: "declined"}},
+		{"text and workflow", runQuery{Text: "ord-", Workflow: "a"}},
 	}
 	for _, tt := range tests {
 		for _, limit := range []int{7, runQueryMaxLimit} {
@@ -368,7 +383,13 @@ func TestParseRunQuery(t *testing.T) {
 			runQuery{Workflow: "greet", Status: []string{runFailed, runCancelled}, Trigger: triggerCLI, Agent: "helper", Limit: 7, After: &cursor}, ""},
 		{"repeated status", "status=failed&status=completed,failed", runQuery{Status: []string{runFailed, runCompleted}, Limit: runQueryDefaultLimit}, ""},
 		{"max limit", "limit=500", runQuery{Limit: runQueryMaxLimit}, ""},
-		{"unknown parameter ignored", "wait=30s", runQuery{Limit: runQueryDefaultLimit}, ""},
+		{"unknown parameter refused", "wait=30s", runQuery{}, "wait"},
+		{"a misspelt filter refused", "statuses=failed", runQuery{}, "statuses"},
+		{"range and text", "since=2025-03-04T05:06:07Z&until=2025-03-05T00:00:00Z&q=%20Ord_7F3K%20",
+			runQuery{Since: time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC), Until: time.Date(2025, 3, 5, 0, 0, 0, 0, time.UTC), Text: "ord_7f3k", Limit: runQueryDefaultLimit}, ""},
+		{"bad since", "since=yesterday", runQuery{}, "since"},
+		{"negative age", "until=-1h", runQuery{}, "until"},
+		{"text too long", "q=" + strings.Repeat("x", runQueryTextMax+1), runQuery{}, "q"},
 		{"bad status", "status=done", runQuery{}, "status"},
 		{"empty status in list", "status=failed,", runQuery{}, "status"},
 		{"bad trigger", "trigger=cron", runQuery{}, "trigger"},
@@ -428,7 +449,15 @@ func TestRunQueryMatches(t *testing.T) {
 		{"after same time smaller id", runQuery{After: &sameTimeSmallerID}, false},
 		{"after itself", runQuery{After: &itself}, false},
 		{"after an older run", runQuery{After: &older}, false},
+		{"since its creation", runQuery{Since: historyTestBase}, true},
+		{"since later", runQuery{Since: historyTestBase.Add(time.Microsecond)}, false},
+		{"until later", runQuery{Until: historyTestBase.Add(time.Microsecond)}, true},
+		{"until its creation", runQuery{Until: historyTestBase}, false},
+		{"text of its input", runQuery{Text: "ord_7f3k"}, true},
+		{"text of its error", runQuery{Text: "card declined"}, true},
+		{"text it does not hold", runQuery{Text: "ord_0000"}, false},
 	}
+	r.Input, r.Error = json.RawMessage(`{"orderId":"Ord_7F3K"}`), &runError{Name: "FatalError", Message: "Card declined"}
 	for _, tt := range tests {
 		if got := tt.q.matches(&r); got != tt.want {
 			t.Errorf("%s: matches = %v; want %v", tt.name, got, tt.want)

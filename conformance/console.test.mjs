@@ -219,6 +219,39 @@ test("runs list filters by status and workflow", async () => {
   noConsoleErrors();
 });
 
+test("runs list searches input, output and error, and keeps the search and range in the address", async () => {
+  const start = async (name) => {
+    const r = await fetch(base + "/api/workflows/greet/start?wait=30s", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name }) });
+    assert.equal(r.status, 200);
+    return (await r.json()).run.runId;
+  };
+  const found = await start("Ada ord_7F3K");
+  await start("Bob");
+  const unknown = await fetch(base + "/api/runs?statuses=failed");
+  assert.equal(unknown.status, 400, "an unknown parameter is refused, not ignored");
+  assert.match((await unknown.json()).error.message, /statuses/);
+  await page.goto(base + "/#/runs");
+  await page.locator("#runs").waitFor();
+  await page.locator("#filter-q").fill("ORD_7f3k");
+  await page.locator("#filter-q").press("Enter");
+  await page.waitForURL(/q=ORD_7f3k/);
+  await page.waitForFunction((id) => {
+    const links = [...document.querySelectorAll("#runs tbody tr a")];
+    return links.length === 1 && links[0].getAttribute("href").endsWith(id);
+  }, found);
+  await page.locator("#filter-since").selectOption("1h");
+  await page.waitForURL(/since=1h/);
+  await page.reload();
+  await page.locator("#runs tbody tr").first().waitFor();
+  assert.equal(await page.locator("#filter-q").inputValue(), "ORD_7f3k");
+  assert.equal(await page.locator("#runs tbody tr").count(), 1);
+  await page.locator("#filter-q").fill("no such text anywhere");
+  await page.locator("#filter-q").press("Enter");
+  await page.getByText("No runs match.").waitFor();
+  await shot("runs-searched");
+  noConsoleErrors();
+});
+
 test("the workflows page lists the schedules; Pause and Resume change them, durably", async () => {
   await page.goto(base + "/#/workflows");
   const row = page.locator('#schedules tbody tr[data-workflow="nightly"]');

@@ -14,28 +14,46 @@ const terminal = (s) => s === "completed" || s === "failed" || s === "cancelled"
 const listInterval = 2000;
 const runInterval = 1000;
 
-/** runsPage lists runs newest first, filtered by ?status= and ?workflow=, refreshing while shown. */
+/** ranges are the time ranges the list filters on: GET /api/runs?since= ages. */
+const ranges = [["", "any time"], ["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"]];
+
+/**
+ * runsPage lists runs newest first, filtered by ?status=, ?workflow=,
+ * ?since= (a time range) and ?q= (text in a run's input, output or
+ * error), all kept in the address, refreshing while shown.
+ */
 export async function runsPage(ctx) {
   const status = ctx.params.get("status") ?? "";
   const workflow = ctx.params.get("workflow") ?? "";
+  const since = ctx.params.get("since") ?? "";
+  const text = ctx.params.get("q") ?? "";
   const { items: workflows } = await api("GET", "/api/workflows");
-  // A filter change reads both selectors, so a change made while the
-  // previous list is still shown keeps the other filter as the user sees it.
+  // A filter change reads every control, so a change made while the
+  // previous list is still shown keeps the other filters as the user sees them.
   const filter = () => {
     const p = new URLSearchParams();
     if (statusSel.value) p.set("status", statusSel.value);
     if (workflowSel.value) p.set("workflow", workflowSel.value);
+    if (sinceSel.value) p.set("since", sinceSel.value);
+    if (search.value.trim()) p.set("q", search.value.trim());
     location.hash = `#/runs${p.size ? "?" + p : ""}`;
   };
   const statusSel = el("select", { id: "filter-status", onchange: filter }, el("option", { value: "" }, "any"),
     statuses.map((s) => el("option", { value: s, selected: s === status }, s)));
   const workflowSel = el("select", { id: "filter-workflow", onchange: filter }, el("option", { value: "" }, "any"),
     workflows.map((w) => el("option", { value: w.name, selected: w.name === workflow }, w.name)));
-  const filters = el("div", { class: "filters" }, el("label", {}, "Status ", statusSel), el("label", {}, "Workflow ", workflowSel));
+  const sinceSel = el("select", { id: "filter-since", onchange: filter },
+    ranges.map(([v, label]) => el("option", { value: v, selected: v === since }, label)));
+  const search = el("input", { type: "search", id: "filter-q", value: text, placeholder: "an order id, an error…", "aria-label": "Search input, output and error" });
+  const searchForm = el("form", { role: "search", onsubmit: (e) => { e.preventDefault(); filter(); } }, search);
+  const filters = el("div", { class: "filters" }, el("label", {}, "Status ", statusSel), el("label", {}, "Workflow ", workflowSel),
+    el("label", {}, "Created ", sinceSel), searchForm);
   const body = el("div", {});
   const query = new URLSearchParams();
   if (status) query.set("status", status);
   if (workflow) query.set("workflow", workflow);
+  if (since) query.set("since", since);
+  if (text) query.set("q", text);
 
   let older = false; // a later page is shown: stop refreshing the first
   const load = async () => {
