@@ -485,8 +485,10 @@ func (h *pgRunHistory) list(ctx context.Context, q runQuery) ([]runRecord, error
 		where = append(where, "created_at < "+arg(q.Until))
 	}
 	if q.Text != "" {
-		// Runs archived before the search column are searched in their whole record.
-		where = append(where, "strpos(coalesce(search, lower(record)), "+arg(q.Text)+") > 0")
+		// LIKE, which the trigram index serves; runs archived before the
+		// search column are searched in their whole record.
+		pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(q.Text) + "%"
+		where = append(where, "(search LIKE "+arg(pattern)+" OR (search IS NULL AND strpos(lower(record), "+arg(q.Text)+") > 0))")
 	}
 	if q.After != nil {
 		where = append(where, "(created_at, run_id) < ("+arg(q.After.CreatedAt)+", "+arg(q.After.RunID)+")")

@@ -515,15 +515,16 @@ func seedRunHistory(tb testing.TB, db *pgxpool.Pool, n int, workflow string) {
 		}
 		r := historyTestRun(id.String(), workflow, status, start.Add(time.Duration(rows)*time.Microsecond))
 		r.EndedAt = &ended
+		r.Input = json.RawMessage(fmt.Sprintf(`{"orderId":"ORD-%s-%d","items":3}`, workflow, rows))
 		rows++
 		record, err := json.Marshal(r)
 		if err != nil {
 			return nil, err
 		}
-		return []any{r.RunID, r.WorkflowName, r.Status, r.Trigger, r.Agent, r.CreatedAt, ended, string(record)}, nil
+		return []any{r.RunID, r.WorkflowName, r.Status, r.Trigger, r.Agent, r.CreatedAt, ended, string(record), runSearchText(&r)}, nil
 	})
 	got, err := db.CopyFrom(context.Background(), pgx.Identifier{"svc", "runs"},
-		[]string{"run_id", "workflow_name", "status", "trigger", "agent", "created_at", "ended_at", "record"}, src)
+		[]string{"run_id", "workflow_name", "status", "trigger", "agent", "created_at", "ended_at", "record", "search"}, src)
 	if err != nil || got != int64(n) {
 		tb.Fatalf("seed %d runs: copied %d, %v", n, got, err)
 	}
@@ -572,6 +573,11 @@ ORDER BY created_at DESC, run_id DESC OFFSET $3 LIMIT 1`
 		{"workflow first", runQuery{Workflow: "rare", Limit: runQueryDefaultLimit}, 0},
 		{"workflow deep", runQuery{Workflow: "rare", Limit: runQueryDefaultLimit}, 900},
 		{"max page deep", runQuery{Limit: runQueryMaxLimit}, benchRunHistoryRows * 9 / 10},
+		// q: one order among a million, a rare workflow's orders, and a
+		// text every run holds (the first page comes from the newest).
+		{"search one order", runQuery{Text: "ord-bulk-123456\"", Limit: runQueryDefaultLimit}, 0},
+		{"search rare orders", runQuery{Text: "ord-rare-", Limit: runQueryDefaultLimit}, 0},
+		{"search every run", runQuery{Text: "items", Limit: runQueryDefaultLimit}, 0},
 	} {
 		if bc.offset > 0 {
 			bc.q.After = cursorAt(bc.q, bc.offset)
