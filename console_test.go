@@ -112,6 +112,8 @@ export default async function nightly() { "use workflow"; return 1; }`)
   additionalProperties: false,
 } as const;
 export default async function shapes(input: unknown) { "use workflow"; return input; }`)
+	writeFile(t, dir, "workflows/logger.workflow.ts", `async function pack(n: number) { "use step"; console.log("packing parcel", n); console.warn("low on tape"); return n; }
+export default async function logger() { "use workflow"; console.log("order received"); return await pack(3); }`)
 	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
 	fake := newFakeProvider(t)
 	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake"))
@@ -131,6 +133,7 @@ export default async function shapes(input: unknown) { "use workflow"; return in
 	runConformance(t, "conformance/console.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_CONSOLE_LINK=" + link, "SVC_DEV_KEY=" + strings.TrimSpace(string(devKey)),
 		"SVC_GATED_URL=" + gated.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 	runConformance(t, "conformance/console_hostile.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
+	runConformance(t, "conformance/console_a11y.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 }
 
 // consoleLink is a new console link of the svc dev serving dir, as

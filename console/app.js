@@ -87,6 +87,7 @@ async function route() {
   }
   if (n !== visit) return;
   main.replaceChildren(node);
+  window.scrollTo(0, 0); // a page opens at its top, wherever the last one was scrolled
   if (refused && !localBearer()) main.prepend(errorBox(refused));
   document.body.dataset.page = match?.[1] ?? "none";
   if (!interactive) {

@@ -202,6 +202,7 @@ export const when = (t) => (t ? new Date(t).toLocaleString() : "");
 /** duration formats milliseconds briefly: 850 ms, 3.2 s, 4 min 5 s, 2 h 1 min. */
 export function duration(ms) {
   if (ms === undefined || ms === null || Number.isNaN(ms)) return "";
+  if (ms < 1) return "<1 ms"; // a step of microseconds ran: "0 ms" said it did not
   if (ms < 1000) return `${Math.round(ms)} ms`;
   const s = ms / 1000;
   if (s < 60) return `${s.toFixed(1)} s`;
