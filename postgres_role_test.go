@@ -159,7 +159,8 @@ WITH objs (what, owner, oid, classid) AS (
 	SELECT 'database', datdba, oid, 'pg_database'::regclass FROM pg_database WHERE datname = current_database()
 	UNION ALL SELECT 'schema ' || nspname, nspowner, oid, 'pg_namespace'::regclass FROM pg_namespace WHERE nspname IN ('public', 'legacy', 'svc')
 	UNION ALL SELECT 'relation ' || oid::regclass, relowner, oid, 'pg_class'::regclass FROM pg_class WHERE relnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
-	UNION ALL SELECT 'type ' || oid::regtype, typowner, oid, 'pg_type'::regclass FROM pg_type WHERE typnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
+	UNION ALL SELECT 'type ' || oid::regtype, typowner, oid, 'pg_type'::regclass FROM pg_type t WHERE typnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
+		AND NOT EXISTS (SELECT 1 FROM pg_type e WHERE e.oid = t.typelem AND e.typarray = t.oid) -- an array type follows its element
 	UNION ALL SELECT 'routine ' || oid::regprocedure, proowner, oid, 'pg_proc'::regclass FROM pg_proc WHERE pronamespace::regnamespace::text IN ('public', 'legacy', 'svc')
 	UNION ALL SELECT 'operator ' || oid::regoperator, oprowner, oid, 'pg_operator'::regclass FROM pg_operator WHERE oprnamespace::regnamespace::text IN ('public', 'legacy', 'svc')
 	UNION ALL SELECT 'collation ' || collname, collowner, oid, 'pg_collation'::regclass FROM pg_collation WHERE collnamespace::regnamespace::text IN ('public', 'legacy', 'svc')

@@ -230,11 +230,10 @@ test("runs list searches input, output and error, and keeps the search and range
   const unknown = await fetch(base + "/api/runs?statuses=failed");
   assert.equal(unknown.status, 400, "an unknown parameter is refused, not ignored");
   assert.match((await unknown.json()).error.message, /statuses/);
-  await page.goto(base + "/#/runs");
-  await page.locator("#runs").waitFor();
-  await page.locator("#filter-q").fill("ORD_7f3k");
-  await page.locator("#filter-q").press("Enter");
-  await page.waitForURL(/q=ORD_7f3k/);
+  // Opened with the search in the address (the page before was a runs list
+  // too: wait for the new page's box to hold the text before using it).
+  await page.goto(base + "/#/runs?q=ORD_7f3k");
+  await page.waitForFunction(() => document.querySelector("#filter-q")?.value === "ORD_7f3k");
   await page.waitForFunction((id) => {
     const links = [...document.querySelectorAll("#runs tbody tr a")];
     return links.length === 1 && links[0].getAttribute("href").endsWith(id);
@@ -247,6 +246,7 @@ test("runs list searches input, output and error, and keeps the search and range
   assert.equal(await page.locator("#runs tbody tr").count(), 1);
   await page.locator("#filter-q").fill("no such text anywhere");
   await page.locator("#filter-q").press("Enter");
+  await page.waitForURL(/q=no\+such\+text\+anywhere/);
   await page.getByText("No runs match.").waitFor();
   await shot("runs-searched");
   noConsoleErrors();
