@@ -112,6 +112,8 @@ export default async function nightly() { "use workflow"; return 1; }`)
   additionalProperties: false,
 } as const;
 export default async function shapes(input: unknown) { "use workflow"; return input; }`)
+	writeFile(t, dir, "workflows/many.workflow.ts", `async function pick(i: number) { "use step"; return i; }
+export default async function many() { "use workflow"; let n = 0; for (let i = 0; i < 40; i++) n += await pick(i); return n; }`)
 	writeFile(t, dir, "workflows/logger.workflow.ts", `async function pack(n: number) { "use step"; console.log("packing parcel", n); console.warn("low on tape"); return n; }
 export default async function logger() { "use workflow"; console.log("order received"); return await pack(3); }`)
 	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)

@@ -91,3 +91,42 @@ test("the logs table's time, level and where stay on one line; a page opens at i
   await page.context().close();
   noConsoleErrors();
 });
+
+test("keyboard and deep links: a link to a call scrolls to it and marks it; / focuses search; j, k and Enter open a run; Copy copies a run's id", async () => {
+  const r = await fetch(base + "/api/workflows/many/start?wait=30s", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  assert.equal(r.status, 200);
+  const many = (await r.json()).run.runId;
+  const page = await newPage();
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
+  await page.setViewportSize({ width: 1440, height: 600 });
+  await page.goto(base + `/#/runs/${many}?step=35`);
+  const call = page.locator('li.call[data-seq="35"]');
+  await call.waitFor();
+  await page.waitForFunction(() => {
+    const r = document.querySelector('li.call[data-seq="35"]').getBoundingClientRect();
+    return r.top >= 0 && r.bottom <= window.innerHeight;
+  });
+  assert.match(await call.getAttribute("class"), /\bhighlight\b/);
+  assert.equal(await page.locator("li.call.highlight").count(), 1);
+  await call.locator("a.seq-link").click();
+  await page.waitForURL(new RegExp(`#/runs/${many}\\?step=35$`));
+  await page.locator("button.copy").click();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), many);
+
+  await page.goto(base + "/#/runs");
+  await page.locator("#runs tbody tr").nth(2).waitFor();
+  await page.keyboard.press("/");
+  assert.equal(await page.evaluate(() => document.activeElement.id), "filter-q");
+  await page.locator("h1").click(); // out of the search box
+  await page.keyboard.press("j");
+  await page.keyboard.press("j");
+  await page.keyboard.press("k");
+  await page.keyboard.press("j");
+  const second = await page.locator("#runs tbody tr").nth(1).getAttribute("data-run");
+  await page.waitForTimeout(2500); // a refresh of the list keeps the focus on that run
+  assert.equal(await page.evaluate(() => document.activeElement.closest("tr")?.dataset.run), second);
+  await page.keyboard.press("Enter");
+  await page.waitForURL(new RegExp(`#/runs/${second}$`));
+  await page.context().close();
+  noConsoleErrors();
+});

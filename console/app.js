@@ -96,6 +96,29 @@ async function route() {
   }
 }
 
+/**
+ * The keyboard: "/" focuses the page's search box; on a runs list, j and k
+ * move through the runs and Enter opens the one focused (a link). Keys
+ * typed into a field are the field's.
+ */
+document.addEventListener("keydown", (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey || e.target.closest?.("input, textarea, select, [contenteditable]")) return;
+  if (e.key === "/") {
+    const search = document.querySelector("input[type=search]");
+    if (search) {
+      e.preventDefault();
+      search.focus();
+    }
+    return;
+  }
+  if (e.key !== "j" && e.key !== "k") return;
+  const links = [...document.querySelectorAll("#runs tbody tr td:first-child a")];
+  if (!links.length) return;
+  const i = links.indexOf(document.activeElement);
+  e.preventDefault();
+  links[i < 0 ? 0 : Math.max(0, Math.min(links.length - 1, i + (e.key === "j" ? 1 : -1)))].focus();
+});
+
 window.addEventListener("hashchange", route);
 route();
 // Beside the page, once a link's sign-in is done: one identity token

@@ -59,6 +59,8 @@ export async function runsPage(ctx) {
   const load = async () => {
     const page = await api("GET", `/api/runs?${query}`);
     if (older) return;
+    // The refresh keeps the run the keyboard is on (j/k, app.js) focused.
+    const focused = document.activeElement?.closest?.("#runs tr")?.dataset.run;
     const rows = el("tbody", {}, page.items.map(runRow));
     const table = el("table", { class: "list", id: "runs" }, el("thead", {}, el("tr", {}, ["Run", "Workflow", "Status", "Trigger", "Created", "Duration"].map((h) => el("th", {}, h)))), rows);
     const more = page.nextCursor ? el("button", { type: "button", class: "small", onclick: async (e) => {
@@ -73,6 +75,7 @@ export async function runsPage(ctx) {
     fill(body,
       page.queued.length ? el("div", {}, el("h2", {}, "Queued"), el("ul", { id: "queued" }, page.queued.map((q) => el("li", {}, badge("queued"), ` ${q.workflowName} · ${when(q.createdAt)} · `, el("code", {}, JSON.stringify(q.input)))))) : null,
       page.items.length ? table : el("p", { class: "muted" }, "No runs match."), more);
+    if (focused) rows.querySelector(`tr[data-run="${CSS.escape(focused)}"] a`)?.focus();
   };
   await load();
   ctx.every(listInterval, load);
@@ -82,7 +85,7 @@ export async function runsPage(ctx) {
 /** runRow is one run in the list. */
 function runRow(r) {
   const ms = r.endedAt ? new Date(r.endedAt) - new Date(r.createdAt) : undefined;
-  return el("tr", {},
+  return el("tr", { "data-run": r.runId },
     el("td", {}, el("a", { href: `#/runs/${encodeURIComponent(r.runId)}` }, el("code", {}, r.runId.slice(0, 8)))),
     el("td", {}, r.workflowName || r.agent || ""),
     el("td", {}, badge(r.status)),
@@ -94,6 +97,7 @@ function runRow(r) {
 /** runPage shows one run, polling GET /api/runs/{id} until it is terminal; it redraws only when the run changed. */
 export async function runPage(ctx, id) {
   const path = `/api/runs/${encodeURIComponent(id)}`;
+  const step = ctx.params.get("step"); // #/runs/<id>?step=N: that call, highlighted and scrolled to
   const view = el("section", { id: "run" });
   const hookForms = new Map(); // token → its resume form, kept across redraws
   const stream = streamView(path, ctx.signal); // live on its own, kept across redraws
@@ -103,16 +107,31 @@ export async function runPage(ctx, id) {
     const text = JSON.stringify(run);
     if (text !== shown) {
       shown = text;
-      fill(view, runView(run, hookForms, load), el("h2", {}, "Stream"), stream);
+      fill(view, runView(run, hookForms, load, step), el("h2", {}, "Stream"), stream);
     }
     return terminal(run.status);
   };
   if (!(await load())) ctx.every(runInterval, async () => { if (await load()) return false; });
+  // After the router has put the page in place (and at its top).
+  if (step) setTimeout(() => view.querySelector(`li.call[data-seq="${CSS.escape(step)}"]`)?.scrollIntoView({ block: "center" }), 0);
   return view;
 }
 
+/** copyButton copies text to the clipboard, saying so. */
+function copyButton(text, label) {
+  return el("button", { type: "button", class: "small copy", "aria-label": label, onclick: async (e) => {
+    try {
+      await navigator.clipboard.writeText(text);
+      e.target.textContent = "Copied";
+    } catch {
+      e.target.textContent = "Copy failed";
+    }
+    setTimeout(() => { e.target.textContent = "Copy"; }, 1500);
+  } }, "Copy");
+}
+
 /** runView draws a run: header, actions, input and outcome, timeline, logs. */
-function runView(run, hookForms, reload) {
+function runView(run, hookForms, reload, step) {
   const actions = el("div", { class: "actions" });
   const actionResult = el("div", { id: "action-result" });
   if (!terminal(run.status)) {
@@ -132,7 +151,7 @@ function runView(run, hookForms, reload) {
   }
   const ms = run.endedAt ? new Date(run.endedAt) - new Date(run.createdAt) : undefined;
   const facts = [
-    ["Run", el("code", {}, run.runId)],
+    ["Run", [el("code", {}, run.runId), " ", copyButton(run.runId, "Copy the run id")]],
     ["Trace", el("code", {}, run.traceId)],
     ["Trigger", run.trigger],
     ["Version", run.version ? el("code", {}, run.version) : null],
@@ -150,7 +169,7 @@ function runView(run, hookForms, reload) {
     run.output !== undefined ? [el("h2", {}, "Output"), codeBlock(run.output, { id: "run-output" })] : null,
     run.error ? [el("h2", {}, "Error"), errorView(run.error)] : null,
     el("h2", {}, "Timeline"),
-    run.steps.length ? el("ol", { class: "timeline", id: "timeline" }, run.steps.map((c) => callView(c, hookForms, reload))) : el("p", { class: "muted" }, "Nothing yet."),
+    run.steps.length ? el("ol", { class: "timeline", id: "timeline" }, run.steps.map((c) => callView(c, hookForms, reload, String(c.seq) === step))) : el("p", { class: "muted" }, "Nothing yet."),
     el("h2", {}, "Logs"),
     logsView(run),
   ];
@@ -160,7 +179,7 @@ function runView(run, hookForms, reload) {
 const errorView = (e) => el("div", { class: "error" }, el("p", {}, el("b", {}, e.name || "Error"), ": ", e.message), e.stack ? el("pre", { class: "stack" }, e.stack) : null);
 
 /** callView draws one timeline entry by kind: step (attempts), sleep (wake time), hook (resume form), start/startAndWait (child link). */
-function callView(c, hookForms, reload) {
+function callView(c, hookForms, reload, highlighted) {
   const head = el("div", { class: "call-head" }, el("span", { class: "seq" }, `#${c.seq}`), el("b", {}, c.kind), c.name ? el("code", {}, c.name) : null, badge(c.status),
     c.durationMs !== undefined ? el("span", { class: "muted" }, duration(c.durationMs)) : null);
   const body = [];
@@ -190,7 +209,8 @@ function callView(c, hookForms, reload) {
   }
   if (c.error) body.push(errorView(c.error));
   if (c.result !== undefined) body.push(el("details", {}, el("summary", {}, "result"), codeBlock(c.result)));
-  return el("li", { class: `call ${c.kind} ${c.status}`, "data-seq": c.seq }, head, body);
+  head.append(el("a", { class: "seq-link", href: `${location.hash.split("?")[0]}?step=${c.seq}`, "aria-label": `Link to call #${c.seq}` }, "link"));
+  return el("li", { class: `call ${c.kind} ${c.status}${highlighted ? " highlight" : ""}`, "data-seq": c.seq }, head, body);
 }
 
 /** hookForm resumes a waiting hook with a JSON payload. */
