@@ -112,6 +112,19 @@ export default async function nightly() { "use workflow"; return 1; }`)
   additionalProperties: false,
 } as const;
 export default async function shapes(input: unknown) { "use workflow"; return input; }`)
+	writeFile(t, dir, "workflows/timeline.workflow.ts", `import { sleep, workflows } from "svc";
+async function fetchOrder(id: string) { "use step"; console.log("fetched", id); return { id }; }
+async function flaky() { "use step"; throw new Error("carrier timeout"); }
+async function importBatch(i: number) { "use step"; return i; }
+export default async function timeline() {
+  "use workflow";
+  await fetchOrder("ord_1");
+  try { await flaky(); } catch {}
+  await sleep("300ms");
+  for (let i = 0; i < 200; i++) await importBatch(i);
+  await workflows.startAndWait("greet", { name: "child" });
+  return "done";
+}`)
 	writeFile(t, dir, "workflows/many.workflow.ts", `async function pick(i: number) { "use step"; return i; }
 export default async function many() { "use workflow"; let n = 0; for (let i = 0; i < 40; i++) n += await pick(i); return n; }`)
 	writeFile(t, dir, "workflows/logger.workflow.ts", `async function pack(n: number) { "use step"; console.log("packing parcel", n); console.warn("low on tape"); return n; }
@@ -136,6 +149,7 @@ export default async function logger() { "use workflow"; console.log("order rece
 		"SVC_GATED_URL=" + gated.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 	runConformance(t, "conformance/console_hostile.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 	runConformance(t, "conformance/console_a11y.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
+	runConformance(t, "conformance/console_waterfall.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 }
 
 // consoleLink is a new console link of the svc dev serving dir, as

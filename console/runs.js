@@ -100,6 +100,7 @@ export async function runPage(ctx, id) {
   const step = ctx.params.get("step"); // #/runs/<id>?step=N: that call, highlighted and scrolled to
   const view = el("section", { id: "run" });
   const hookForms = new Map(); // token → its resume form, kept across redraws
+  const timeline = { open: new Set(), groups: new Set(), children: new Map(), failedOnly: false }; // what the reader opened, kept across redraws
   const stream = streamView(path, ctx.signal); // live on its own, kept across redraws
   let shown = "";
   const load = async () => {
@@ -107,7 +108,7 @@ export async function runPage(ctx, id) {
     const text = JSON.stringify(run);
     if (text !== shown) {
       shown = text;
-      fill(view, runView(run, hookForms, load, step), el("h2", {}, "Stream"), stream);
+      fill(view, runView(run, hookForms, load, step, timeline), el("h2", {}, "Stream"), stream);
     }
     return terminal(run.status);
   };
@@ -131,7 +132,7 @@ function copyButton(text, label) {
 }
 
 /** runView draws a run: header, actions, input and outcome, timeline, logs. */
-function runView(run, hookForms, reload, step) {
+function runView(run, hookForms, reload, step, timeline) {
   const actions = el("div", { class: "actions" });
   const actionResult = el("div", { id: "action-result" });
   if (!terminal(run.status)) {
@@ -169,7 +170,7 @@ function runView(run, hookForms, reload, step) {
     run.output !== undefined ? [el("h2", {}, "Output"), codeBlock(run.output, { id: "run-output" })] : null,
     run.error ? [el("h2", {}, "Error"), errorView(run.error)] : null,
     el("h2", {}, "Timeline"),
-    run.steps.length ? el("ol", { class: "timeline", id: "timeline" }, run.steps.map((c) => callView(c, hookForms, reload, String(c.seq) === step))) : el("p", { class: "muted" }, "Nothing yet."),
+    run.steps.length ? waterfall(run, timeline, hookForms, reload, step, "timeline") : el("p", { class: "muted" }, "Nothing yet."),
     el("h2", {}, "Logs"),
     logsView(run),
   ];
@@ -178,39 +179,163 @@ function runView(run, hookForms, reload, step) {
 /** errorView shows a run or step error with its source-mapped stack. */
 const errorView = (e) => el("div", { class: "error" }, el("p", {}, el("b", {}, e.name || "Error"), ": ", e.message), e.stack ? el("pre", { class: "stack" }, e.stack) : null);
 
-/** callView draws one timeline entry by kind: step (attempts), sleep (wake time), hook (resume form), start/startAndWait (child link). */
-function callView(c, hookForms, reload, highlighted) {
-  const head = el("div", { class: "call-head" }, el("span", { class: "seq" }, `#${c.seq}`), el("b", {}, c.kind), c.name ? el("code", {}, c.name) : null, badge(c.status),
-    c.durationMs !== undefined ? el("span", { class: "muted" }, duration(c.durationMs)) : null);
-  const body = [];
+/** foldMin is how many consecutive calls of one step fold into one row. */
+const foldMin = 3;
+
+/**
+ * waterfall draws a run's calls as rows against one time axis, the run's
+ * own (issue 37, item 1): each row a label (its number, kind, name, status,
+ * duration) and a track whose bars are placed by the call's start and end
+ * within the run: a step's attempts each a segment (the backoff between
+ * them a gap), sleeps and hook waits a waiting bar, a child run its bar
+ * with the child's own rows on request. At least foldMin consecutive calls
+ * of one step fold into one row ("importBatch ×200") that unfolds. "Failed
+ * only" keeps the rows with a failure. A click on a label opens the
+ * call's detail: its attempts, result, error and logs. What the reader
+ * opened is kept in state across live redraws.
+ */
+function waterfall(run, state, hookForms, reload, step, id) {
+  const t0 = Date.parse(run.createdAt);
+  const ends = run.steps.flatMap((c) => [c.endedAt, ...(c.attempts ?? []).map((a) => a.endedAt)]).filter(Boolean).map(Date.parse);
+  const t1 = run.endedAt ? Date.parse(run.endedAt) : Math.max(Date.now(), ...ends);
+  const span = Math.max(t1 - t0, 1);
+  const at = (t) => Math.min(100, Math.max(0, ((Date.parse(t) - t0) / span) * 100));
+  const bar = (cls, from, to, title) => {
+    const b = el("span", { class: `bar ${cls}`, title, "data-start": from, "data-end": to });
+    b.style.left = `${at(from)}%`; // CSSOM, which the page's CSP allows (style attributes it does not)
+    b.style.width = `${Math.max(at(to) - at(from), 0)}%`;
+    return b;
+  };
+  const now = new Date().toISOString();
+  const bars = (c) => {
+    switch (c.kind) {
+      case "step":
+        return [...(c.attempts ?? []).map((a) => bar(a.error ? "failed" : "ok", a.startedAt, a.endedAt, `attempt ${a.attempt}: ${a.error ? "failed" : "ok"}`)),
+          c.inflight ? bar("running", c.inflight.startedAt, now, `attempt ${c.inflight.attempt}: running`) : null];
+      case "sleep":
+      case "hook":
+        return [bar(`wait ${c.status}`, c.startedAt, c.endedAt ?? (c.status === "waiting" ? now : c.startedAt), c.kind === "sleep" ? "sleeping" : "waiting for the hook")];
+      default:
+        return [bar(`child ${c.status}`, c.startedAt, c.endedAt ?? now, "child run")];
+    }
+  };
+  const failure = (c) => c.status === "failed" || (c.attempts ?? []).some((a) => a.error);
+  const row = (c, group) => {
+    const li = el("li", { class: `call ${c.kind} ${c.status}${group !== undefined ? " member" : ""}${failure(c) ? " has-failure" : ""}${String(c.seq) === step ? " highlight" : ""}${state.open.has(c.seq) ? " open" : ""}`,
+      "data-seq": c.seq, "data-group": group });
+    if (group !== undefined && !state.groups.has(group)) li.hidden = true;
+    const label = el("button", { type: "button", class: "label", "aria-expanded": String(state.open.has(c.seq)), onclick: () => {
+      if (state.open.has(c.seq)) state.open.delete(c.seq);
+      else state.open.add(c.seq);
+      li.classList.toggle("open");
+      label.setAttribute("aria-expanded", String(li.classList.contains("open")));
+    } }, el("span", { class: "seq" }, `#${c.seq}`), " ", el("b", {}, c.kind), " ", c.name ? el("code", {}, c.name) : null, " ", badge(c.status),
+    c.durationMs !== undefined ? el("span", { class: "muted" }, " ", duration(c.durationMs)) : null);
+    const head = el("div", { class: "row" }, el("div", { class: "call-head" }, label,
+      el("a", { class: "seq-link", href: `${location.hash.split("?")[0]}?step=${c.seq}`, "aria-label": `Link to call #${c.seq}` }, "link")),
+      el("div", { class: "track" }, bars(c)));
+    li.append(head, ...callAlways(c, hookForms, reload, state), el("div", { class: "detail" }, callDetail(c, run)));
+    return li;
+  };
+  const rows = [];
+  for (let i = 0; i < run.steps.length;) {
+    const c = run.steps[i];
+    let j = i + 1;
+    while (c.kind === "step" && j < run.steps.length && run.steps[j].kind === "step" && run.steps[j].name === c.name) j++;
+    if (j - i < foldMin) {
+      rows.push(row(c));
+      i++;
+      continue;
+    }
+    const calls = run.steps.slice(i, j);
+    const key = c.seq;
+    if (step && !state.revealed && calls.some((m) => String(m.seq) === step)) state.groups.add(key); // a link to a folded call unfolds it, once
+    const last = calls.at(-1);
+    const unfold = el("button", { type: "button", class: "small", "aria-expanded": String(state.groups.has(key)), onclick: () => {
+      const open = !state.groups.has(key);
+      if (open) state.groups.add(key);
+      else state.groups.delete(key);
+      unfold.textContent = open ? "Fold" : "Unfold";
+      unfold.setAttribute("aria-expanded", String(open));
+      for (const m of list.querySelectorAll(`li.call[data-group="${key}"]`)) m.hidden = !open;
+    } }, state.groups.has(key) ? "Fold" : "Unfold");
+    const status = calls.some(failure) ? "failed" : last.status;
+    rows.push(el("li", { class: `group ${status}${calls.some(failure) ? " has-failure" : ""}`, "data-group-of": key },
+      el("div", { class: "row" }, el("div", { class: "call-head" }, el("span", { class: "seq" }, `#${c.seq}–${last.seq}`), " ", el("code", {}, c.name), ` ×${calls.length} `, badge(status), " ", unfold),
+        el("div", { class: "track" }, bar(`span ${status}`, c.startedAt, last.endedAt ?? now, `${calls.length} calls`)))));
+    rows.push(...calls.map((m) => row(m, key)));
+    i = j;
+  }
+  state.revealed = true;
+  const list = el("ol", { class: `timeline${state.failedOnly ? " failed-only" : ""}`, id }, rows);
+  const only = el("input", { type: "checkbox", id: `${id}-failed-only`, checked: state.failedOnly, onchange: () => {
+    state.failedOnly = only.checked;
+    list.classList.toggle("failed-only", only.checked);
+  } });
+  return [el("label", { class: "inline" }, only, " Failed only"), list];
+}
+
+/** callAlways is what a call shows whatever is opened: a sleep's wake time, a waiting hook's form, a child run's link and rows. */
+function callAlways(c, hookForms, reload, state) {
+  const out = [];
   switch (c.kind) {
-    case "step":
-      for (const a of c.attempts ?? []) {
-        body.push(el("div", { class: a.error ? "attempt failed" : "attempt" }, `attempt ${a.attempt}: `, a.error ? `failed (${a.error.name || "Error"}: ${a.error.message})` : "ok",
-          ` in ${duration(new Date(a.endedAt) - new Date(a.startedAt))}`));
-      }
-      if (c.inflight) body.push(el("div", { class: "attempt" }, `attempt ${c.inflight.attempt}: running since ${when(c.inflight.startedAt)}`));
-      break;
     case "sleep":
-      if (c.until) body.push(el("div", { class: "wake" }, c.status === "completed" ? "woke at " : "wakes at ", el("time", { datetime: c.until }, when(c.until))));
+      if (c.until) out.push(el("div", { class: "wake" }, c.status === "completed" ? "woke at " : "wakes at ", el("time", { datetime: c.until }, when(c.until))));
       break;
     case "hook":
-      body.push(el("div", {}, "token ", el("code", { class: "token" }, c.token)));
       if (c.status === "waiting") {
+        out.push(el("div", {}, "token ", el("code", { class: "token" }, c.token)));
         if (!hookForms.has(c.token)) hookForms.set(c.token, hookForm(c.token, reload));
-        body.push(hookForms.get(c.token));
+        out.push(hookForms.get(c.token));
       }
       break;
     case "start":
     case "startAndWait":
-      if (c.childRunId) body.push(el("div", {}, "child run ", el("a", { class: "child", href: `#/runs/${encodeURIComponent(c.childRunId)}` }, el("code", {}, c.childRunId))));
-      else if (c.queueId) body.push(el("div", { class: "muted" }, "child queued (its workflow's concurrency limit is reached)"));
+      if (c.childRunId) out.push(childRows(c.childRunId, state));
+      else if (c.queueId) out.push(el("div", { class: "muted" }, "child queued (its workflow's concurrency limit is reached)"));
       break;
   }
-  if (c.error) body.push(errorView(c.error));
-  if (c.result !== undefined) body.push(el("details", {}, el("summary", {}, "result"), codeBlock(c.result)));
-  head.append(el("a", { class: "seq-link", href: `${location.hash.split("?")[0]}?step=${c.seq}`, "aria-label": `Link to call #${c.seq}` }, "link"));
-  return el("li", { class: `call ${c.kind} ${c.status}${highlighted ? " highlight" : ""}`, "data-seq": c.seq }, head, body);
+  return out;
+}
+
+/** childRows is a child run's link and, on request, its own rows inline (kept in state.children). */
+function childRows(childId, state) {
+  const box = el("div", { class: "child-rows" });
+  const draw = (child) => fill(box, waterfall(child, { open: new Set(), groups: new Set(), children: new Map(), failedOnly: false }, new Map(), async () => {}, null, `child-${childId}`));
+  const toggle = el("button", { type: "button", class: "small", "aria-expanded": String(state.children.has(childId)), onclick: async () => {
+    if (state.children.has(childId)) {
+      state.children.delete(childId);
+      box.replaceChildren();
+      toggle.textContent = "Show its calls";
+      toggle.setAttribute("aria-expanded", "false");
+      return;
+    }
+    try {
+      const { run } = await api("GET", `/api/runs/${encodeURIComponent(childId)}`);
+      state.children.set(childId, run);
+      draw(run);
+      toggle.textContent = "Hide its calls";
+      toggle.setAttribute("aria-expanded", "true");
+    } catch (err) {
+      box.replaceChildren(errorBox(err));
+    }
+  } }, state.children.has(childId) ? "Hide its calls" : "Show its calls");
+  if (state.children.has(childId)) draw(state.children.get(childId));
+  return el("div", {}, "child run ", el("a", { class: "child", href: `#/runs/${encodeURIComponent(childId)}` }, el("code", {}, childId)), " ", toggle, box);
+}
+
+/** callDetail is a call's detail panel: its attempts, error, result and log lines. */
+function callDetail(c, run) {
+  const logs = (run.logs ?? []).filter((l) => l.seq === c.seq);
+  return [
+    (c.attempts ?? []).map((a) => el("div", { class: a.error ? "attempt failed" : "attempt" }, `attempt ${a.attempt}: `, a.error ? `failed (${a.error.name || "Error"}: ${a.error.message})` : "ok",
+      ` at ${when(a.startedAt)}, in ${duration(Date.parse(a.endedAt) - Date.parse(a.startedAt))}`)),
+    c.inflight ? el("div", { class: "attempt" }, `attempt ${c.inflight.attempt}: running since ${when(c.inflight.startedAt)}`) : null,
+    c.kind === "hook" && c.status !== "waiting" ? el("div", {}, "token ", el("code", { class: "token" }, c.token)) : null,
+    c.error && !(c.attempts ?? []).length ? errorView(c.error) : null, // a step's error is its last attempt's, shown above
+    c.result !== undefined ? [el("h3", {}, "Result"), codeBlock(c.result)] : null,
+    logs.length ? [el("h3", {}, "Logs"), el("ul", { class: "call-logs" }, logs.map((l) => el("li", { class: l.level }, `${l.level}: `, el("code", {}, l.message))))] : null,
+  ];
 }
 
 /** hookForm resumes a waiting hook with a JSON payload. */
