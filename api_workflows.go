@@ -187,6 +187,13 @@ func (s *server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := map[string]any{"schema_version": schemaVersion, "items": orEmpty(runs), "queued": orEmpty(queued)}
+	if q.Summary {
+		items := make([]runSummary, len(runs))
+		for i := range runs {
+			items[i] = runSummaryOf(&runs[i])
+		}
+		body["items"] = items
+	}
 	if next != nil {
 		body["nextCursor"] = next.String()
 	}

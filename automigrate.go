@@ -40,7 +40,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dop251/goja"
 	"github.com/jackc/pgx/v5"
@@ -370,14 +369,7 @@ func amNameDefaults(tables []amTable) error {
 // amCut cuts a generated name to PostgreSQL's identifier limit, on a rune
 // boundary, as the server would.
 func amCut(name string) string {
-	if len(name) <= amMaxIdent {
-		return name
-	}
-	n := amMaxIdent
-	for n > 0 && !utf8.RuneStart(name[n]) {
-		n--
-	}
-	return name[:n]
+	return truncateBytes(name, amMaxIdent)
 }
 
 // amPlan reads the desired tables back through the shadow schema and the

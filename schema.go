@@ -619,11 +619,7 @@ func schemaShortJSON(v any) string {
 	}
 	const max = 80
 	if len(b) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(b[cut]) {
-			cut--
-		}
-		return string(b[:cut]) + "…"
+		return truncateBytes(string(b), max) + "…"
 	}
 	return string(b)
 }

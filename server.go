@@ -60,7 +60,7 @@ func routeTable(s *server) []route {
 		{"GET", "/api/workflows", "list workflows (what `svc workflows list` prints)", s.handleListWorkflows},
 		{"GET", "/api/workflows/{name}/schema", "a workflow's input and output JSON Schemas", s.handleWorkflowSchema},
 		{"POST", "/api/workflows/{name}/start", "start a durable run; body = input JSON (empty = {}); 202 + receipt; ?wait=30s: 200 + the run once it ended", s.handleStartWorkflow},
-		{"GET", "/api/runs", "run records, newest first, and the starts queued behind a concurrency limit; ?workflow, status, trigger, agent, since, until, q (text of input, output or error), limit, cursor; any other parameter is 400", s.handleListRuns},
+		{"GET", "/api/runs", "run records, newest first, and the starts queued behind a concurrency limit; ?workflow, status, trigger, agent, since, until, q (text of input, output or error), view=summary, limit, cursor; any other parameter is 400", s.handleListRuns},
 		{"GET", "/api/runs/{runId}", "one run with its step timeline; ?wait=30s long-polls until terminal", s.handleGetRun},
 		{"POST", "/api/runs/{runId}/cancel", "cancel an active run", s.handleCancelRun},
 		{"GET", "/api/runs/{runId}/stream", "the chunks a run's steps wrote (getWritable()) as server-sent events, live, from Last-Event-ID", s.handleRunStream},

@@ -87,13 +87,14 @@ type runQuery struct {
 	Since    time.Time  // created at or after; zero any
 	Until    time.Time  // created before; zero any
 	Text     string     // lowercased text its input, output or error holds; "" any
+	Summary  bool       // view=summary: each run without its input, output, calls and logs
 	Limit    int        // page size, 1..runQueryMaxLimit
 	After    *runCursor // page after this position (exclusive); nil = first page
 }
 
 // runQueryParams are the query parameters GET /api/runs reads; any other
 // is refused (400), not ignored (issue 37, item 3).
-var runQueryParams = []string{"workflow", "status", "trigger", "agent", "since", "until", "q", "limit", "cursor"}
+var runQueryParams = []string{"workflow", "status", "trigger", "agent", "since", "until", "q", "view", "limit", "cursor"}
 
 // runQueryTextMax bounds q, in bytes.
 const runQueryTextMax = 256
@@ -240,6 +241,14 @@ func parseRunQueryAt(v url.Values, now time.Time) (runQuery, error) {
 		return runQuery{}, &runQueryError{Param: "q", Value: text[:min(len(text), 32)], Want: fmt.Sprintf("text of at most %d bytes of UTF-8", runQueryTextMax)}
 	}
 	q.Text = strings.ToLower(text)
+	switch view, err := one("view"); {
+	case err != nil:
+		return runQuery{}, err
+	case view == "summary":
+		q.Summary = true
+	case view != "":
+		return runQuery{}, &runQueryError{Param: "view", Value: view, Want: "summary (or none, for whole run records)"}
+	}
 	limit, err := one("limit")
 	if err != nil {
 		return runQuery{}, err
@@ -263,6 +272,43 @@ func parseRunQueryAt(v url.Values, now time.Time) (runQuery, error) {
 		q.After = &c
 	}
 	return q, nil
+}
+
+// runSummary is a run as a list shows it (GET /api/runs?view=summary):
+// what tells runs apart, without the input, output, calls and logs that
+// make a whole record up to megabytes (issue 37, item 6).
+type runSummary struct {
+	RunID        string     `json:"runId"`
+	WorkflowName string     `json:"workflowName"`
+	Agent        string     `json:"agent,omitempty"`
+	Status       string     `json:"status"`
+	Trigger      string     `json:"trigger"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	EndedAt      *time.Time `json:"endedAt,omitempty"`
+	ParentRunID  string     `json:"parentRunId,omitempty"`
+	Calls        int        `json:"calls"`
+	Error        string     `json:"error,omitempty"` // its name and message, cut at 200 bytes
+}
+
+// runSummaryOf is r's summary.
+func runSummaryOf(r *runRecord) runSummary {
+	s := runSummary{RunID: r.RunID, WorkflowName: r.WorkflowName, Agent: r.Agent, Status: r.Status, Trigger: r.Trigger,
+		CreatedAt: r.CreatedAt, EndedAt: r.EndedAt, ParentRunID: r.ParentRunID, Calls: len(r.Steps)}
+	if r.Error != nil {
+		s.Error = strings.ToValidUTF8(truncateBytes(strings.TrimPrefix(r.Error.Name+": "+r.Error.Message, ": "), 200), "")
+	}
+	return s
+}
+
+// truncateBytes cuts s to at most n bytes, at a character boundary.
+func truncateBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // runQueryTime reads since or until: an RFC 3339 time, or an age before
@@ -302,15 +348,7 @@ func runSearchText(r *runRecord) string {
 		e, _ := json.Marshal(r.Error)
 		b.Write(e)
 	}
-	t := strings.ToValidUTF8(strings.ToLower(b.String()), "\uFFFD")
-	if len(t) > runSearchMaxBytes {
-		cut := runSearchMaxBytes
-		for cut > 0 && !utf8.RuneStart(t[cut]) {
-			cut--
-		}
-		t = t[:cut]
-	}
-	return t
+	return truncateBytes(strings.ToValidUTF8(strings.ToLower(b.String()), "\uFFFD"), runSearchMaxBytes)
 }
 
 // matches reports whether r passes q's filters and comes after q.After: the

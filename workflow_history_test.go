@@ -387,6 +387,8 @@ func TestParseRunQuery(t *testing.T) {
 		{"a misspelt filter refused", "statuses=failed", runQuery{}, "statuses"},
 		{"range and text", "since=2025-03-04T05:06:07Z&until=2025-03-05T00:00:00Z&q=%20Ord_7F3K%20",
 			runQuery{Since: time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC), Until: time.Date(2025, 3, 5, 0, 0, 0, 0, time.UTC), Text: "ord_7f3k", Limit: runQueryDefaultLimit}, ""},
+		{"summary view", "view=summary", runQuery{Summary: true, Limit: runQueryDefaultLimit}, ""},
+		{"other view", "view=full", runQuery{}, "view"},
 		{"bad since", "since=yesterday", runQuery{}, "since"},
 		{"negative age", "until=-1h", runQuery{}, "until"},
 		{"text too long", "q=" + strings.Repeat("x", runQueryTextMax+1), runQuery{}, "q"},

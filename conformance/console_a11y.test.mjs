@@ -130,3 +130,30 @@ test("keyboard and deep links: a link to a call scrolls to it and marks it; / fo
   await page.context().close();
   noConsoleErrors();
 });
+
+test("live updates: the list asks for summaries, and a hidden tab asks nothing until it is shown", async () => {
+  const full = await (await fetch(base + "/api/runs?limit=50")).text();
+  const summary = await (await fetch(base + "/api/runs?limit=50&view=summary")).text();
+  const items = JSON.parse(summary).items;
+  assert.ok(items.length > 5 && items.every((r) => r.runId && r.status && r.steps === undefined && r.input === undefined), "summaries without calls or input");
+  assert.ok(summary.length * 5 < full.length, `a page of summaries is ${summary.length} bytes against ${full.length}`);
+  const page = await newPage();
+  const asked = [];
+  page.on("request", (r) => new URL(r.url()).pathname === "/api/runs" && asked.push(r.url()));
+  await page.goto(base + "/#/runs");
+  await page.locator("#runs tbody tr").first().waitFor();
+  assert.ok(asked.every((u) => new URL(u).searchParams.get("view") === "summary"), `the list asked ${asked}`);
+  const setHidden = (hidden) => page.evaluate((h) => {
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => h });
+    document.dispatchEvent(new Event("visibilitychange"));
+  }, hidden);
+  await setHidden(true);
+  await page.waitForTimeout(2500); // one poll's interval and more
+  asked.length = 0;
+  await page.waitForTimeout(4500); // two more
+  assert.deepEqual(asked, [], "a hidden tab polls nothing");
+  await setHidden(false);
+  await page.waitForRequest((r) => new URL(r.url()).pathname === "/api/runs", { timeout: 3000 });
+  await page.context().close();
+  noConsoleErrors();
+});

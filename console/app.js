@@ -32,10 +32,18 @@ function showGate(g) {
   node.replaceChildren(g.open ? "" : el("a", { href: "#/settings", class: "badge failed" }, `gate closed: ${g.reason}`));
 }
 
-/** every polls fn each ms after it settles while visit n is current, until fn returns false. */
+/**
+ * every polls fn each ms after it settles while visit n is current, until
+ * fn returns false; while the tab is hidden it asks nothing, and asks at
+ * once when the tab is shown again.
+ */
 function every(n, ms, fn) {
   const tick = async () => {
     if (n !== visit) return;
+    if (document.hidden) {
+      document.addEventListener("visibilitychange", tick, { once: true });
+      return;
+    }
     let again = true;
     try {
       again = (await fn()) !== false;

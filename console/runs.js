@@ -49,7 +49,7 @@ export async function runsPage(ctx) {
   const filters = el("div", { class: "filters" }, el("label", {}, "Status ", statusSel), el("label", {}, "Workflow ", workflowSel),
     el("label", {}, "Created ", sinceSel), searchForm);
   const body = el("div", {});
-  const query = new URLSearchParams();
+  const query = new URLSearchParams({ view: "summary" }); // a list needs no inputs, calls or logs
   if (status) query.set("status", status);
   if (workflow) query.set("workflow", workflow);
   if (since) query.set("since", since);
