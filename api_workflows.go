@@ -200,6 +200,26 @@ func (s *server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
+// handleRunStats serves GET /api/runs/stats: the overview of the runs
+// created since ?since= (default 1h), in buckets of ?bucket= (workflow_stats.go).
+func (s *server) handleRunStats(w http.ResponseWriter, r *http.Request) {
+	q, err := parseRunStatsQuery(r.URL.Query(), time.Now())
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_query", Message: err.Error()})
+		return
+	}
+	st, err := s.rt.engine.runStats(r.Context(), q)
+	if writeUnavailable(w, err) {
+		return
+	}
+	if err != nil {
+		s.log.Error("run stats", "err", err)
+		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "stats": st})
+}
+
 // orEmpty returns s, or an empty slice for nil (JSON [] rather than null).
 func orEmpty[T any](s []T) []T {
 	if s == nil {

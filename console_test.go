@@ -125,6 +125,9 @@ export default async function timeline() {
   await workflows.startAndWait("greet", { name: "child" });
   return "done";
 }`)
+	writeFile(t, dir, "workflows/broken.workflow.ts", `import { FatalError } from "svc";
+async function charge() { "use step"; throw new FatalError("card declined"); }
+export default async function broken() { "use workflow"; await charge(); }`)
 	writeFile(t, dir, "workflows/many.workflow.ts", `async function pick(i: number) { "use step"; return i; }
 export default async function many() { "use workflow"; let n = 0; for (let i = 0; i < 40; i++) n += await pick(i); return n; }`)
 	writeFile(t, dir, "workflows/logger.workflow.ts", `async function pack(n: number) { "use step"; console.log("packing parcel", n); console.warn("low on tape"); return n; }

@@ -75,6 +75,9 @@ type runHistory interface {
 	prune(ctx context.Context, endedBefore time.Time) (int64, error)
 	// stream returns an archived run's stream (workflow_stream.go).
 	stream(ctx context.Context, runID string) ([]streamEntry, error)
+	// stats is its part of the overview of the runs created since
+	// q.Since (workflow_stats.go).
+	stats(ctx context.Context, q runStatsQuery) (*runStatsPart, error)
 }
 
 // runQuery selects a page of runs. The zero value of a filter field
@@ -295,9 +298,17 @@ func runSummaryOf(r *runRecord) runSummary {
 	s := runSummary{RunID: r.RunID, WorkflowName: r.WorkflowName, Agent: r.Agent, Status: r.Status, Trigger: r.Trigger,
 		CreatedAt: r.CreatedAt, EndedAt: r.EndedAt, ParentRunID: r.ParentRunID, Calls: len(r.Steps)}
 	if r.Error != nil {
-		s.Error = strings.ToValidUTF8(truncateBytes(strings.TrimPrefix(r.Error.Name+": "+r.Error.Message, ": "), 200), "")
+		s.Error = runErrorWords(r.Error)
 	}
 	return s
+}
+
+// runErrorWords is what a list or the overview shows of a run's error: its
+// name and message, at most 200 bytes of UTF-8, without NUL (which
+// PostgreSQL's text refuses).
+func runErrorWords(e *runError) string {
+	w := strings.TrimPrefix(e.Name+": "+e.Message, ": ")
+	return truncateBytes(strings.ReplaceAll(strings.ToValidUTF8(w, "\uFFFD"), "\x00", ""), 200)
 }
 
 // truncateBytes cuts s to at most n bytes, at a character boundary.
@@ -384,15 +395,16 @@ func newPGRunHistory(db *pgxpool.Pool) *pgRunHistory {
 
 // runHistoryUpsertSQL inserts or replaces a chunk of runs given as parallel
 // arrays: one statement however many runs.
-const runHistoryUpsertSQL = `INSERT INTO svc.runs (run_id, workflow_name, status, trigger, agent, created_at, ended_at, record, search)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[])
+const runHistoryUpsertSQL = `INSERT INTO svc.runs (run_id, workflow_name, status, trigger, agent, created_at, ended_at, record, search, error_message)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[], $10::text[])
 ON CONFLICT (run_id) DO UPDATE SET workflow_name = excluded.workflow_name, status = excluded.status,
     trigger = excluded.trigger, agent = excluded.agent, created_at = excluded.created_at,
-    ended_at = excluded.ended_at, record = excluded.record, search = excluded.search`
+    ended_at = excluded.ended_at, record = excluded.record, search = excluded.search, error_message = excluded.error_message`
 
 // runHistoryChunk is the arrays of one upsert statement.
 type runHistoryChunk struct {
 	ids, workflows, statuses, triggers, agents, records, searches []string
+	errors                                                        []*string // NULL unless the run failed
 	created, ended                                                []time.Time
 	bytes                                                         int
 }
@@ -413,6 +425,12 @@ func (c *runHistoryChunk) add(r *runRecord, record string) {
 	c.records = append(c.records, record)
 	search := strings.ReplaceAll(runSearchText(r), "\x00", "") // PostgreSQL text holds no NUL
 	c.searches = append(c.searches, search)
+	var msg *string
+	if r.Status == runFailed && r.Error != nil {
+		m := runErrorWords(r.Error)
+		msg = &m
+	}
+	c.errors = append(c.errors, msg)
 	c.bytes += len(record) + len(search)
 }
 
@@ -461,7 +479,7 @@ func (h *pgRunHistory) archive(ctx context.Context, runs []runRecord) error {
 	chunks = append(chunks, cur)
 	batch := &pgx.Batch{}
 	for _, c := range chunks {
-		batch.Queue(runHistoryUpsertSQL, c.ids, c.workflows, c.statuses, c.triggers, c.agents, c.created, c.ended, c.records, c.searches)
+		batch.Queue(runHistoryUpsertSQL, c.ids, c.workflows, c.statuses, c.triggers, c.agents, c.created, c.ended, c.records, c.searches, c.errors)
 	}
 	if err := queueStreams(batch, runs); err != nil {
 		return err

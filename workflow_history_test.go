@@ -593,4 +593,19 @@ ORDER BY created_at DESC, run_id DESC OFFSET $3 LIMIT 1`
 			}
 		})
 	}
+	// The overview (GET /api/runs/stats): a range holding every run of
+	// the history (the seed's are all an hour old), and the last hour,
+	// which holds none of them.
+	for _, sc := range []struct {
+		name  string
+		since time.Duration
+	}{{"stats of all runs", 2 * time.Hour}, {"stats of the last hour", time.Hour}} {
+		b.Run(sc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := h.stats(ctx, runStatsQuery{Since: time.Now().Add(-sc.since), Bucket: time.Minute}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -26,6 +26,7 @@ before(async () => {
 
 /** pages are the console's pages, each with what shows it is drawn. */
 const pages = () => [
+  ["overview", "/#/overview", "#chart"],
   ["workflows", "/#/workflows", "h1"],
   ["playground", "/#/workflows/greet", "h1"],
   ["runs", "/#/runs", "#runs"],
@@ -154,6 +155,32 @@ test("live updates: the list asks for summaries, and a hidden tab asks nothing u
   assert.deepEqual(asked, [], "a hidden tab polls nothing");
   await setHidden(false);
   await page.waitForRequest((r) => new URL(r.url()).pathname === "/api/runs", { timeout: 3000 });
+  await page.context().close();
+  noConsoleErrors();
+});
+
+test("the overview: active now, runs over time, each workflow's failure rate, top errors linked to their runs", async () => {
+  for (let i = 0; i < 2; i++) {
+    const r = await fetch(base + "/api/workflows/broken/start?wait=30s", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    assert.equal(r.status, 200);
+  }
+  const { stats } = await (await fetch(base + "/api/runs/stats?since=1h")).json();
+  const page = await newPage();
+  await page.goto(base + "/#/overview?since=1h");
+  await page.locator("#top-errors").waitFor();
+  const total = stats.buckets.reduce((a, b) => a + Object.values(b.counts).reduce((x, n) => x + n, 0), 0);
+  const drawn = await page.evaluate(() => [...document.querySelectorAll("#chart .col")].reduce((a, c) => a + Number(c.dataset.total), 0));
+  assert.ok(total > 5 && Math.abs(drawn - total) <= 2, `the chart shows ${drawn} runs; the API ${total}`); // a run or two may start between the two reads
+  const broken = page.locator('#overview-workflows tr[data-workflow="broken"] td');
+  assert.deepEqual((await broken.allTextContents()).slice(1, 4).map((s) => s.trim()), [String(stats.workflows.find((w) => w.workflow === "broken").runs), "2", "100.0%"]);
+  const error = page.locator("#top-errors a", { hasText: "card declined" });
+  await error.click();
+  await page.waitForURL(/#\/runs\?.*status=failed/);
+  await page.locator("#runs tbody tr").first().waitFor();
+  assert.deepEqual(await page.locator("#runs tbody tr td:nth-child(2)").allTextContents(), ["broken", "broken"]);
+  await page.goto(base + "/#/overview?since=24h");
+  assert.equal(await page.locator("#overview-since").inputValue(), "24h");
+  await shot(page, "overview");
   await page.context().close();
   noConsoleErrors();
 });

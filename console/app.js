@@ -10,9 +10,11 @@ import { workflowsPage, playgroundPage } from "./workflows.js";
 import { runsPage, runPage } from "./runs.js";
 import { settingsPage } from "./settings.js";
 import { chatPage } from "./chat.js";
+import { overviewPage } from "./overview.js";
 
 /** routes maps a hash path to its page and nav entry. */
 const routes = [
+  [/^\/overview$/, "overview", overviewPage],
   [/^\/workflows$/, "workflows", workflowsPage],
   [/^\/workflows\/([^/]+)$/, "workflows", playgroundPage],
   [/^\/runs$/, "runs", runsPage],

@@ -3,6 +3,10 @@
 -- at most runSearchMaxBytes), written with the record. Runs archived before
 -- this column have it NULL and are searched in their whole record instead.
 ALTER TABLE svc.runs ADD COLUMN search text;
+-- The words of a failed run's error (at most 200 bytes), for the overview's
+-- top errors (GET /api/runs/stats); NULL for other runs and older ones.
+ALTER TABLE svc.runs ADD COLUMN error_message text;
+CREATE INDEX runs_failed_created_idx ON svc.runs (created_at) WHERE error_message IS NOT NULL;
 
 -- A trigram index makes a substring search of three or more characters an
 -- index scan. pg_trgm is a trusted extension (PostgreSQL 13 and later): the
