@@ -178,12 +178,7 @@ func (s *server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runs, queued, next, err := s.rt.engine.listRuns(r.Context(), q)
-	if writeUnavailable(w, err) {
-		return
-	}
-	if err != nil {
-		s.log.Error("list runs", "err", err)
-		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+	if s.historyFailed(w, "list runs", err) {
 		return
 	}
 	body := map[string]any{"schema_version": schemaVersion, "items": orEmpty(runs), "queued": orEmpty(queued)}
@@ -209,15 +204,22 @@ func (s *server) handleRunStats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := s.rt.engine.runStats(r.Context(), q)
-	if writeUnavailable(w, err) {
-		return
-	}
-	if err != nil {
-		s.log.Error("run stats", "err", err)
-		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+	if s.historyFailed(w, "run stats", err) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "stats": st})
+}
+
+// historyFailed answers err, when there is one, as the runtime being
+// unavailable (writeUnavailable) or as 503 history_unavailable (logged as
+// what), and reports whether it answered.
+func (s *server) historyFailed(w http.ResponseWriter, what string, err error) bool {
+	if err == nil || writeUnavailable(w, err) {
+		return err != nil
+	}
+	s.log.Error(what, "err", err)
+	writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+	return true
 }
 
 // orEmpty returns s, or an empty slice for nil (JSON [] rather than null).
@@ -237,12 +239,7 @@ func (s *server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	}
 	s.waitRun(r, id, wait)
 	run, ok, err := s.rt.engine.find(r.Context(), id)
-	if writeUnavailable(w, err) {
-		return
-	}
-	if err != nil {
-		s.log.Error("get run", "err", err)
-		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+	if s.historyFailed(w, "get run", err) {
 		return
 	}
 	if !ok {
@@ -326,11 +323,7 @@ func (s *server) handleRunStream(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errRunNotFound):
 		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + id + " not found"})
 		return
-	case writeUnavailable(w, err):
-		return
-	case err != nil:
-		s.log.Error("read run stream", "err", err)
-		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "history_unavailable", Message: "could not read the run history"})
+	case s.historyFailed(w, "read run stream", err):
 		return
 	}
 	sse := newWireSSE(w)
