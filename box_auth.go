@@ -35,7 +35,7 @@ func (b *boxRuntime) admit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	path := r.URL.Path
-	if (path == boxWellKnown || path == "/") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if ((path == boxWellKnown || path == "/") && (r.Method == http.MethodGet || r.Method == http.MethodHead)) || healthProbe(r) {
 		return true
 	}
 	if strings.HasPrefix(path, boxWellKnown+"/") || boxSigned(r) {

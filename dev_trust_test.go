@@ -68,6 +68,11 @@ func TestDevRotateKey(t *testing.T) {
 	if code := trustTestGet(t, api, "/api/runs", old); code != 200 {
 		t.Fatalf("a relayed request with the dev key = %d; want 200", code)
 	}
+	for _, probe := range []string{healthLivePath, healthReadyPath} { // a probe needs no key and learns nothing else
+		if code := trustTestGet(t, api, probe, ""); code != 200 {
+			t.Errorf("GET %s without a key = %d; want 200", probe, code)
+		}
+	}
 	link := consoleLink(t, dir)
 	var fromLink, fromKey struct {
 		Token string `json:"token"`

@@ -423,7 +423,7 @@ func (g *httpGuardKeys) admit(w http.ResponseWriter, r *http.Request) bool {
 		g.console.serveTrade(w, r, g)
 		return false
 	}
-	if consoleStatic(r) {
+	if consoleStatic(r) || healthProbe(r) {
 		return true
 	}
 	cred := wireCredential(r)

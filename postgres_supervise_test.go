@@ -411,6 +411,14 @@ func TestBoxSurvivesDatabaseRestart(t *testing.T) {
 	if st := health(); st != http.StatusOK {
 		t.Fatalf("health = %d; want 200", st)
 	}
+	// The probes a load balancer sends, with no credential (issue 38, item D).
+	probe := func(path string) (int, string) {
+		rep := boxDo(t, "GET", box.url+path, nil, nil, time.Time{}, "", nil)
+		return rep.status, string(rep.body)
+	}
+	if st, body := probe(healthReadyPath); st != http.StatusOK || strings.TrimSpace(body) != `{"ready":true}` {
+		t.Errorf("GET %s without a credential = %d %s; want 200 {\"ready\":true} and nothing else", healthReadyPath, st, body)
+	}
 	acked := map[string]bool{}
 	start := func(tag string) {
 		rep := signed("POST", "/api/workflows/later/start", `{"tag":"`+tag+`"}`)
@@ -438,6 +446,12 @@ func TestBoxSurvivesDatabaseRestart(t *testing.T) {
 	pgTestKillServer(t, pg.DataDir)
 	if st := health(); st != http.StatusServiceUnavailable {
 		t.Errorf("health with the database killed = %d; want 503", st)
+	}
+	if st, body := probe(healthReadyPath); st != http.StatusServiceUnavailable || strings.TrimSpace(body) != `{"ready":false}` {
+		t.Errorf("GET %s with the database killed = %d %s; want 503 {\"ready\":false}", healthReadyPath, st, body)
+	}
+	if st, body := probe(healthLivePath); st != http.StatusOK || strings.TrimSpace(body) != `{"live":true}` {
+		t.Errorf("GET %s with the database killed = %d %s; want 200: the process serves", healthLivePath, st, body)
 	}
 	// A signed request meanwhile (what the control plane sends) is told the
 	// database is unavailable, and nothing of it (issue 36, item 14).

@@ -55,6 +55,8 @@ func newServer(rt *runtimeCore, guard httpGuardConfig, hostRoutes []route) (*ser
 func routeTable(s *server) []route {
 	return []route{
 		{"GET", "/api/contract", "the contract the CLI advertises (same payload as `svc dev --print-contract`)", s.handleContract},
+		{"GET", healthLivePath, "liveness for a load balancer or an orchestrator: 200 {\"live\":true} while the process serves; no credential, nothing else said", s.handleLive},
+		{"GET", healthReadyPath, "readiness: 200 {\"ready\":true} when the journal, PostgreSQL, object storage and (PostgreSQL engine) this replica's lease are fine, else 503 {\"ready\":false}; no credential, nothing else said", s.handleReady},
 		{"GET", "/api/health", "health and identity of the running runtime: project_dir, local_dev_installation_id, gate; each part's state: journal, postgres, storage, model_gate (503 when the journal, PostgreSQL or object storage is down)", s.handleHealth},
 		{"PUT", "/api/settings/model-provider", "store a model-provider credential (encrypted); opens a closed boot gate", s.handleStoreProvider},
 		{"GET", "/api/workflows", "list workflows (what `svc workflows list` prints)", s.handleListWorkflows},
@@ -179,6 +181,46 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"ok": status == http.StatusOK, "project_dir": s.rt.proj.Dir,
 		"local_dev_installation_id": installation, "gate": s.rt.gateState(), "journal": jh, "engine": s.rt.engine.storeHealth(), "postgres": pg,
 		"storage": st, "model_gate": s.rt.gateHealth()})
+}
+
+// The probes' paths (issue 38, item D): a box's /api/health needs a
+// credential, which no load balancer or Kubernetes probe has; these answer
+// anyone, and say nothing but yes or no.
+const (
+	healthLivePath  = "/api/live"
+	healthReadyPath = "/api/ready"
+)
+
+// healthProbe reports whether r is a probe: GET or HEAD of healthLivePath
+// or healthReadyPath, which the guards admit without a credential.
+func healthProbe(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == healthLivePath || r.URL.Path == healthReadyPath)
+}
+
+// handleLive serves healthLivePath: this process serves.
+func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]bool{"live": true})
+}
+
+// handleReady serves healthReadyPath: 200 when every part /api/health
+// checks is ok and, on the PostgreSQL engine, this replica holds its lease;
+// else 503 with Retry-After. The parts are in /api/health, for a caller
+// with a credential.
+func (s *server) handleReady(w http.ResponseWriter, r *http.Request) {
+	storage := make(chan partHealth, 1)
+	go func() { storage <- s.rt.storageHealth(r.Context()) }()
+	pg := s.rt.databaseHealth(r.Context())
+	st := <-storage
+	eng := s.rt.engine.storeHealth()
+	ready := s.rt.engine.journalHealth().State == "ok" && pg.State == "ok" && st.State == "ok" && (eng.Kind != engineKindPostgres || eng.Lease == engineLeaseHeld)
+	w.Header().Set("Cache-Control", "no-store")
+	if !ready {
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]bool{"ready": false})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ready": true})
 }
 
 // handleStoreProvider stores a model-provider credential and opens the gate.
