@@ -146,7 +146,7 @@ func (s *server) writeStartError(w http.ResponseWriter, err error) {
 	}[se.Code]
 	msg := se.Message
 	if se.Code == "gate_closed" {
-		msg += "; " + gateNoProviderMessage(s.rt.apiURL)
+		msg += ": " + gateNoProviderMessage(s.rt.apiURL) // says once that no provider is configured
 	}
 	writeAPIError(w, status, apiError{Code: se.Code, Message: msg, Violations: se.Violations})
 }

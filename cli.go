@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -68,6 +69,20 @@ func (e *cliError) exitCode() int {
 // failf returns a *cliError with a formatted message.
 func failf(code, hint, format string, args ...any) *cliError {
 	return &cliError{Code: code, Hint: hint, Message: fmt.Sprintf(format, args...)}
+}
+
+// plural is "1 member", "2 members", "0 audit entries": n and noun, the
+// noun made plural (a final "y" after a consonant becomes "ies").
+func plural(n int, noun string) string {
+	if n != 1 {
+		switch {
+		case strings.HasSuffix(noun, "y") && !strings.ContainsAny(noun[len(noun)-2:len(noun)-1], "aeiou"):
+			noun = noun[:len(noun)-1] + "ies"
+		default:
+			noun += "s"
+		}
+	}
+	return fmt.Sprintf("%d %s", n, noun)
 }
 
 // errUsage marks an error that should print the verb's usage text.
@@ -338,7 +353,25 @@ func dispatch(ctx context.Context, c *cmd, prefix string, vs []*verb, args []str
 
 // parseInterleaved parses flags that may come before or after positional
 // arguments (`svc workflows start greet --input '{}'`); a "--" ends flags.
+// A flag whose value may be left out (optDuration: --wait) takes the next
+// argument as its value when that parses as one (`--wait 30s`), as a flag
+// that needs a value would: one rule for every verb's --wait.
 func parseInterleaved(fs *flag.FlagSet, args []string) error {
+	args = slices.Clone(args)
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--" {
+			break
+		}
+		name := strings.TrimLeft(args[i], "-")
+		if !strings.HasPrefix(args[i], "-") || strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if o, ok := f.Value.(*optDuration); ok && o.takes(args[i+1]) {
+				args = slices.Replace(args, i, i+2, args[i]+"="+args[i+1])
+			}
+		}
+	}
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {

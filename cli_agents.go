@@ -95,7 +95,7 @@ func runAgentsList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		Agents       []cpAgent `json:"agents"`
 	}{org, agents}
 	c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "organization %s: %d agents\n", org, len(agents))
+		fmt.Fprintf(w, "organization %s: %s\n", org, plural(len(agents), "agent"))
 		for _, a := range agents {
 			fmt.Fprintf(w, "  %-32s %s\n", a.Slug, a.Name)
 		}
@@ -223,7 +223,7 @@ func runKeysList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return teamError(err, "owners and admins manage API keys")
 	}
 	c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "organization %s: %d API keys\n", out.Organization.Slug, len(out.Keys))
+		fmt.Fprintf(w, "organization %s: %s\n", out.Organization.Slug, plural(len(out.Keys), "API key"))
 		now := time.Now()
 		for _, k := range out.Keys {
 			expiry := "never expires"
@@ -323,7 +323,7 @@ func runDevicesList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "%s: %d signed-in devices (each expires %s after its last use)\n", out.User.Email, len(out.Credentials), time.Duration(out.TTLSeconds)*time.Second)
+		fmt.Fprintf(w, "%s: %s (each expires %s after its last use)\n", out.User.Email, plural(len(out.Credentials), "signed-in device"), time.Duration(out.TTLSeconds)*time.Second)
 		for _, d := range out.Credentials {
 			this := ""
 			if d.Current {

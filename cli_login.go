@@ -131,7 +131,7 @@ func loginBrowser(ctx context.Context, c *cmd) error {
 	}
 	c.emit(code, func(w io.Writer) {
 		fmt.Fprintf(w, "Open %s in your browser and sign in with the one-time code %s (valid until %s)\n",
-			code.SignInURL, code.Code, code.ExpiresAt.Local().Format(time.Kitchen))
+			code.SignInURL, code.Code, code.ExpiresAt.Local().Format("2006-01-02 15:04 MST"))
 	})
 	return nil
 }

@@ -106,7 +106,7 @@ func runMembersList(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return teamError(err, "check --org (svc whoami lists yours)")
 	}
 	c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "organization %s: %d members\n", out.Organization.Slug, len(out.Members))
+		fmt.Fprintf(w, "organization %s: %s\n", out.Organization.Slug, plural(len(out.Members), "member"))
 		for _, m := range out.Members {
 			fmt.Fprintf(w, "  %-40s %-7s joined %s\n", m.Email, m.Role, m.JoinedAt.Local().Format(time.DateOnly))
 		}
@@ -204,7 +204,7 @@ func runMembersInvitations(ctx context.Context, c *cmd, fs *flag.FlagSet) error 
 		return teamError(err, "check --org (svc whoami lists yours)")
 	}
 	c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "organization %s: %d pending invitations\n", out.Organization.Slug, len(out.Invitations))
+		fmt.Fprintf(w, "organization %s: %s\n", out.Organization.Slug, plural(len(out.Invitations), "pending invitation"))
 		for _, i := range out.Invitations {
 			fmt.Fprintf(w, "  %-40s %-7s by %s, until %s (%s)\n", i.Email, i.Role, i.InvitedBy, i.ExpiresAt.Local().Format(time.DateTime), i.ID)
 		}
@@ -308,7 +308,7 @@ func runAudit(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		before = strconv.FormatInt(page.NextBefore, 10)
 	}
 	c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "organization %s: %d audit entries\n", out.Organization.Slug, len(out.Entries))
+		fmt.Fprintf(w, "organization %s: %s\n", out.Organization.Slug, plural(len(out.Entries), "audit entry"))
 		for _, e := range out.Entries {
 			actor := cmp.Or(e.Actor, e.ActorID, "-")
 			fmt.Fprintf(w, "%6d %s %-24s %-7s %s -> %s from %s", e.Seq, e.At.Local().Format(time.DateTime), e.Action, e.Outcome, actor, cmp.Or(e.Target, "-"), cmp.Or(e.Source, "-"))

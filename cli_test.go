@@ -706,3 +706,15 @@ func TestDevWarnsOldGitignore(t *testing.T) {
 		t.Errorf("dev with an old .gitignore = exit %d %q; want the warning with the fix", code, stderr)
 	}
 }
+
+// TestPlural: counts read as English (issue 38, item B: "1 members").
+func TestPlural(t *testing.T) {
+	for want, got := range map[string]string{
+		"1 member": plural(1, "member"), "2 members": plural(2, "member"), "0 audit entries": plural(0, "audit entry"),
+		"1 audit entry": plural(1, "audit entry"), "3 API keys": plural(3, "API key"), "2 signed-in devices": plural(2, "signed-in device"),
+	} {
+		if got != want {
+			t.Errorf("plural = %q; want %q", got, want)
+		}
+	}
+}

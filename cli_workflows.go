@@ -52,7 +52,7 @@ func newStartFlags() *flag.FlagSet {
 	fs.String("input", "", "inline JSON object as workflow input; wins over --input-file (default {})")
 	fs.String("input-file", "", "path to a JSON file holding the input")
 	fs.String("idempotency-key", "", "a key that makes a retried start safe: the same key, workflow and input answer the first receipt and start nothing (1 to 255 visible ASCII characters)")
-	fs.Var(&optDuration{def: defaultStartWait}, "wait", "wait for the run to end and print it (--wait alone: 30s, or --wait=2m; at most 5m); exit 1 when it failed or was cancelled")
+	fs.Var(&optDuration{def: defaultStartWait}, "wait", "wait for the run to end and print it (--wait alone: 30s, or --wait 2m; at most 5m); exit 1 when it failed or was cancelled")
 	return fs
 }
 
@@ -80,7 +80,7 @@ func (o *optDuration) Set(v string) error {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return fmt.Errorf("pass a duration such as 30s, as --wait=30s")
+		return fmt.Errorf("pass a duration such as 30s (--wait 30s or --wait=30s)")
 	}
 	o.d = d
 	return nil
@@ -88,6 +88,13 @@ func (o *optDuration) Set(v string) error {
 
 // IsBoolFlag lets the flag stand alone.
 func (o *optDuration) IsBoolFlag() bool { return true }
+
+// takes reports whether the argument after the flag is its value: a
+// positive duration (parseInterleaved).
+func (o *optDuration) takes(arg string) bool {
+	d, err := time.ParseDuration(arg)
+	return err == nil && d > 0
+}
 
 // newRunsListFlags defines the flags of `svc runs list`.
 func newRunsListFlags() *flag.FlagSet {
@@ -106,7 +113,7 @@ func newRunsListFlags() *flag.FlagSet {
 // newRunsGetFlags defines the flags of `svc runs get`.
 func newRunsGetFlags() *flag.FlagSet {
 	fs := targetFlags("get")()
-	fs.String("wait", "", "wait up to this long (e.g. 30s) for the run to finish")
+	fs.Var(&optDuration{def: defaultStartWait}, "wait", "wait for the run to finish (--wait alone: 30s, or --wait 2m; at most 5m)")
 	return fs
 }
 
@@ -595,9 +602,6 @@ func runRunsGet(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	path := "/api/runs/" + id
 	wait := fs.Lookup("wait").Value.String()
 	if wait != "" {
-		if _, err := time.ParseDuration(wait); err != nil {
-			return failf(codeGeneric, "pass a duration such as 30s", "invalid --wait %q", wait)
-		}
 		path += "?wait=" + wait
 	}
 	r, err := showRun(ctx, c, t, http.MethodGet, path)

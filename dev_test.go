@@ -178,8 +178,8 @@ func TestDevGateClosedThenStored(t *testing.T) {
 	eventually(t, 5*time.Second, "the console link on stderr", func() bool { return strings.Contains(d.stderr.String(), d.payload.EmulatorURL+"/") })
 	var e struct{ Error apiError }
 	if st := httpJSON(t, "POST", d.url("/api/workflows/ping/start"), "{}", &e); st != 503 || e.Error.Code != "gate_closed" ||
-		!strings.Contains(e.Error.Message, "OPENAI_API_KEY") {
-		t.Errorf("start while closed = %d %+v; want 503 gate_closed saying how to add a model provider", st, e)
+		!strings.Contains(e.Error.Message, "OPENAI_API_KEY") || strings.Count(e.Error.Message, "no model provider is configured") != 1 {
+		t.Errorf("start while closed = %d %+v; want 503 gate_closed saying once that no provider is configured and how to add one", st, e)
 	}
 	if st := httpJSON(t, "PUT", d.url("/api/settings/model-provider"), map[string]string{"provider": "bogus"}, nil); st != 422 {
 		t.Errorf("invalid provider = %d; want 422", st)

@@ -430,7 +430,7 @@ func workflowRoute(name string) string { return "POST /api/workflows/" + name + 
 
 // Start failures callers branch on.
 var (
-	errGateClosed       = errors.New("the boot gate is closed: no model provider is configured")
+	errGateClosed       = errors.New("the boot gate is closed")
 	errWorkflowNotFound = errors.New("workflow not found")
 	errRunNotFound      = errors.New("run not found")
 )

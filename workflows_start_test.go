@@ -92,6 +92,22 @@ export default async function boom() { "use workflow"; return await explode(); }
 	if _, stderr, exit = cli(t, dir, env, "workflows", "start", "greet", "--wait=soon"); exit == 0 || !strings.Contains(stderr, "30s") {
 		t.Errorf("--wait=soon = %d %q; want a refusal naming the form", exit, stderr)
 	}
+	// One rule for --wait on start and on runs get (issue 38, item B): a
+	// duration after it is its value, --wait alone is 30s.
+	var rc struct {
+		Data struct {
+			Run runRecord `json:"run"`
+		} `json:"data"`
+	}
+	out, stderr, exit = cli(t, dir, env, "--json", "workflows", "start", "greet", "--wait", "30s", "--input", `{"name":"Spaced"}`)
+	if json.Unmarshal([]byte(out), &rc); exit != 0 || rc.Data.Run.Status != runCompleted {
+		t.Fatalf("workflows start greet --wait 30s = %d %q %q; want the completed run", exit, out, stderr)
+	}
+	for _, args := range [][]string{{"runs", "get", rc.Data.Run.RunID, "--wait", "30s"}, {"runs", "get", rc.Data.Run.RunID, "--wait"}, {"runs", "get", "--wait", "5s", rc.Data.Run.RunID}} {
+		if out, stderr, exit := cli(t, dir, env, args...); exit != 0 || !strings.Contains(out, "completed") {
+			t.Errorf("svc %s = %d %q %q; want the completed run", strings.Join(args, " "), exit, out, stderr)
+		}
+	}
 }
 
 // TestStartIdempotencyKeyCLI: `svc workflows start --idempotency-key`
