@@ -457,11 +457,18 @@ func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return nil
 	}
 	c.emit(rc.startReceipt, func(w io.Writer) {
-		if rc.Status == "queued" {
+		switch {
+		case rc.Existing && rc.Status == "queued":
+			fmt.Fprintf(w, "Already started: this idempotency key queued %s before (queue entry %s); nothing new was started.\n", name, rc.QueueID)
+			return
+		case rc.Status == "queued":
 			fmt.Fprintf(w, "Workflow %s is queued: an earlier run is still active. It starts automatically when the queue frees.\n", name)
 			return
+		case rc.Existing:
+			fmt.Fprintf(w, "Already started: this idempotency key started %s before; nothing new was started.\n  runId    %s\n  traceId  %s\n", name, rc.RunID, rc.WorldRunID)
+		default:
+			fmt.Fprintf(w, "Started %s\n  runId    %s\n  traceId  %s\n  trigger  %s\n", name, rc.RunID, rc.WorldRunID, rc.Trigger)
 		}
-		fmt.Fprintf(w, "Started %s\n  runId    %s\n  traceId  %s\n  trigger  %s\n", name, rc.RunID, rc.WorldRunID, rc.Trigger)
 		if wait > 0 {
 			fmt.Fprintf(w, "It is still running after %s: svc runs get %s --wait 30s\n", wait, rc.RunID)
 		}

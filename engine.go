@@ -423,6 +423,9 @@ type startReceipt struct {
 	WorldRunID    string `json:"worldRunId,omitempty"`
 	Trigger       string `json:"trigger"`
 	QueueID       string `json:"queueId,omitempty"` // queued: the entry's id (runs get / cancel take it); an addition to SPEC's fields
+	// Existing marks the receipt of a start an idempotency key had already
+	// made: nothing new was started (an addition to SPEC's fields).
+	Existing bool `json:"existing,omitempty"`
 }
 
 // workflowRoute is the route string that starts a workflow.

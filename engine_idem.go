@@ -103,7 +103,7 @@ func (e *engine) idemReceiptLocked(key, workflow, hash string) (startReceipt, bo
 // idemReceipt is the receipt a kept key answers: its run, or its queue entry.
 func idemReceipt(workflow, runID, wrun, queueID string) startReceipt {
 	rc := startReceipt{SchemaVersion: schemaVersion, WorkflowName: workflow, Trigger: workflowRoute(workflow),
-		Status: "started", RunID: runID, WorldRunID: wrun, QueueID: queueID}
+		Status: "started", RunID: runID, WorldRunID: wrun, QueueID: queueID, Existing: true}
 	if queueID != "" {
 		rc.Status = "queued"
 	}

@@ -139,11 +139,14 @@ export default async function slow(input: { n?: number }) { "use workflow"; awai
 		return e.Data, code
 	}
 	first, code := start("--idempotency-key", "deploy-42", "--input", `{"n":1}`)
-	if code != 0 || first["runId"] == nil {
-		t.Fatalf("first start = %d %v", code, first)
+	if code != 0 || first["runId"] == nil || first["existing"] != nil {
+		t.Fatalf("first start = %d %v; want a run, not marked existing", code, first)
 	}
-	if again, code := start("--idempotency-key", "deploy-42", "--input", `{ "n": 1 }`); code != 0 || again["runId"] != first["runId"] {
-		t.Errorf("resent start = %d %v; want runId %v", code, again, first["runId"])
+	if again, code := start("--idempotency-key", "deploy-42", "--input", `{ "n": 1 }`); code != 0 || again["runId"] != first["runId"] || again["existing"] != true {
+		t.Errorf("resent start = %d %v; want runId %v and existing: true", code, again, first["runId"])
+	}
+	if out, _, code := cli(t, dir, env, "workflows", "start", "slow", "--idempotency-key", "deploy-42", "--input", `{"n":1}`); code != 0 || !strings.HasPrefix(out, "Already started") {
+		t.Errorf("resent start, for a person = %d %q; want it said that nothing new started", code, out)
 	}
 	d.kill()
 	startDev(t, dir, devEnv)
