@@ -268,8 +268,10 @@ func runKeysCreate(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if out.ExpiresAt != nil {
 		expiry = "expires " + cliTime(out.ExpiresAt)
 	}
+	slug := cmp.Or(org, out.Organization)
 	c.emit(out, func(w io.Writer) {
-		fmt.Fprintf(w, "created API key %s (%s) in organization %s, %s\nthe key, shown only now: %s\n", out.Name, out.ID, org, expiry, out.Key)
+		fmt.Fprintf(w, "created API key %s (%s) in organization %s, %s\nthe key, shown only now: %s\n", out.Name, out.ID, slug, expiry, out.Key)
+		fmt.Fprintf(w, "it calls the organization's agents through this control plane, as the chat wires' key: %s/%s/<agent>/openai/v1 (also /anthropic, /agui)\n", cl.url, slug)
 	})
 	return nil
 }

@@ -166,4 +166,7 @@ func TestCPAgentsCLI(t *testing.T) {
 	}
 	var verdict cpAuditVerdict
 	owner.ok(t, &verdict, "audit", "verify")
+	if out, _, code := cli(t, t.TempDir(), admin.env, "keys", "create", "ci-text"); code != 0 || !strings.Contains(out, cp.url+"/default/<agent>/openai/v1") {
+		t.Errorf("svc keys create, for a person = %d %q; want the URL the key is for", code, out)
+	}
 }
