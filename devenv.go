@@ -305,7 +305,7 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	if c.verbose {
 		verbose = c.stderr
 	}
-	rt.log.Info("starting PostgreSQL (the first boot of a project also initializes its cluster)", "port", opts.pgPort)
+	rt.log.Info("starting PostgreSQL", "port", opts.pgPort)
 	rt.pg, err = startPostgres(ctx, pgOptions{ProjectDir: proj.Dir, Port: opts.pgPort, Getenv: c.getenv, LookPath: exec.LookPath, Log: verbose})
 	if err != nil {
 		var busy *portBusyError
@@ -321,6 +321,9 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	rt.closers = append(rt.closers, rt.pg.Stop, rt.pg.supervise(rt.log))
+	if rt.pg.Initialized {
+		rt.log.Info("initialized the project's PostgreSQL cluster: its first boot")
+	}
 	rt.log.Info("postgres up", "provider", rt.pg.Provider, "url", redactURL(rt.pg.URL))
 	rt.pg.logUndid(rt.log)
 

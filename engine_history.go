@@ -319,3 +319,19 @@ func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, qu
 	}
 	return page, queued, next, nil
 }
+
+// activeCount is how many runs the engine holds that have not ended, and
+// how many starts wait in its queues: what a boot resumed.
+func (e *engine) activeCount() (active, queued int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range e.st.Runs {
+		if !terminal(r.Status) {
+			active++
+		}
+	}
+	for _, q := range e.st.Queues {
+		queued += len(q)
+	}
+	return active, queued
+}

@@ -177,6 +177,8 @@ type pgService struct {
 	// Undid are the settings that stop a boot which this boot reset
 	// (pgUndoBootBreakers), for the caller to log.
 	Undid []string
+	// Initialized says this boot made the cluster (the project's first).
+	Initialized bool
 
 	stop func(context.Context) error // nil once stopped, and for "env"
 	lock *os.File                    // the project lock held until Stop; nil for "env"
@@ -462,6 +464,7 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	if err := pgCheckPort(o.Port); err != nil {
 		return nil, err
 	}
+	fresh := !l.initialized()
 	if err := l.initCluster(ctx, o.Log, o.NoSync, password); err != nil {
 		return nil, err
 	}
@@ -494,11 +497,12 @@ func pgStartLocal(ctx context.Context, o pgOptions, stateDir string, bins pgServ
 	}
 	tail := pgStartLogTail(l.logPath, o.Log)
 	return &pgService{
-		Undid:    undid,
-		URL:      pgAppURL(appPassword, o.Port),
-		Provider: "local",
-		DataDir:  l.dataDir,
-		watched:  pgLocalWatch{l: l, port: o.Port},
+		Undid:       undid,
+		Initialized: fresh,
+		URL:         pgAppURL(appPassword, o.Port),
+		Provider:    "local",
+		DataDir:     l.dataDir,
+		watched:     pgLocalWatch{l: l, port: o.Port},
 		stop: func(ctx context.Context) error {
 			err := l.stop(ctx)
 			tail.close()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStartWait starts runs synchronously against a real svc dev: over HTTP
@@ -149,7 +150,13 @@ export default async function slow(input: { n?: number }) { "use workflow"; awai
 		t.Errorf("resent start, for a person = %d %q; want it said that nothing new started", code, out)
 	}
 	d.kill()
-	startDev(t, dir, devEnv)
+	d2 := startDev(t, dir, devEnv)
+	eventually(t, 10*time.Second, "the boot after the kill saying what it resumed", func() bool {
+		return strings.Contains(d2.stderr.String(), "resumed 1 active run from the journal")
+	})
+	if strings.Contains(d2.stderr.String(), "first boot") {
+		t.Errorf("the boot after a kill calls itself a first boot:\n%s", d2.stderr.String())
+	}
 	if again, code := start("--idempotency-key", "deploy-42", "--input", `{"n":1}`); code != 0 || again["runId"] != first["runId"] {
 		t.Errorf("resent start after a SIGKILL and restart = %d %v; want runId %v", code, again, first["runId"])
 	}
