@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -186,10 +187,30 @@ func newCPOIDCProvider(cfg cpOIDCConfig) *cpOIDCProvider {
 type cpOIDCError struct {
 	status int
 	msg    string
+	// unreachable marks a provider that did not answer (as against one that
+	// answered wrong): at boot the first is a warning, the second stops it.
+	unreachable bool
 }
 
 // Error is the message.
 func (e *cpOIDCError) Error() string { return e.msg }
+
+// checkAtBoot reads the provider's discovery document once at boot
+// (issue 38, item C): a provider that answers with another issuer, or
+// endpoints the control plane may not call, stops the boot with what to
+// fix, instead of a 502 at the first "Sign in"; one that does not answer
+// yet is only a warning.
+func (p *cpOIDCProvider) checkAtBoot(ctx context.Context, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := p.discover(ctx)
+	var oe *cpOIDCError
+	if errors.As(err, &oe) && oe.unreachable {
+		log.Warn("single sign-on: the identity provider does not answer yet; sign-ins through it fail until it does", "issuer", p.cfg.Issuer, "err", err)
+		return nil
+	}
+	return err
+}
 
 // oidcRefuse returns a *cpOIDCError.
 func oidcRefuse(status int, format string, args ...any) error {
@@ -244,7 +265,7 @@ func (p *cpOIDCProvider) discover(ctx context.Context) (*cpOIDCDiscovery, error)
 	u := strings.TrimSuffix(p.cfg.Issuer, "/") + "/.well-known/openid-configuration"
 	var d cpOIDCDiscovery
 	if err := p.get(ctx, u, &d); err != nil {
-		return nil, oidcRefuse(http.StatusBadGateway, "the identity provider's discovery document could not be read: %v", err)
+		return nil, &cpOIDCError{status: http.StatusBadGateway, unreachable: true, msg: fmt.Sprintf("the identity provider's discovery document could not be read: %v", err)}
 	}
 	if d.Issuer != p.cfg.Issuer {
 		return nil, oidcRefuse(http.StatusBadGateway, "the identity provider's discovery document names the issuer %q, not %q (SVC_OIDC_ISSUER must match it exactly)", cpClientText(d.Issuer, 200), p.cfg.Issuer)

@@ -12,6 +12,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -421,5 +422,24 @@ func TestCPOIDCVerifyToken(t *testing.T) {
 		if _, err := p.verify(context.Background(), d, tt.tok, nonce); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s = %v; want a refusal saying %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestCPOIDCIssuerCheckedAtBoot is issue 38, item C: a SVC_OIDC_ISSUER that
+// the provider's discovery document does not name stops the control
+// plane's boot with what to fix, instead of a 502 at the first "Sign in".
+func TestCPOIDCIssuerCheckedAtBoot(t *testing.T) {
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"issuer":"https://idp.example.com/","authorization_endpoint":"https://idp.example.com/auth","token_endpoint":"https://idp.example.com/token","jwks_uri":"https://idp.example.com/jwks"}`)
+	}))
+	defer idp.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, svcBinary(t), "control-plane", "--addr", "127.0.0.1:0")
+	cmd.Env = baseEnv("DATABASE_URL="+testPostgresURL(t), "SVC_MASTER_KEY="+cpTestMasterKey, "XDG_CONFIG_HOME="+t.TempDir(),
+		"SVC_OIDC_ISSUER="+idp.URL+"/", "SVC_OIDC_CLIENT_ID="+oidcTestClient, "SVC_OIDC_CLIENT_SECRET="+oidcTestSecret, "SVC_OIDC_ALLOWED_DOMAINS=example.com")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil || err == nil || !strings.Contains(string(out), `names the issuer "https://idp.example.com/"`) || !strings.Contains(string(out), "SVC_OIDC_ISSUER") {
+		t.Fatalf("svc control-plane with a wrong issuer = %v\n%s\nwant it to stop at boot naming the issuer the provider names", err, out)
 	}
 }

@@ -574,6 +574,9 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	s.proxy = newCPProxyTransport(nets)
 	if oidc != nil {
 		s.oidc = newCPOIDCProvider(*oidc)
+		if err := s.oidc.checkAtBoot(ctx, log); err != nil {
+			return failf(codeGeneric, "set SVC_OIDC_ISSUER to the issuer exactly as the provider's discovery document names it ("+oidc.Issuer+"/.well-known/openid-configuration)", "svc control-plane: single sign-on: %v", err)
+		}
 		log.Info("single sign-on", "issuer", oidc.Issuer, "client_id", oidc.ClientID, "redirect_uri", s.redirectURI(), "organization", oidc.Org)
 	}
 	srv := newHTTPServer(s)
