@@ -195,8 +195,9 @@ func TestMCPStartWorkflowIdempotencyKey(t *testing.T) {
 	_, first := call(`{"name":"three","input":{"id":"m"},"idempotencyKey":"mcp-1"}`)
 	_, again := call(`{"name":"three","input":{"id":"m"},"idempotencyKey":"mcp-1"}`)
 	runs, _ := te.list()
-	if !strings.Contains(first, `runId`) || first != again || len(runs) != 1 {
-		t.Errorf("resent start_workflow = %s, first %s, %d runs; want the same receipt and 1 run", again, first, len(runs))
+	if !strings.Contains(first, `runId`) || strings.Contains(first, `existing`) || strings.NewReplacer(`,\"existing\":true`, "", `,"existing":true`, "").Replace(again) != first ||
+		!strings.Contains(again, `"existing":true`) || len(runs) != 1 {
+		t.Errorf("resent start_workflow = %s, first %s, %d runs; want the same receipt marked existing, and 1 run", again, first, len(runs))
 	}
 	if res, b := call(`{"name":"three","input":{"id":"other"},"idempotencyKey":"mcp-1"}`); res["isError"] != true || !strings.Contains(b, "idempotency_key_reused") {
 		t.Errorf("another input = %s; want isError naming idempotency_key_reused", b)
