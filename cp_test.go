@@ -202,6 +202,13 @@ func TestControlPlaneSignIn(t *testing.T) {
 	if code := httpJSONAuth(t, "POST", cp.url+"/api/login/device/approve", admin.Credential, map[string]string{"user_code": userCode}, nil); code != 200 {
 		t.Fatalf("approve = %d", code)
 	}
+	// The audit log holds no code (issue 38, item C): the approval says which by a hash.
+	if n := cpTestCount(t, dbURL, `SELECT count(*) FROM cp.audit_log WHERE position($1 in detail) > 0 OR position($2 in detail) > 0`, userCode, cpNormalizeCode(userCode)); n != 0 {
+		t.Errorf("the device's user code is in %d audit rows", n)
+	}
+	if n := cpTestCount(t, dbURL, `SELECT count(*) FROM cp.audit_log WHERE action = 'signin.device_approved' AND detail = $1`, cpAuditCodeTag(userCode)); n != 1 {
+		t.Errorf("approval rows tagged with the code's hash = %d; want 1", n)
+	}
 	select {
 	case err := <-loginDone:
 		if err != nil {
