@@ -247,9 +247,9 @@ func TestCPRoleRoutes(t *testing.T) {
 		t.Fatalf("audit verify = %d %+v", st, v)
 	}
 	for what, q := range map[string]string{
-		"the member's refusals":             `SELECT count(*) FROM cp.audit_log WHERE action = 'route.refused' AND actor = 'bob@example.com' AND outcome = 'refused'`,
-		"the stranger's refused proxy call": `SELECT count(*) FROM cp.audit_log a JOIN cp.users u ON u.id = a.actor_id WHERE a.action = 'proxy.refused' AND u.email = 'eve@example.com'`,
-		"the sign-outs":                     `SELECT count(*) FROM cp.audit_log WHERE action = 'signout' AND actor = 'ada@example.com'`,
+		"the member's refusals":                    `SELECT count(*) FROM cp.audit_log WHERE action = 'route.refused' AND actor = 'bob@example.com' AND outcome = 'refused'`,
+		"the stranger's refused proxy call, named": `SELECT count(*) FROM cp.audit_log a JOIN cp.users u ON u.id = a.actor_id WHERE a.action = 'proxy.refused' AND u.email = 'eve@example.com' AND a.actor = 'eve@example.com'`,
+		"the sign-outs":                            `SELECT count(*) FROM cp.audit_log WHERE action = 'signout' AND actor = 'ada@example.com'`,
 	} {
 		if n := cpTestCount(t, db, q); n == 0 {
 			t.Errorf("%s are not in the audit log", what)

@@ -685,6 +685,20 @@ type cpProxyCaller struct {
 	limited bool
 }
 
+// actorName is how the audit log names a proxied caller: the user's email,
+// or "API key <name>"; "" when neither is found.
+func (s *cpStore) actorName(ctx context.Context, userID, apiKeyID string) string {
+	var name string
+	if apiKeyID != "" {
+		if s.db.QueryRow(ctx, `SELECT 'API key ' || name FROM cp.api_keys WHERE id = $1`, apiKeyID).Scan(&name) != nil {
+			return "API key"
+		}
+		return name
+	}
+	s.db.QueryRow(ctx, `SELECT email FROM cp.users WHERE id = $1`, userID).Scan(&name)
+	return name
+}
+
 // principal names the caller to the box (signed, in the principal header),
 // which scopes its durable chat sessions to that caller.
 func (c cpProxyCaller) principal() string {
