@@ -125,8 +125,8 @@ test("the form draws nested objects, arrays, enums, unions and optional fields",
   await page.getByLabel("first", { exact: true }).fill("Ada");
   await page.getByLabel("include age (optional)").check();
   await page.getByLabel("age", { exact: true }).fill("36");
-  await page.getByRole("button", { name: "Add tags item" }).click();
-  await page.getByRole("button", { name: "Add tags item" }).click();
+  await page.getByRole("button", { name: "Add an item to tags" }).click();
+  await page.getByRole("button", { name: "Add an item to tags" }).click();
   const tags = page.getByLabel("tags item", { exact: true });
   await tags.nth(0).fill("math");
   await tags.nth(1).fill("engines");
@@ -259,6 +259,8 @@ test("the workflows page lists the schedules; Pause and Resume change them, dura
   const cells = await row.locator("td").allTextContents();
   assert.deepEqual(cells.slice(0, 3), ["nightly", "0 3 * * *", "Europe/Paris"]);
   assert.ok(cells[3] !== "" && cells[3] !== "paused", `next fire: ${cells[3]}`);
+  // In the schedule's zone, named (nightly fires at 3:00 Paris time), not the browser's.
+  assert.match(cells[3], /\b3:00:00\b.*GMT\+[12]|\b03:00:00\b.*(CET|CEST|GMT\+[12])/, `next fire in Europe/Paris: ${cells[3]}`);
   await row.getByRole("button", { name: "pause nightly" }).click();
   await row.locator(".badge", { hasText: "paused" }).waitFor();
   await page.reload();

@@ -222,7 +222,7 @@ export class Form {
       list.append(li);
     };
     value.forEach(add);
-    const more = el("button", { type: "button", class: "small", onclick: () => { add(defaultFor(this.root, items)); this.notify(); } }, `Add ${label} item`);
+    const more = el("button", { type: "button", class: "small", "aria-label": `Add an item to ${label}`, onclick: () => { add(defaultFor(this.root, items)); this.notify(); } }, "Add an item");
     return { node: el("fieldset", { class: "array" }, el("legend", {}, label, " (list)"), hint, list, more), get: () => entries.map((e) => e.get() ?? null) };
   }
 

@@ -5,6 +5,16 @@
 import { api, el, pretty, errorBox, codeBlock, when, badge } from "./dom.js";
 import { Form, drawable } from "./schemaform.js";
 
+/** whenIn formats t in the schedule's time zone, with the zone's name (the column beside it names the zone: the browser's own would mislead). */
+function whenIn(t, zone) {
+  if (!t) return "";
+  try {
+    return new Date(t).toLocaleString(undefined, { timeZone: zone, timeZoneName: "short" });
+  } catch {
+    return when(t); // a zone this browser does not know
+  }
+}
+
 /** workflowsPage lists the workflows, and the schedules of those that declare one. */
 export async function workflowsPage() {
   const [{ items }, schedules] = await Promise.all([
@@ -34,7 +44,7 @@ function schedulesTable(schedules) {
       el("td", {}, s.workflow),
       el("td", {}, el("code", {}, s.cron)),
       el("td", {}, s.timezone),
-      el("td", {}, s.paused ? badge("paused") : when(s.nextFires[0])),
+      el("td", {}, s.paused ? badge("paused") : whenIn(s.nextFires[0], s.timezone)),
       el("td", {}, s.lastRun ? el("a", { href: `#/runs/${encodeURIComponent(s.lastRun.runId)}` }, when(s.lastRun.scheduledAt)) : ""),
       el("td", {}, button));
     button.addEventListener("click", async () => {
