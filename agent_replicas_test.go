@@ -299,7 +299,18 @@ func TestAgentReplicas(t *testing.T) {
 	if got, want := strings.Join(items, "|"), `user:slow call refund {"orderId":"k1"}|tool_call:|assistant:tool refund said: {"refunded":"k1"}`; transcript.Status != 200 || got != want {
 		t.Errorf("transcript of s-kill on c = %d %q; want %q", transcript.Status, got, want)
 	}
-	turns := agentReplicaTurns(t, c, "s-kill")
+	// The interrupted turn is recorded by the replica that takes over the
+	// killed one's runs once its lease expires: under load, a while after
+	// the answer above (bounded).
+	var turns []runRecord
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		turns = agentReplicaTurns(t, c, "s-kill")
+		if len(turns) >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if n := agentReplicaInterrupted(turns, "approved"); len(turns) != 3 || n != 1 {
 		t.Errorf("runs of s-kill = %+v; want the approval request, its answer, and the interrupted turn between them recorded once (failed, %s, with its input)", turns, turnInterrupted)
 	}

@@ -37,7 +37,11 @@ async function signIn(code) {
 }
 
 /** cells is the text of column i of table sel's rows. */
-const cells = (page, sel, i) => page.locator(`${sel} tbody tr td:nth-child(${i})`).allTextContents();
+/** cells is column i of table sel's rows, once the table has a row (the page fills its tables one request after another). */
+async function cells(page, sel, i) {
+  await page.locator(`${sel} tbody tr`).first().waitFor();
+  return page.locator(`${sel} tbody tr td:nth-child(${i})`).allTextContents();
+}
 
 test("a member sees the members, not the invitations or the audit log", async () => {
   const page = await signIn(env.SVC_MEMBER_CODE);
