@@ -17,7 +17,10 @@ package main
 
 import (
 	"encoding/binary"
+	"net"
 	"net/netip"
+	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -59,17 +62,35 @@ func httpPeerListenerUID(addr netip.AddrPort) (uint32, bool) {
 	return httpPeerDiag(addr, netip.AddrPortFrom(any, 0), tcpListen, true)
 }
 
-// httpPeerKnown says whether this kernel answers httpPeerUID: false when
-// it has no socket diagnostics (built without inet_diag), where every
-// caller must show a key.
-func httpPeerKnown() bool {
-	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, netlinkSockDiag)
+// httpPeerKnown says whether this kernel answers httpPeerUID, found once
+// by asking it about a loopback connection of this process: false where it
+// has no TCP socket diagnostics (a kernel without inet_diag or tcp_diag, a
+// sandbox that refuses the netlink family). There every caller must show a
+// key, and the CLI sends it (cli_target.go).
+var httpPeerKnown = sync.OnceValue(func() bool {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		return false
 	}
-	syscall.Close(fd)
-	return true
-}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		return false
+	}
+	defer s.Close()
+	local, lerr := netip.ParseAddrPort(s.LocalAddr().String())
+	remote, rerr := netip.ParseAddrPort(s.RemoteAddr().String())
+	if lerr != nil || rerr != nil {
+		return false
+	}
+	uid, ok := httpPeerUID(local, remote)
+	return ok && uid == uint32(os.Getuid())
+})
 
 // httpPeerServerUID returns the account that owns the server's end of a
 // TCP connection this process dialled from local to remote: what the CLI

@@ -60,6 +60,10 @@ func TestHTTPPeerUID(t *testing.T) {
 		})
 	}
 
+	if !httpPeerKnown() {
+		t.Errorf("httpPeerKnown() = false where the kernel names a connection's owner")
+	}
+
 	t.Run("a client that closed", func(t *testing.T) {
 		c, s := peerTestPair(t, "tcp4", "127.0.0.1:0")
 		c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
