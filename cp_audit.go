@@ -338,9 +338,10 @@ func (s *cpServer) audit(r *http.Request, e cpAuditEvent) {
 	e = auditEvent(r, e)
 	write, summaries := true, s.refusals.expired(s.now(), false)
 	if e.Outcome == cpAuditRefused {
-		var more []cpAuditEvent
-		write, more = s.refusals.admit(e, s.now())
-		summaries = append(summaries, more...)
+		var ended *cpAuditEvent
+		if write, ended = s.refusals.admit(e, s.now()); ended != nil {
+			summaries = append(summaries, *ended)
+		}
 	}
 	if write {
 		summaries = append(summaries, e)

@@ -47,38 +47,36 @@ type cpAuditRefusalCount struct {
 }
 
 // admit reports whether e, a refusal at now, is to be written (the first
-// of its window), and returns the summaries of windows that have passed,
-// to be written first.
-func (a *cpAuditRefusals) admit(e cpAuditEvent, now time.Time) (write bool, summaries []cpAuditEvent) {
+// of its window); a window of its kind that has passed ends here, its
+// summary returned to be written first.
+func (a *cpAuditRefusals) admit(e cpAuditEvent, now time.Time) (write bool, ended *cpAuditEvent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.open == nil {
 		a.open = map[cpAuditRefusalKey]*cpAuditRefusalCount{}
 	}
-	summaries = a.expiredLocked(now, false)
 	k := cpAuditRefusalKey{e.Org, e.ActorID, e.Actor, e.Action, e.Source, e.Detail}
 	if c, ok := a.open[k]; ok {
-		c.n++
-		c.lastTarget = e.Target
-		return false, summaries
+		if now.Sub(c.since) < cpAuditRefusalWindow {
+			c.n++
+			c.lastTarget = e.Target
+			return false, nil
+		}
+		delete(a.open, k)
+		ended = c.summary()
 	}
 	if len(a.open) < cpAuditRefusalKeys {
 		a.open[k] = &cpAuditRefusalCount{first: e, since: now}
 	}
-	return true, summaries
+	return true, ended
 }
 
 // expired returns the summaries of the windows that have passed at now
-// (all of them when all), and forgets those windows.
+// (all of them when all), and forgets those windows. Without all it looks
+// at most once a second.
 func (a *cpAuditRefusals) expired(now time.Time, all bool) []cpAuditEvent {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.expiredLocked(now, all)
-}
-
-// expiredLocked is expired with a.mu held. Without all it looks at most
-// once a second.
-func (a *cpAuditRefusals) expiredLocked(now time.Time, all bool) []cpAuditEvent {
 	if !all && now.Sub(a.lastFlush) < time.Second {
 		return nil
 	}
@@ -89,15 +87,23 @@ func (a *cpAuditRefusals) expiredLocked(now time.Time, all bool) []cpAuditEvent 
 			continue
 		}
 		delete(a.open, k)
-		if c.n == 0 {
-			continue
+		if s := c.summary(); s != nil {
+			out = append(out, *s)
 		}
-		s := c.first
-		s.Target = c.lastTarget
-		s.Detail = fmt.Sprintf("repeated %d more times within %s of the row before (%s)", c.n, cpAuditRefusalWindow, c.first.Detail)
-		out = append(out, s)
 	}
 	return out
+}
+
+// summary is the row of a window's counted refusals; nil when none was
+// counted after its first.
+func (c *cpAuditRefusalCount) summary() *cpAuditEvent {
+	if c.n == 0 {
+		return nil
+	}
+	s := c.first
+	s.Target = c.lastTarget
+	s.Detail = fmt.Sprintf("repeated %d more times within %s of the row before (%s)", c.n, cpAuditRefusalWindow, c.first.Detail)
+	return &s
 }
 
 // flushRefusals writes the summaries of every open window: at shutdown.
