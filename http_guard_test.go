@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -841,22 +840,8 @@ func TestHTTPGuardOwner(t *testing.T) {
 // guardTestKernelLists reports whether the kernel lists the owner of a
 // loopback connection this test makes (Linux).
 func guardTestKernelLists(t *testing.T) bool {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	uid, ok := httpPeerUID(netip.MustParseAddrPort(s.LocalAddr().String()), netip.MustParseAddrPort(s.RemoteAddr().String()))
+	_, s := peerTestPair(t, "tcp4", "127.0.0.1:0")
+	uid, ok := peerTestUID(s)
 	if ok && uid != uint32(os.Getuid()) {
 		t.Fatalf("the kernel names uid %d as the owner of this test's own socket; want %d", uid, os.Getuid())
 	}

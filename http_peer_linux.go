@@ -44,10 +44,6 @@ const (
 // socket as established with an inode. An IPv4 client that connected from
 // an IPv6 socket is found by its IPv4 tuple too (the kernel hashes it so).
 func httpPeerUID(local, remote netip.AddrPort) (uint32, bool) {
-	local, remote = netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
-	if local.Addr().Is4() != remote.Addr().Is4() {
-		return 0, false
-	}
 	return httpPeerDiag(remote, local, tcpEstablished, true)
 }
 
@@ -100,10 +96,6 @@ var httpPeerKnown = sync.OnceValue(func() bool {
 // server accepts it (it has no inode until then), so the answer is asked
 // for a few times while the kernel still holds it as a half-open request.
 func httpPeerServerUID(local, remote netip.AddrPort) (uint32, bool) {
-	local, remote = netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
-	if local.Addr().Is4() != remote.Addr().Is4() {
-		return 0, false
-	}
 	for range 50 {
 		if uid, ok := httpPeerDiag(remote, local, tcpEstablished, false); ok {
 			return uid, true
@@ -114,9 +106,14 @@ func httpPeerServerUID(local, remote netip.AddrPort) (uint32, bool) {
 }
 
 // httpPeerDiag asks the kernel for the TCP socket bound to src and
-// connected to dst (no dump: one exact lookup) and returns its owner when
-// it is in state and, if needInode, has an inode.
+// connected to dst (no dump: one exact lookup; IPv4-mapped addresses taken
+// as IPv4) and returns its owner when it is in state and, if needInode,
+// has an inode.
 func httpPeerDiag(src, dst netip.AddrPort, state byte, needInode bool) (uint32, bool) {
+	src, dst = netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	if src.Addr().Is4() != dst.Addr().Is4() {
+		return 0, false
+	}
 	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, netlinkSockDiag)
 	if err != nil {
 		return 0, false

@@ -12,7 +12,7 @@ import (
 
 // peerTestPair is a loopback connection of this process: the client's end
 // and the end the listener accepted.
-func peerTestPair(t *testing.T, network, addr string) (client, server net.Conn) {
+func peerTestPair(t testing.TB, network, addr string) (client, server net.Conn) {
 	t.Helper()
 	ln, err := net.Listen(network, addr)
 	if err != nil {
@@ -121,21 +121,7 @@ func TestHTTPPeerListenerUID(t *testing.T) {
 // BenchmarkHTTPPeerUID is the cost of one owner lookup, the price a
 // keyless request pays once per connection.
 func BenchmarkHTTPPeerUID(b *testing.B) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp4", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	_, s := peerTestPair(b, "tcp4", "127.0.0.1:0")
 	local, remote := netip.MustParseAddrPort(s.LocalAddr().String()), netip.MustParseAddrPort(s.RemoteAddr().String())
 	for b.Loop() {
 		if _, ok := httpPeerUID(local, remote); !ok {
