@@ -320,18 +320,20 @@ func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, qu
 	return page, queued, next, nil
 }
 
-// activeCount is how many runs the engine holds that have not ended, and
-// how many starts wait in its queues: what a boot resumed.
-func (e *engine) activeCount() (active, queued int) {
+// activeByStatus is how many runs the engine holds that have not ended, by
+// status (pending, running, waiting), and how many starts wait in its
+// queues (queued): what a boot resumed, what the overview shows as now.
+func (e *engine) activeByStatus() map[string]int {
+	active := map[string]int{runPending: 0, runRunning: 0, runWaiting: 0, runQueued: 0}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, r := range e.st.Runs {
 		if !terminal(r.Status) {
-			active++
+			active[r.Status]++
 		}
 	}
 	for _, q := range e.st.Queues {
-		queued += len(q)
+		active[runQueued] += len(q)
 	}
-	return active, queued
+	return active
 }

@@ -198,9 +198,10 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: hint}
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { return rt.engine.close() })
-	if active, queued := rt.engine.activeCount(); active+queued > 0 {
-		// After a crash, a kill or a restart: the runs go on where their journal left them.
-		rt.log.Info(fmt.Sprintf("resumed %s from the journal", plural(active, "active run")), "queued", queued)
+	// After a crash, a kill or a restart: the runs go on where their journal left them.
+	if a := rt.engine.activeByStatus(); a[runPending]+a[runRunning]+a[runWaiting] > 0 || a[runQueued] > 0 {
+		n := a[runPending] + a[runRunning] + a[runWaiting]
+		rt.log.Info(fmt.Sprintf("resumed %s from the journal", plural(n, "active run")), "queued", a[runQueued])
 	}
 	// Schedules; SVC_SCHEDULE_CLOCK_OFFSET moves their clock (tests only).
 	var clockOffset time.Duration

@@ -200,12 +200,9 @@ func runStatsOf(q runStatsQuery, now time.Time, active map[string]int, parts ...
 func (e *engine) runStats(ctx context.Context, q runStatsQuery) (runStats, error) {
 	now := time.Now()
 	mem := newRunStatsPart()
-	active := map[string]int{runPending: 0, runRunning: 0, runWaiting: 0, runQueued: 0}
+	active := e.activeByStatus()
 	e.mu.Lock()
 	for _, r := range e.st.Runs {
-		if !terminal(r.Status) {
-			active[r.Status]++
-		}
 		if r.CreatedAt.Before(q.Since) {
 			continue
 		}
@@ -217,9 +214,6 @@ func (e *engine) runStats(ctx context.Context, q runStatsQuery) (runStats, error
 		if r.Status == runFailed && r.Error != nil {
 			mem.failure(runErrorWords(r.Error), r.WorkflowName, 1, r.RunID, r.CreatedAt)
 		}
-	}
-	for _, queue := range e.st.Queues {
-		active[runQueued] += len(queue)
 	}
 	e.mu.Unlock()
 	if e.opts.History == nil {
