@@ -16,6 +16,9 @@ SELECT setval('cp.audit_log_seq', (SELECT coalesce(max(seq), 0) + 1 FROM cp.audi
 ALTER TABLE cp.audit_log ALTER COLUMN seq SET DEFAULT nextval('cp.audit_log_seq');
 CREATE UNIQUE INDEX audit_log_chain ON cp.audit_log (org_id, chain_seq);
 CREATE INDEX audit_log_org_seq ON cp.audit_log (org_id, seq);
+-- The rows still to re-chain, which every boot asks about: an empty index
+-- once they are, so the question costs nothing however long the log.
+CREATE INDEX audit_log_unchained ON cp.audit_log (seq) WHERE chain_seq IS NULL;
 CREATE TABLE cp.audit_heads (
     org_id    text PRIMARY KEY,
     chain_seq bigint NOT NULL,
