@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -242,16 +241,8 @@ func newAuditFlags() *flag.FlagSet {
 // auditSince parses --since: an RFC 3339 time, or an age before now (a Go
 // duration, or whole days "7d").
 func auditSince(v string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+	if t, err := runQueryTime(v, now); err == nil {
 		return t, nil
-	}
-	if n, ok := strings.CutSuffix(v, "d"); ok {
-		if days, err := strconv.Atoi(n); err == nil && days >= 0 {
-			return now.Add(-time.Duration(days) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return now.Add(-d), nil
 	}
 	return time.Time{}, failf(codeGeneric, "e.g. --since 24h, --since 7d or --since 2026-01-02T15:04:05Z", "--since %q is neither a time nor an age", v)
 }

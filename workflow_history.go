@@ -322,8 +322,9 @@ func truncateBytes(s string, n int) string {
 	return s[:n]
 }
 
-// runQueryTime reads since or until: an RFC 3339 time, or an age before
-// now (a Go duration, or whole days "7d").
+// runQueryTime reads a time that may be an age: an RFC 3339 time, or an
+// age before now (a Go duration, or whole days "7d"): GET /api/runs's since
+// and until, the stats' since, `svc audit --since`.
 func runQueryTime(v string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return t, nil
