@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,6 +118,12 @@ func (s *server) handleStartWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeStartError(w, err)
 		return
 	}
+	s.answerStart(w, r, rc, wait)
+}
+
+// answerStart answers a durable start: 202 with its receipt, or, when wait
+// is set and the run ends within it, 200 with the run.
+func (s *server) answerStart(w http.ResponseWriter, r *http.Request, rc startReceipt, wait time.Duration) {
 	if wait > 0 && rc.RunID != "" {
 		s.waitRun(r, rc.RunID, wait)
 		if run, ok, err := s.rt.engine.find(r.Context(), rc.RunID); err == nil && ok && terminal(run.Status) {
@@ -125,6 +132,59 @@ func (s *server) handleStartWorkflow(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusAccepted, rc)
+}
+
+// rerunBody is the body of POST /api/runs/{runId}/rerun; empty: run again
+// from the start.
+type rerunBody struct {
+	FromStep int `json:"fromStep"` // retry from this step, reusing the outcomes of the ones before it
+}
+
+// handleRerun is POST /api/runs/{runId}/rerun: a new run of the run's
+// workflow with its input (engine_rerun.go), answered as a start is
+// (?wait=, Idempotency-Key).
+func (s *server) handleRerun(w http.ResponseWriter, r *http.Request) {
+	wait, ok := parseWait(w, r)
+	if !ok {
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_body", Message: err.Error()})
+		return
+	}
+	var b rerunBody
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&b); err != nil {
+			writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_json", Message: `want {"fromStep": N} or an empty body: ` + err.Error()})
+			return
+		}
+		if b.FromStep < 0 {
+			writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_step", Message: "fromStep must be a step number, 1 or more"})
+			return
+		}
+	}
+	trigger := triggerHTTP
+	if r.Header.Get(triggerHeader) == triggerCLI {
+		trigger = triggerCLI
+	}
+	rc, err := s.rt.engine.rerun(r.Context(), rerunRequest{RunID: r.PathValue("runId"), FromStep: b.FromStep, Trigger: trigger,
+		IdemKey: r.Header.Get(idemKeyHeader), TraceParent: otelRequestParent(r.Context())})
+	if errors.Is(err, errRunNotFound) {
+		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + r.PathValue("runId") + " not found"})
+		return
+	}
+	var se *startError
+	if errors.As(err, &se) || errors.Is(err, errJournalUnavailable) {
+		s.writeStartError(w, err)
+		return
+	}
+	if s.historyFailed(w, "rerun", err) { // reading the run it reruns
+		return
+	}
+	s.answerStart(w, r, rc, wait)
 }
 
 // writeStartError maps a start failure to its status (DESIGN §4).
@@ -143,6 +203,7 @@ func (s *server) writeStartError(w http.ResponseWriter, err error) {
 		"workflow_not_found": http.StatusNotFound, "gate_closed": http.StatusServiceUnavailable,
 		"workflow_compile_failed": http.StatusServiceUnavailable,
 		"invalid_idempotency_key": http.StatusBadRequest, "invalid_concurrency_key": http.StatusBadRequest, "idempotency_key_reused": http.StatusUnprocessableEntity,
+		"invalid_step": http.StatusBadRequest, "step_not_reusable": http.StatusConflict, "rerun_unsupported": http.StatusConflict, "too_large": http.StatusRequestEntityTooLarge,
 	}[se.Code]
 	msg := se.Message
 	if se.Code == "gate_closed" {
@@ -246,8 +307,21 @@ func (s *server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + id + " not found"})
 		return
 	}
+	if run.Agent == "" {
+		reruns, _, _, err := s.rt.engine.listRuns(r.Context(), runQuery{RerunOf: run.RunID, Summary: true, Limit: runRerunsShown})
+		if s.historyFailed(w, "get run", err) {
+			return
+		}
+		for _, rr := range reruns {
+			run.Reruns = append(run.Reruns, rr.RunID)
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"schema_version": schemaVersion, "run": run})
 }
+
+// runRerunsShown bounds the reruns GET /api/runs/{runId} names; the rest
+// are on GET /api/runs?rerunOf=.
+const runRerunsShown = 20
 
 // handleCancelRun cancels an active run.
 func (s *server) handleCancelRun(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,6 +33,7 @@ func runVerbs() []*verb {
 		{name: "list", summary: "list runs, newest first, a page at a time", newFlags: newRunsListFlags, run: runRunsList},
 		{name: "get", summary: "print a run and its step timeline", usage: "<runId>", newFlags: newRunsGetFlags, run: runRunsGet},
 		{name: "cancel", summary: "cancel an active run or queued entry", usage: "<runId>", newFlags: targetFlags("cancel"), run: runRunsCancel},
+		{name: "rerun", summary: "run a run again with its input, or retry it from a step (--from-step N), as a new linked run", usage: "<runId>", newFlags: newRerunFlags, run: runRunsRerun},
 		{name: "logs", summary: "print the console lines of a run's workflow and step code", usage: "<runId>", newFlags: targetFlags("logs"), run: runRunsLogs},
 		{name: "stream", summary: "print the chunks a run's steps write (getWritable()), live until it ends", usage: "<runId>", newFlags: newRunsStreamFlags, run: runRunsStream},
 	}
@@ -430,7 +432,29 @@ func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		return err
 	}
 	path := "/api/workflows/" + name + "/start"
-	wait := fs.Lookup("wait").Value.(*optDuration).d
+	header, wait, err := startHeader(fs)
+	if err != nil {
+		return err
+	}
+	return postStart(ctx, c, t, path, input, header, wait, name)
+}
+
+// startHeader reads the flags a start and a rerun share: the header that
+// marks the CLI's trigger and carries --idempotency-key, and --wait.
+func startHeader(fs *flag.FlagSet) (http.Header, time.Duration, error) {
+	header := http.Header{triggerHeader: {triggerCLI}}
+	if key := fs.Lookup("idempotency-key").Value.String(); key != "" {
+		if err := checkIdemKey(key); err != nil {
+			return nil, 0, failf("invalid_idempotency_key", "pass a key such as a UUID", "--idempotency-key: %v; nothing was started", err)
+		}
+		header.Set(idemKeyHeader, key)
+	}
+	return header, fs.Lookup("wait").Value.(*optDuration).d, nil
+}
+
+// postStart sends a start (or a rerun) and prints its receipt, or the run
+// when it ended within wait (exit 1 when it did not complete).
+func postStart(ctx context.Context, c *cmd, t *target, path string, body []byte, header http.Header, wait time.Duration, name string) error {
 	if wait > 0 {
 		path += "?wait=" + wait.String()
 	}
@@ -438,14 +462,7 @@ func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		startReceipt
 		Run *runRecord `json:"run"` // the ended run, when it ended within --wait
 	}
-	header := http.Header{triggerHeader: {triggerCLI}}
-	if key := fs.Lookup("idempotency-key").Value.String(); key != "" {
-		if err := checkIdemKey(key); err != nil {
-			return failf("invalid_idempotency_key", "pass a key such as a UUID", "--idempotency-key: %v; nothing was started", err)
-		}
-		header.Set(idemKeyHeader, key)
-	}
-	if err := t.call(ctx, http.MethodPost, path, input, header, &rc); err != nil {
+	if err := t.call(ctx, http.MethodPost, path, body, header, &rc); err != nil {
 		return err
 	}
 	if rc.Run != nil {
@@ -455,6 +472,9 @@ func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 			return reportedExit(1) // the run is printed; it did not complete
 		}
 		return nil
+	}
+	if name == "" {
+		name = rc.WorkflowName
 	}
 	c.emit(rc.startReceipt, func(w io.Writer) {
 		switch {
@@ -469,11 +489,47 @@ func runWorkflowsStart(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		default:
 			fmt.Fprintf(w, "Started %s\n  runId    %s\n  traceId  %s\n  trigger  %s\n", name, rc.RunID, rc.WorldRunID, rc.Trigger)
 		}
+		switch {
+		case rc.RetryFromStep > 1:
+			fmt.Fprintf(w, "  rerunOf  %s (from step %d: steps 1 to %d reused)\n", rc.RerunOf, rc.RetryFromStep, rc.RetryFromStep-1)
+		case rc.RerunOf != "":
+			fmt.Fprintf(w, "  rerunOf  %s\n", rc.RerunOf)
+		}
 		if wait > 0 {
 			fmt.Fprintf(w, "It is still running after %s: svc runs get %s --wait 30s\n", wait, rc.RunID)
 		}
 	})
 	return nil
+}
+
+// runRunsRerun is `svc runs rerun <runId>`: run it again with the same
+// input, or with --from-step N reuse the outcomes of the steps before N.
+func runRunsRerun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	id, t, err := argAndTarget(ctx, c, fs, "run id")
+	if err != nil {
+		return err
+	}
+	header, wait, err := startHeader(fs)
+	if err != nil {
+		return err
+	}
+	var body []byte
+	if from, _ := strconv.Atoi(fs.Lookup("from-step").Value.String()); from != 0 {
+		if from < 0 {
+			return failf("invalid_step", "pass the number of a step in the run's timeline (svc runs get "+id+")", "--from-step %d: want 1 or more; nothing was started", from)
+		}
+		body, _ = json.Marshal(rerunBody{FromStep: from})
+	}
+	return postStart(ctx, c, t, "/api/runs/"+url.PathEscape(id)+"/rerun", body, header, wait, "")
+}
+
+// newRerunFlags defines the flags of `svc runs rerun`.
+func newRerunFlags() *flag.FlagSet {
+	fs := targetFlags("rerun")()
+	fs.Int("from-step", 0, "retry from this step: the steps before it are not run again, their journaled outcomes are reused (0: run again from the start)")
+	fs.String("idempotency-key", "", "a key that makes a retried rerun safe, as on svc workflows start")
+	fs.Var(&optDuration{def: defaultStartWait}, "wait", "wait for the new run to end and print it (--wait alone: 30s); exit 1 when it failed or was cancelled")
+	return fs
 }
 
 // printEndedRun prints what `svc workflows start --wait` shows of a run that
@@ -696,6 +752,16 @@ func showRun(ctx context.Context, c *cmd, t *target, method, path string) (runRe
 		if r.Error != nil {
 			fmt.Fprintf(w, "error     %s: %s\n", r.Error.Name, r.Error.Message)
 		}
+		if r.RerunOf != "" {
+			fmt.Fprintf(w, "rerunOf   %s", r.RerunOf)
+			if r.RetryFromStep > 1 {
+				fmt.Fprintf(w, " (from step %d)", r.RetryFromStep)
+			}
+			fmt.Fprintln(w)
+		}
+		if len(r.Reruns) > 0 {
+			fmt.Fprintf(w, "reruns    %s\n", strings.Join(r.Reruns, ", "))
+		}
 		for _, s := range r.Steps {
 			line := fmt.Sprintf("  #%d %-12s %-20s %s", s.Seq, s.Kind, s.Name, s.Status)
 			if s.DurationMs != nil {
@@ -703,6 +769,9 @@ func showRun(ctx context.Context, c *cmd, t *target, method, path string) (runRe
 			}
 			if len(s.Attempts) > 1 {
 				line += fmt.Sprintf(" (%d attempts)", len(s.Attempts))
+			}
+			if s.Reused {
+				line += " (reused from " + r.RerunOf + ")"
 			}
 			switch {
 			case s.Token != "":

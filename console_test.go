@@ -132,6 +132,9 @@ export default async function broken() { "use workflow"; await charge(); }`)
 export default async function many() { "use workflow"; let n = 0; for (let i = 0; i < 40; i++) n += await pick(i); return n; }`)
 	writeFile(t, dir, "workflows/logger.workflow.ts", `async function pack(n: number) { "use step"; console.log("packing parcel", n); console.warn("low on tape"); return n; }
 export default async function logger() { "use workflow"; console.log("order received"); return await pack(3); }`)
+	writeFile(t, dir, "workflows/ticker.workflow.ts", `import { sleep } from "svc";
+async function tick(i: number) { "use step"; return i; }
+export default async function ticker() { "use workflow"; for (let i = 0; i < 8; i++) { await tick(i); await sleep("500ms"); } return 1; }`)
 	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
 	fake := newFakeProvider(t)
 	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake"))
@@ -153,6 +156,8 @@ export default async function logger() { "use workflow"; console.log("order rece
 	runConformance(t, "conformance/console_hostile.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 	runConformance(t, "conformance/console_a11y.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
 	runConformance(t, "conformance/console_waterfall.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_ARTIFACTS=" + artifacts})
+	// Last: it edits the project's code.
+	runConformance(t, "conformance/console_actions.test.mjs", []string{"SVC_URL=" + d.payload.EmulatorURL, "SVC_PROJECT=" + dir, "SVC_ARTIFACTS=" + artifacts})
 }
 
 // consoleLink is a new console link of the svc dev serving dir, as

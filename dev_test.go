@@ -464,6 +464,32 @@ export default async function noisy(input: { n: number }) {
 	if _, code := jsonOut("runs", "get", done["runId"].(string), "--wait", "1s"); code != 0 {
 		t.Errorf("runs get --wait of a waiting run = exit %d; want 0 (it has not failed)", code)
 	}
+	// svc runs rerun: again from the start, or from a step with the earlier
+	// outcomes reused; both linked to the run they rerun.
+	out, _, code = cli(t, dir, env, "runs", "rerun", id, "--wait", "20s")
+	if code != 0 || !strings.Contains(out, "Hello, Flag!") {
+		t.Errorf("runs rerun --wait = %d %q; want the new run's output", code, out)
+	}
+	out, _, code = cli(t, dir, env, "runs", "rerun", id, "--from-step", "3")
+	if code != 0 || !strings.Contains(out, "rerunOf  "+id+" (from step 3: steps 1 to 2 reused)") {
+		t.Errorf("runs rerun --from-step 3 = %d %q", code, out)
+	}
+	fork, _ := jsonOut("runs", "rerun", id, "--from-step", "2", "--wait", "20s")
+	fr := fork["run"].(map[string]any)
+	if fr["rerunOf"] != id || fr["retryFromStep"].(float64) != 2 || fr["status"] != runCompleted || fr["trigger"] != triggerCLI ||
+		fr["steps"].([]any)[0].(map[string]any)["reused"] != true || !strings.Contains(fmt.Sprint(fr["output"]), "Hello, Flag!") {
+		t.Errorf("runs rerun --from-step 2 --json = %v", fr)
+	}
+	out, _, code = cli(t, dir, env, "runs", "get", id)
+	if code != 0 || strings.Count(out, "reruns    ") != 1 || !strings.Contains(out, fr["runId"].(string)) {
+		t.Errorf("runs get of the first run = %d %q; want its reruns", code, out)
+	}
+	if got, code := jsonOut("runs", "rerun", fid, "--from-step", "2"); code != 1 || got["code"] != "step_not_reusable" || !strings.Contains(fmt.Sprint(got["message"]), "retry from step 1 or earlier") {
+		t.Errorf("rerun past a hook that never completed = %d %v", code, got)
+	}
+	if got, code := jsonOut("runs", "rerun", id, "--from-step", "-2"); code != 1 || got["code"] != "invalid_step" {
+		t.Errorf("rerun --from-step -2 = %d %v; want refused before sending", code, got)
+	}
 }
 
 // TestDevCorruptJournalStopsBoot: damage before the journal's tail stops

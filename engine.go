@@ -85,6 +85,9 @@ type durableCall struct {
 	StartedAt  time.Time       `json:"startedAt"`
 	EndedAt    *time.Time      `json:"endedAt,omitempty"`
 	DurationMs *float64        `json:"durationMs,omitempty"`
+	// Reused marks a call a retry from a later step took, outcome and all,
+	// from the run it reruns (engine_rerun.go): it did not run again.
+	Reused bool `json:"reused,omitempty"`
 
 	resumedBy string // the ID of the resume that settled a hook (engine_replica.go)
 }
@@ -106,6 +109,9 @@ type runRecord struct {
 	QueueID        string          `json:"queueId,omitempty"`
 	ParentRunID    string          `json:"parentRunId,omitempty"`
 	ParentSeq      int             `json:"parentSeq,omitempty"`
+	RerunOf        string          `json:"rerunOf,omitempty"`        // run again / retry from a step: the run it reruns (engine_rerun.go)
+	RetryFromStep  int             `json:"retryFromStep,omitempty"`  // retry from a step: the first call it ran again; the earlier ones are reused
+	Reruns         []string        `json:"reruns,omitempty"`         // read-time only: the runs that rerun this one, newest first (GET /api/runs/{runId})
 	TraceParent    string          `json:"traceParent,omitempty"`    // the W3C span its run span is the child of (otel_engine.go)
 	Agent          string          `json:"agent,omitempty"`          // agent turns: the agent
 	Wire           string          `json:"wire,omitempty"`           // agent turns: openai, openai-responses, anthropic or agui
@@ -193,6 +199,9 @@ type queuedTrigger struct {
 	ScheduledAt  *time.Time      `json:"scheduledAt,omitempty"` // trigger schedule: the fire it was queued for
 	TraceParent  string          `json:"traceParent,omitempty"`
 	CreatedAt    time.Time       `json:"createdAt"`
+	RerunOf      string          `json:"rerunOf,omitempty"`          // a rerun waiting for its turn: the run it reruns
+	RetryFrom    int             `json:"retryFromStep,omitempty"`    // and the step it retries from
+	Reuse        []*durableCall  `json:"reuse,omitempty"`            // and the calls its run will reuse
 	Limit        int             `json:"concurrencyLimit,omitempty"` // the limit it waits under; 0: serial (limit 1, no key)
 	LimitKey     string          `json:"concurrencyKey,omitempty"`   // its key value
 
@@ -412,6 +421,10 @@ type startRequest struct {
 	// TraceParent is the W3C traceparent the run's span is the child of
 	// (an incoming request's); a child run's is its parent run's span.
 	TraceParent string
+	// RerunOf, RetryFrom and Reuse make the run a rerun (engine_rerun.go).
+	RerunOf   string
+	RetryFrom int
+	Reuse     []*durableCall
 }
 
 // startReceipt is the start receipt (SPEC §2).
@@ -426,6 +439,9 @@ type startReceipt struct {
 	// Existing marks the receipt of a start an idempotency key had already
 	// made: nothing new was started (an addition to SPEC's fields).
 	Existing bool `json:"existing,omitempty"`
+	// RerunOf and RetryFromStep mark the receipt of a rerun (engine_rerun.go).
+	RerunOf       string `json:"rerunOf,omitempty"`
+	RetryFromStep int    `json:"retryFromStep,omitempty"`
 }
 
 // workflowRoute is the route string that starts a workflow.
@@ -518,7 +534,8 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		return startReceipt{}, fmt.Errorf("%w: %v", errJournalUnavailable, err)
 	}
 	ev := &journalEvent{Workflow: def.Name, Input: compactJSON(req.Input), Trigger: req.Trigger,
-		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey, Fire: scheduleMicros(&req.Fire)}
+		Parent: req.ParentRun, ParentSeq: req.ParentSeq, Kind: req.ParentKind, Idem: req.IdemKey, Fire: scheduleMicros(&req.Fire),
+		RerunOf: req.RerunOf, Seq: req.RetryFrom, Calls: req.Reuse}
 	ev.setConcurrency(def.Concurrency.Limit, key)
 	bucket := concurrencyBucket(def.Name, key)
 	if req.IdemKey != "" {
@@ -529,7 +546,7 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 	}
 	var rc startReceipt
 	for tries := 0; ; tries++ {
-		rc = startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name)}
+		rc = startReceipt{SchemaVersion: schemaVersion, WorkflowName: def.Name, Trigger: workflowRoute(def.Name), RerunOf: req.RerunOf, RetryFromStep: req.RetryFrom}
 		e.mu.Lock()
 		ev.TraceParent = e.otelStartParentLocked(req)
 		var writing chan struct{}

@@ -34,7 +34,8 @@ func (e *engine) queuedLocked(id string) *queuedTrigger {
 // queue id stands in for the run id it does not have yet.
 func (t *queuedTrigger) record() runRecord {
 	return runRecord{RunID: t.QueueID, WorkflowName: t.WorkflowName, Status: runQueued, Trigger: t.Trigger, Input: t.Input,
-		Serial: t.Limit == 0, Limit: t.Limit, LimitKey: t.LimitKey, QueueID: t.QueueID, ParentRunID: t.ParentRunID, ParentSeq: t.ParentSeq, ScheduledAt: t.ScheduledAt, CreatedAt: t.CreatedAt, Steps: []*durableCall{}}
+		Serial: t.Limit == 0, Limit: t.Limit, LimitKey: t.LimitKey, QueueID: t.QueueID, ParentRunID: t.ParentRunID, ParentSeq: t.ParentSeq, ScheduledAt: t.ScheduledAt, CreatedAt: t.CreatedAt, Steps: []*durableCall{},
+		RerunOf: t.RerunOf, RetryFromStep: t.RetryFrom}
 }
 
 // findQueued returns a queued trigger as a record, or the run it started

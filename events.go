@@ -62,7 +62,8 @@ type journalEvent struct {
 	Wire      string          `json:"wi,omitempty"`
 	Session   string          `json:"ss,omitempty"`
 	Conv      string          `json:"cv,omitempty"`
-	Calls     []*durableCall  `json:"calls,omitempty"` // evTurn: the tool calls of the turn
+	Calls     []*durableCall  `json:"calls,omitempty"` // evTurn: the tool calls of the turn; evStart, evQueue of a retry from a step: the calls it reuses
+	RerunOf   string          `json:"ro,omitempty"`    // evStart, evQueue: the run this one reruns (engine_rerun.go; Seq: the step it retries from)
 	Level     string          `json:"lv,omitempty"`    // evLog
 	Message   string          `json:"m,omitempty"`     // evLog
 	Idem      string          `json:"ik,omitempty"`    // evStart, evQueue: the start's idempotency key
@@ -109,7 +110,8 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		return e.applyClaim(ev)
 	case evQueue:
 		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Limit: ev.Limit, LimitKey: ev.Key, Input: ev.Input, Trigger: ev.Trigger,
-			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, TraceParent: ev.TraceParent, CreatedAt: at}
+			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, TraceParent: ev.TraceParent, CreatedAt: at,
+			RerunOf: ev.RerunOf, RetryFrom: ev.Seq, Reuse: ev.Calls}
 		e.st.Queues[q.bucket()] = append(e.st.Queues[q.bucket()], q)
 		e.applyIdem(ev, at)
 		e.applyScheduleFire(ev)
@@ -124,7 +126,8 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		e.pinLocked(ev.Ver)
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
 			Input: ev.Input, Serial: ev.Serial, Limit: ev.Limit, LimitKey: ev.Key, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
-			CreatedAt: at, Steps: []*durableCall{}, Owner: ev.By, TraceParent: ev.TraceParent, done: newRunSignal()}
+			CreatedAt: at, Steps: reusedCalls(ev.Calls, at), Owner: ev.By, TraceParent: ev.TraceParent, done: newRunSignal(),
+			RerunOf: ev.RerunOf, RetryFromStep: ev.Seq}
 		e.st.Runs[r.RunID] = r
 		e.applyIdem(ev, at)
 		e.applyScheduleFire(ev)
@@ -381,7 +384,7 @@ func (e *engine) advanceQueue(workflow, bucket string) {
 		head := q[0]
 		ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
 			Trigger: head.Trigger, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
-			Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent}
+			Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent, RerunOf: head.RerunOf, Seq: head.RetryFrom, Calls: head.Reuse}
 		ev.setConcurrency(head.concurrencyLimit(), head.LimitKey)
 		if err := e.commitLocked(ev, false); err != nil {
 			e.mu.Lock()

@@ -66,6 +66,7 @@ func routeTable(s *server) []route {
 		{"GET", "/api/runs", "run records, newest first, and the starts queued behind a concurrency limit; ?workflow, status, trigger, agent, since, until, q (text of input, output or error), view=summary, limit, cursor; any other parameter is 400", s.handleListRuns},
 		{"GET", "/api/runs/{runId}", "one run with its step timeline; ?wait=30s long-polls until terminal", s.handleGetRun},
 		{"POST", "/api/runs/{runId}/cancel", "cancel an active run", s.handleCancelRun},
+		{"POST", "/api/runs/{runId}/rerun", `a new run of the run's workflow with its input, linked by rerunOf; {"fromStep": N} reuses the outcomes of the steps before N; answered as a start`, s.handleRerun},
 		{"GET", "/api/runs/{runId}/stream", "the chunks a run's steps wrote (getWritable()) as server-sent events, live, from Last-Event-ID", s.handleRunStream},
 		{"GET", "/api/schedules", "the workflows' schedules: cron, timezone, overlap, catchUp, dst, paused, nextFires, lastFire, lastRun", s.handleListSchedules},
 		{"POST", "/api/schedules/{workflow}/pause", "pause a workflow's schedule, durably (fires while paused are dropped); 404 schedule_not_found", s.handlePauseSchedule},

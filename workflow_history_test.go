@@ -208,6 +208,9 @@ func TestRunHistoryListPaging(t *testing.T) {
 		case 2:
 			runs[i].Error = &runError{Name: "FatalError", Message: fmt.Sprintf("card %d declined", i)}
 		}
+		if i%10 == 3 { // reruns of the first run and the second
+			runs[i].RerunOf = runs[i%20/10].RunID
+		}
 	}
 	if err := h.archive(ctx, runs); err != nil {
 		t.Fatal(err)
@@ -238,6 +241,8 @@ func TestRunHistoryListPaging(t *testing.T) {
 		{"text in outputs", runQuery{Text: "parcel-"}},
 		{"text in errors", runQuery{Text: "declined"}},
 		{"text and workflow", runQuery{Text: "ord-", Workflow: "a"}},
+		{"reruns", runQuery{RerunOf: runs[1].RunID}},
+		{"reruns and status", runQuery{RerunOf: runs[0].RunID, Status: []string{runFailed}}},
 	}
 	for _, tt := range tests {
 		for _, limit := range []int{7, runQueryMaxLimit} {

@@ -159,6 +159,12 @@ test("cancel a sleeping run", async () => {
   assert.match(await wake.textContent(), /wakes at/);
   await shot("run-waiter-sleeping");
   await page.getByRole("button", { name: "Cancel run" }).click();
+  // It asks first: "Keep it running" leaves the run as it was.
+  await page.getByRole("button", { name: "Keep it running" }).click();
+  await page.waitForTimeout(300);
+  assert.equal(await page.locator("#run-status").textContent(), "waiting");
+  await page.getByRole("button", { name: "Cancel run" }).click();
+  await page.getByRole("button", { name: "Yes, cancel run" }).click();
   await waitStatus("cancelled");
   assert.equal(await page.getByRole("button", { name: "Cancel run" }).count(), 0);
   await shot("run-waiter-cancelled");
@@ -203,16 +209,26 @@ test("the run page shows the run's stream live, and all of it once ended", async
 test("runs list filters by status and workflow", async () => {
   await page.goto(base + "/#/runs");
   await page.locator("#runs").waitFor();
-  await page.locator("#filter-status").selectOption("cancelled");
+  await page.locator("#filter-status summary").click();
+  await page.locator("#filter-status").getByLabel("cancelled").check();
   await page.waitForURL(/status=cancelled/);
   await page.locator("#runs tbody tr").first().waitFor();
-  await page.waitForFunction(() => [...document.querySelectorAll("#runs tbody tr td:nth-child(2)")].every((td) => td.textContent === "waiter"));
-  assert.deepEqual(await page.locator("#runs tbody tr td:nth-child(3)").allTextContents(), ["cancelled"]);
-  await page.locator("#filter-status").selectOption("");
+  await page.waitForFunction(() => [...document.querySelectorAll("#runs tbody tr td:nth-child(3)")].every((td) => td.textContent === "waiter"));
+  assert.deepEqual(await page.locator("#runs tbody tr td:nth-child(4)").allTextContents(), ["cancelled"]);
+  // Several statuses at once, kept in the address.
+  await page.locator("#filter-status summary").click();
+  await page.locator("#filter-status").getByLabel("completed").check();
+  await page.waitForURL(/status=completed%2Ccancelled|status=cancelled%2Ccompleted/);
+  await page.waitForFunction(() => {
+    const cells = [...document.querySelectorAll("#runs tbody tr td:nth-child(4)")].map((td) => td.textContent);
+    return cells.includes("completed") && cells.includes("cancelled") && cells.every((c) => c === "completed" || c === "cancelled");
+  });
+  await page.goto(base + "/#/runs");
+  await page.locator("#runs").waitFor();
   await page.locator("#filter-workflow").selectOption("greet");
   await page.waitForURL(/workflow=greet/);
   await page.waitForFunction(() => {
-    const cells = [...document.querySelectorAll("#runs tbody tr td:nth-child(2)")];
+    const cells = [...document.querySelectorAll("#runs tbody tr td:nth-child(3)")];
     return cells.length > 0 && cells.every((td) => td.textContent === "greet");
   });
   await shot("runs-filtered");

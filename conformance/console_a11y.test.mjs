@@ -177,7 +177,7 @@ test("the overview: active now, runs over time, each workflow's failure rate, to
   await error.click();
   await page.waitForURL(/#\/runs\?.*status=failed/);
   await page.locator("#runs tbody tr").first().waitFor();
-  assert.deepEqual(await page.locator("#runs tbody tr td:nth-child(2)").allTextContents(), ["broken", "broken"]);
+  assert.deepEqual(await page.locator("#runs tbody tr td:nth-child(3)").allTextContents(), ["broken", "broken"]);
   await page.goto(base + "/#/overview?since=24h");
   assert.equal(await page.locator("#overview-since").inputValue(), "24h");
   await shot(page, "overview");

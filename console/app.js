@@ -122,7 +122,7 @@ document.addEventListener("keydown", (e) => {
     return;
   }
   if (e.key !== "j" && e.key !== "k") return;
-  const links = [...document.querySelectorAll("#runs tbody tr td:first-child a")];
+  const links = [...document.querySelectorAll("#runs tbody tr a")];
   if (!links.length) return;
   const i = links.indexOf(document.activeElement);
   e.preventDefault();

@@ -28,12 +28,17 @@ const chats = new Map();
 /** threadKey is where the browser keeps agent's thread id (per API, so per svc dev or box). */
 const threadKey = (agent) => `svc-chat-thread:${apiBase}:${agent}`;
 
-/** chatPage shows the agent picker and, for agent, its conversation. */
-export async function chatPage(ctx, agent) {
+/** listAgents is the agents the chat wires serve (GET /openai/v1/models). */
+export async function listAgents() {
   const r = await fetch(apiBase + "/openai/v1/models", { headers: await authHeaders(chatAuth) });
   const body = await r.json().catch(() => null);
   if (!r.ok) throw new APIError(r.status, body, `GET /openai/v1/models: HTTP ${r.status}`);
-  const agents = (body?.data ?? []).map((m) => m.id);
+  return (body?.data ?? []).map((m) => m.id);
+}
+
+/** chatPage shows the agent picker and, for agent, its conversation. */
+export async function chatPage(ctx, agent) {
+  const agents = await listAgents();
   const picker = el("select", { id: "chat-agent", onchange: (e) => (location.hash = `#/chat/${encodeURIComponent(e.target.value)}`) },
     el("option", { value: "" }, "choose an agent…"),
     agents.map((a) => el("option", { value: a, selected: a === agent }, a)));

@@ -3,6 +3,7 @@
 // and hook resume.
 
 import { api, apiBase, authHeaders, el, fill, errorBox, codeBlock, when, duration, badge } from "./dom.js";
+import { listAgents } from "./chat.js";
 
 /** statuses are the run states the list filters on (workflow_history.go runStates). */
 const statuses = ["queued", "pending", "running", "waiting", "completed", "failed", "cancelled"];
@@ -17,81 +18,189 @@ const runInterval = 1000;
 /** ranges are the time ranges the list filters on: GET /api/runs?since= ages. */
 const ranges = [["", "any time"], ["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"]];
 
+/** triggers are the run triggers the list filters on (workflow_history.go runTriggers). */
+const triggers = ["http", "cli", "workflow", "agent", "schedule"];
+
 /**
- * runsPage lists runs newest first, filtered by ?status=, ?workflow=,
- * ?since= (a time range) and ?q= (text in a run's input, output or
- * error), all kept in the address, refreshing while shown.
+ * runsPage lists runs newest first, filtered by ?status= (one or more),
+ * ?workflow=, ?trigger=, ?agent=, ?since= (a time range) and ?q= (text in a
+ * run's input, output or error), all kept in the address. While shown it
+ * updates the rows in place (what the reader opened, focused, selected or
+ * scrolled to stays) and counts the runs created since as "N new runs"
+ * rather than reshuffling the list. Runs can be selected, a page at a
+ * time, to be cancelled or run again together.
  */
 export async function runsPage(ctx) {
-  const status = ctx.params.get("status") ?? "";
+  const status = (ctx.params.get("status") ?? "").split(",").filter(Boolean);
   const workflow = ctx.params.get("workflow") ?? "";
+  const trigger = ctx.params.get("trigger") ?? "";
+  const agent = ctx.params.get("agent") ?? "";
   const since = ctx.params.get("since") ?? "";
   const text = ctx.params.get("q") ?? "";
-  const { items: workflows } = await api("GET", "/api/workflows");
+  const [{ items: workflows }, agents] = await Promise.all([api("GET", "/api/workflows"), listAgents().catch(() => [])]);
   // A filter change reads every control, so a change made while the
   // previous list is still shown keeps the other filters as the user sees them.
   const filter = () => {
     const p = new URLSearchParams();
-    if (statusSel.value) p.set("status", statusSel.value);
+    const checked = statusBoxes.filter((b) => b.checked).map((b) => b.value);
+    if (checked.length) p.set("status", checked.join(","));
     if (workflowSel.value) p.set("workflow", workflowSel.value);
+    if (triggerSel.value) p.set("trigger", triggerSel.value);
+    if (agentSel.value) p.set("agent", agentSel.value);
     if (sinceSel.value) p.set("since", sinceSel.value);
     if (search.value.trim()) p.set("q", search.value.trim());
     location.hash = `#/runs${p.size ? "?" + p : ""}`;
   };
-  const statusSel = el("select", { id: "filter-status", onchange: filter }, el("option", { value: "" }, "any"),
-    statuses.map((s) => el("option", { value: s, selected: s === status }, s)));
-  const workflowSel = el("select", { id: "filter-workflow", onchange: filter }, el("option", { value: "" }, "any"),
-    workflows.map((w) => el("option", { value: w.name, selected: w.name === workflow }, w.name)));
+  const statusBoxes = statuses.map((st) => el("input", { type: "checkbox", value: st, checked: status.includes(st), onchange: filter }));
+  const statusPick = el("details", { class: "multi", id: "filter-status" }, el("summary", {}, "Status: ", status.length ? status.join(", ") : "any"),
+    el("div", { class: "options" }, statuses.map((st, i) => el("label", {}, statusBoxes[i], " ", st))));
+  const select = (id, label, current, values) => el("label", {}, `${label} `, el("select", { id, onchange: filter }, el("option", { value: "" }, "any"),
+    values.map((v) => el("option", { value: v, selected: v === current }, v))));
+  const workflowLabel = select("filter-workflow", "Workflow", workflow, workflows.map((w) => w.name));
+  const triggerLabel = select("filter-trigger", "Trigger", trigger, triggers);
+  const agentLabel = agents.length || agent ? select("filter-agent", "Agent", agent, [...new Set([...agents, agent].filter(Boolean))]) : null;
+  const [workflowSel, triggerSel] = [workflowLabel, triggerLabel].map((l) => l.querySelector("select"));
+  const agentSel = agentLabel?.querySelector("select") ?? { value: "" };
   const sinceSel = el("select", { id: "filter-since", onchange: filter },
     ranges.map(([v, label]) => el("option", { value: v, selected: v === since }, label)));
   const search = el("input", { type: "search", id: "filter-q", value: text, placeholder: "an order id, an error…", "aria-label": "Search input, output and error" });
   const searchForm = el("form", { role: "search", onsubmit: (e) => { e.preventDefault(); filter(); } }, search);
-  const filters = el("div", { class: "filters" }, el("label", {}, "Status ", statusSel), el("label", {}, "Workflow ", workflowSel),
+  const filters = el("div", { class: "filters" }, statusPick, workflowLabel, triggerLabel, agentLabel,
     el("label", {}, "Created ", sinceSel), searchForm);
-  const body = el("div", {});
   const query = new URLSearchParams({ view: "summary" }); // a list needs no inputs, calls or logs
-  if (status) query.set("status", status);
-  if (workflow) query.set("workflow", workflow);
-  if (since) query.set("since", since);
-  if (text) query.set("q", text);
+  if (status.length) query.set("status", status.join(","));
+  for (const [k, v] of [["workflow", workflow], ["trigger", trigger], ["agent", agent], ["since", since], ["q", text]]) if (v) query.set(k, v);
 
-  let older = false; // a later page is shown: stop refreshing the first
-  const load = async () => {
-    const page = await api("GET", `/api/runs?${query}`);
-    if (older) return;
-    // The refresh keeps the run the keyboard is on (j/k, app.js) focused.
-    const focused = document.activeElement?.closest?.("#runs tr")?.dataset.run;
-    const rows = el("tbody", {}, page.items.map(runRow));
-    const table = el("table", { class: "list", id: "runs" }, el("thead", {}, el("tr", {}, ["Run", "Workflow", "Status", "Trigger", "Created", "Duration"].map((h) => el("th", {}, h)))), rows);
-    const more = page.nextCursor ? el("button", { type: "button", class: "small", onclick: async (e) => {
-      older = true;
-      e.target.disabled = true;
-      const next = await api("GET", `/api/runs?${query}&cursor=${encodeURIComponent(page.nextCursor)}`);
-      rows.append(...next.items.map(runRow));
-      page.nextCursor = next.nextCursor;
-      if (!next.nextCursor) e.target.remove();
-      else e.target.disabled = false;
-    } }, "Older runs") : null;
-    fill(body,
-      page.queued.length ? el("div", {}, el("h2", {}, "Queued"), el("ul", { id: "queued" }, page.queued.map((q) => el("li", {}, badge("queued"), ` ${q.workflowName} · ${when(q.createdAt)} · `, el("code", {}, JSON.stringify(q.input)))))) : null,
-      page.items.length ? table : el("p", { class: "muted" }, "No runs match."), more);
-    if (focused) rows.querySelector(`tr[data-run="${CSS.escape(focused)}"] a`)?.focus();
+  const selected = new Set(); // run ids, kept across refreshes
+  const shown = new Map(); // runId → its row
+  const rows = el("tbody", {});
+  const bulk = bulkBar(selected, shown, () => refresh());
+  const all = el("input", { type: "checkbox", "aria-label": "Select every run shown", onchange: () => {
+    for (const [id, tr] of shown) {
+      const box = tr.querySelector("input[type=checkbox]");
+      if (box.disabled) continue;
+      box.checked = all.checked;
+      if (all.checked) selected.add(id);
+      else selected.delete(id);
+    }
+    bulk.update();
+  } });
+  const table = el("table", { class: "list", id: "runs" }, el("thead", {}, el("tr", {}, el("th", {}, all), ["Run", "Workflow", "Status", "Trigger", "Created", "Duration"].map((h) => el("th", {}, h)))), rows);
+  const queuedBox = el("div", {});
+  const fresh = el("div", { id: "new-runs" });
+  const empty = el("p", { class: "muted" }, "No runs match.");
+  const moreBox = el("div", {});
+  let newest = null; // the createdAt and runId of the newest run drawn
+  let nextCursor = null;
+  const add = (r) => {
+    const tr = runRow(r, selected, bulk.update);
+    shown.set(r.runId, tr);
+    return tr;
   };
-  await load();
-  ctx.every(listInterval, load);
-  return el("section", {}, el("h1", {}, "Runs"), filters, body);
+  const drawMore = () => fill(moreBox, nextCursor ? el("button", { type: "button", class: "small", id: "older", onclick: async (e) => {
+    e.target.disabled = true;
+    const next = await api("GET", `/api/runs?${query}&cursor=${encodeURIComponent(nextCursor)}`);
+    rows.append(...next.items.filter((r) => !shown.has(r.runId)).map(add));
+    nextCursor = next.nextCursor;
+    drawMore();
+  } }, "Older runs") : null);
+  /** draw shows page from scratch: the first load, a filter, or "N new runs". */
+  const draw = (page) => {
+    shown.clear();
+    rows.replaceChildren(...page.items.map(add));
+    newest = page.items[0] ?? null;
+    nextCursor = page.nextCursor;
+    table.hidden = !page.items.length;
+    empty.hidden = !!page.items.length;
+    fresh.replaceChildren();
+    drawMore();
+    bulk.update();
+  };
+  /** refresh updates the rows shown in place and counts the runs newer than them. */
+  const refresh = async () => {
+    const page = await api("GET", `/api/runs?${query}`);
+    fill(queuedBox, page.queued.length ? [el("h2", {}, "Queued"), el("ul", { id: "queued" }, page.queued.map((q) => el("li", {}, badge("queued"), ` ${q.workflowName} · ${when(q.createdAt)} · `, el("code", {}, JSON.stringify(q.input)))))] : null);
+    if (!newest) {
+      if (page.items.length) draw(page);
+      return;
+    }
+    let added = 0;
+    for (const r of page.items) {
+      const tr = shown.get(r.runId);
+      if (tr) updateRow(tr, r);
+      else if (r.createdAt > newest.createdAt || (r.createdAt === newest.createdAt && r.runId > newest.runId)) added++;
+    }
+    // Older rows than the first page's, shown by "Older runs", are read back by id only while active.
+    const stale = [...shown.keys()].filter((id) => !page.items.some((r) => r.runId === id) && !terminal(shown.get(id).dataset.status));
+    await Promise.all(stale.slice(0, 20).map(async (id) => {
+      try {
+        const { run } = await api("GET", `/api/runs/${encodeURIComponent(id)}`);
+        updateRow(shown.get(id), run);
+      } catch { /* left as it was */ }
+    }));
+    fill(fresh, added ? el("button", { type: "button", class: "small", onclick: () => { draw(page); } }, `${added === page.items.length ? added + "+" : added} new run${added === 1 ? "" : "s"}`) : null);
+  };
+  draw(await api("GET", `/api/runs?${query}`));
+  ctx.every(listInterval, refresh);
+  return el("section", {}, el("h1", {}, "Runs"), filters, queuedBox, fresh, bulk.node, table, empty, moreBox);
 }
 
-/** runRow is one run in the list. */
-function runRow(r) {
-  const ms = r.endedAt ? new Date(r.endedAt) - new Date(r.createdAt) : undefined;
-  return el("tr", { "data-run": r.runId },
+/**
+ * bulkBar is what selected runs can be: cancelled (asked first) or run
+ * again, each run by its own request, with a summary of what happened.
+ */
+function bulkBar(selected, shown, refresh) {
+  const count = el("span", { id: "selected-count" });
+  const out = el("div", { id: "bulk-result" });
+  const each = async (verb, path, body) => {
+    const ids = [...selected];
+    const results = await Promise.allSettled(ids.map((id) => api("POST", `/api/runs/${encodeURIComponent(id)}/${path}`, body)));
+    const refused = results.map((r, i) => [r, ids[i]]).filter(([r]) => r.status === "rejected");
+    selected.clear();
+    for (const tr of shown.values()) tr.querySelector("input[type=checkbox]").checked = false;
+    fill(out, el("p", { class: "note", role: "status" }, `${verb} ${ids.length - refused.length} of ${ids.length}.`),
+      refused.map(([r, id]) => el("p", { class: "error" }, el("code", {}, id.slice(0, 8)), ": ", r.reason.message)));
+    update();
+    await refresh();
+  };
+  const again = el("button", { type: "button", id: "bulk-rerun", onclick: () => each("Started again", "rerun") }, "Run again");
+  const cancel = confirmed("bulk-cancel", "Cancel…", "Cancel the selected runs?", "Yes, cancel them", "No", () => each("Cancelled", "cancel"));
+  const bar = el("div", { class: "actions bulk", hidden: true }, count, again, cancel);
+  const node = el("div", {}, bar, out);
+  const update = () => {
+    for (const id of selected) if (!shown.has(id)) selected.delete(id);
+    bar.hidden = selected.size === 0;
+    count.textContent = `${selected.size} selected`;
+  };
+  return { node, update };
+}
+
+/** runRow is one run in the list, its checkbox kept in selected. */
+function runRow(r, selected, changed) {
+  const box = el("input", { type: "checkbox", "aria-label": `Select run ${r.runId.slice(0, 8)}`, checked: selected.has(r.runId), disabled: !!r.agent, onchange: () => {
+    if (box.checked) selected.add(r.runId);
+    else selected.delete(r.runId);
+    changed();
+  } });
+  const tr = el("tr", { "data-run": r.runId },
+    el("td", {}, box),
     el("td", {}, el("a", { href: `#/runs/${encodeURIComponent(r.runId)}` }, el("code", {}, r.runId.slice(0, 8)))),
     el("td", {}, r.workflowName || r.agent || ""),
-    el("td", {}, badge(r.status)),
+    el("td", { class: "status" }),
     el("td", {}, r.trigger),
     el("td", {}, when(r.createdAt)),
-    el("td", {}, duration(ms)));
+    el("td", { class: "duration" }));
+  updateRow(tr, r);
+  return tr;
+}
+
+/** updateRow writes a run's status and duration into its row, touching nothing else. */
+function updateRow(tr, r) {
+  if (tr.dataset.status === r.status && tr.dataset.ended === (r.endedAt ?? "")) return;
+  tr.dataset.status = r.status;
+  tr.dataset.ended = r.endedAt ?? "";
+  fill(tr.querySelector(".status"), badge(r.status));
+  fill(tr.querySelector(".duration"), duration(r.endedAt ? new Date(r.endedAt) - new Date(r.createdAt) : undefined));
 }
 
 /** runPage shows one run, polling GET /api/runs/{id} until it is terminal; it redraws only when the run changed. */
@@ -108,7 +217,10 @@ export async function runPage(ctx, id) {
     const text = JSON.stringify(run);
     if (text !== shown) {
       shown = text;
+      // The redraw keeps the keyboard on the call label it was on.
+      const focused = document.activeElement?.matches?.("li.call button.label") && view.contains(document.activeElement) ? document.activeElement.closest("li.call").dataset.seq : null;
       fill(view, runView(run, hookForms, load, step, timeline), el("h2", {}, "Stream"), stream);
+      if (focused) view.querySelector(`#timeline li.call[data-seq="${focused}"] button.label`)?.focus({ preventScroll: true });
     }
     return terminal(run.status);
   };
@@ -131,32 +243,68 @@ function copyButton(text, label) {
   } }, "Copy");
 }
 
+/**
+ * rerun starts a rerun of run (POST /api/runs/{id}/rerun; fromStep 0: run
+ * again from the start) and opens the new run; a refusal shows in out.
+ */
+async function rerun(run, fromStep, out) {
+  try {
+    const rc = await api("POST", `/api/runs/${encodeURIComponent(run.runId)}/rerun`, fromStep ? { fromStep } : undefined);
+    location.hash = `#/runs/${encodeURIComponent(rc.runId ?? rc.queueId)}`;
+  } catch (err) {
+    out.replaceChildren(errorBox(err));
+  }
+}
+
+/**
+ * confirmed is a button that asks before it acts: a first click shows
+ * question with "Yes" (yes, which does it) and "No" (no) beside it.
+ */
+function confirmed(id, label, question, yes, no, act) {
+  const box = el("span", { class: "confirm" });
+  const ask = el("button", { id, type: "button", class: "danger", onclick: () => {
+    ask.hidden = true;
+    const keep = el("button", { type: "button", class: "small", onclick: () => { box.replaceChildren(); ask.hidden = false; ask.focus(); } }, no);
+    const go = el("button", { type: "button", class: "danger", id: `${id}-confirm`, onclick: async (e) => {
+      e.target.disabled = true;
+      await act();
+      box.replaceChildren();
+      ask.hidden = false;
+    } }, yes);
+    fill(box, el("span", { role: "alert" }, question), " ", go, " ", keep);
+    go.focus();
+  } }, label);
+  return [ask, box];
+}
+
 /** runView draws a run: header, actions, input and outcome, timeline, logs. */
 function runView(run, hookForms, reload, step, timeline) {
   const actions = el("div", { class: "actions" });
   const actionResult = el("div", { id: "action-result" });
   if (!terminal(run.status)) {
-    actions.append(el("button", { id: "cancel", type: "button", class: "danger", onclick: async (e) => {
-      e.target.disabled = true;
+    actions.append(...confirmed("cancel", "Cancel run", "Cancel this run? Its waiting calls end and it runs no further.", "Yes, cancel run", "Keep it running", async () => {
       try {
         await api("POST", `/api/runs/${encodeURIComponent(run.runId)}/cancel`);
         await reload();
       } catch (err) {
         actionResult.replaceChildren(errorBox(err));
-        e.target.disabled = false;
       }
-    } }, "Cancel run"));
+    }));
   }
   if (run.workflowName && !run.agent) {
+    actions.append(el("button", { id: "rerun", type: "button", onclick: (e) => { e.target.disabled = true; rerun(run, 0, actionResult).finally(() => { e.target.disabled = false; }); } }, "Run again"));
     actions.append(el("a", { class: "button", href: `#/workflows/${encodeURIComponent(run.workflowName)}?from=${encodeURIComponent(run.runId)}` }, "Open in playground with this input"));
   }
+  const runLink = (id) => el("a", { href: `#/runs/${encodeURIComponent(id)}` }, el("code", {}, id));
   const ms = run.endedAt ? new Date(run.endedAt) - new Date(run.createdAt) : undefined;
   const facts = [
     ["Run", [el("code", {}, run.runId), " ", copyButton(run.runId, "Copy the run id")]],
     ["Trace", el("code", {}, run.traceId)],
     ["Trigger", run.trigger],
     ["Version", run.version ? el("code", {}, run.version) : null],
-    ["Parent", run.parentRunId ? el("a", { href: `#/runs/${encodeURIComponent(run.parentRunId)}` }, el("code", {}, run.parentRunId)) : null],
+    ["Parent", run.parentRunId ? runLink(run.parentRunId) : null],
+    ["Rerun of", run.rerunOf ? [runLink(run.rerunOf), run.retryFromStep > 1 ? ` from step #${run.retryFromStep} (${run.retryFromStep === 2 ? "#1" : `#1–#${run.retryFromStep - 1}`} reused)` : ""] : null],
+    ["Reruns", run.reruns?.length ? el("span", { id: "reruns" }, run.reruns.map((id, i) => [i ? ", " : "", runLink(id)])) : null],
     ["Agent", run.agent ? `${run.agent} (${run.wire}${run.sessionId ? ", session " + run.sessionId : ""})` : null],
     ["Created", when(run.createdAt)],
     ["Ended", run.endedAt ? `${when(run.endedAt)} (${duration(ms)})` : null],
@@ -230,6 +378,7 @@ function waterfall(run, state, hookForms, reload, step, id) {
       li.classList.toggle("open");
       label.setAttribute("aria-expanded", String(li.classList.contains("open")));
     } }, el("span", { class: "seq" }, `#${c.seq}`), " ", el("b", {}, c.kind), " ", c.name ? el("code", {}, c.name) : null, " ", badge(c.status),
+    c.reused ? [" ", el("span", { class: "badge reused", title: `its outcome was reused from run ${run.rerunOf}` }, "reused")] : null,
     c.durationMs !== undefined ? el("span", { class: "muted" }, " ", duration(c.durationMs)) : null);
     const head = el("div", { class: "row" }, el("div", { class: "call-head" }, label,
       el("a", { class: "seq-link", href: `${location.hash.split("?")[0]}?step=${c.seq}`, "aria-label": `Link to call #${c.seq}` }, "link")),
@@ -324,10 +473,16 @@ function childRows(childId, state) {
   return el("div", {}, "child run ", el("a", { class: "child", href: `#/runs/${encodeURIComponent(childId)}` }, el("code", {}, childId)), " ", toggle, box);
 }
 
-/** callDetail is a call's detail panel: its attempts, error, result and log lines. */
+/** callDetail is a call's detail panel: its attempts, error, result and log lines, and a retry from it. */
 function callDetail(c, run) {
   const logs = (run.logs ?? []).filter((l) => l.seq === c.seq);
+  const out = el("div", {});
   return [
+    c.reused ? el("p", { class: "note" }, "Reused: this call did not run again; its outcome is the one run ", el("a", { href: `#/runs/${encodeURIComponent(run.rerunOf)}` }, el("code", {}, run.rerunOf)), " journaled.") : null,
+    run.workflowName && !run.agent ? [el("button", { type: "button", class: "small retry-from", onclick: (e) => {
+      e.target.disabled = true;
+      rerun(run, c.seq, out).finally(() => { e.target.disabled = false; });
+    } }, `Retry from step #${c.seq}`), out] : null,
     (c.attempts ?? []).map((a) => el("div", { class: a.error ? "attempt failed" : "attempt" }, `attempt ${a.attempt}: `, a.error ? `failed (${a.error.name || "Error"}: ${a.error.message})` : "ok",
       ` at ${when(a.startedAt)}, in ${duration(Date.parse(a.endedAt) - Date.parse(a.startedAt))}`)),
     c.inflight ? el("div", { class: "attempt" }, `attempt ${c.inflight.attempt}: running since ${when(c.inflight.startedAt)}`) : null,
