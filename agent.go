@@ -7,7 +7,10 @@ package main
 // with the calls pending: the client answers them on its next turn.
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,8 +36,44 @@ const (
 	agentVMPoolSize = 16
 )
 
-// callTool is the timeline kind of an agent's tool call in the runs API.
-const callTool = "tool"
+// callTool and callModel are the timeline kinds of an agent's tool call
+// and model call in the runs API.
+const (
+	callTool  = "tool"
+	callModel = "model"
+)
+
+// modelCallInfo is what a turn's timeline keeps of one model call (its
+// model is the call's name).
+type modelCallInfo struct {
+	InputTokens  int    `json:"inputTokens"`
+	OutputTokens int    `json:"outputTokens"`
+	FinishReason string `json:"finishReason,omitempty"` // stopEnd, stopToolCalls or stopLength
+}
+
+// callApproval is the answer to a tool call that waited for the user:
+// approved, refused, or unanswered (the user went on without answering).
+type callApproval struct {
+	Decision string    `json:"decision"`
+	By       string    `json:"by,omitempty"` // who answered (turnActor)
+	At       time.Time `json:"at"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// turnActor names the caller a turn acted for, as its runs may show it: a
+// control plane's user or key, or an identity token's subject, as named;
+// any other credential (a wire key, the console's) by the first 8 hex
+// digits of its SHA-256 alone, never itself.
+func turnActor(principal string) string {
+	p := strings.TrimPrefix(principal, "signed:")
+	for _, prefix := range []string{"cp-user:", "cp-key:", "identity:"} {
+		if strings.HasPrefix(p, prefix) {
+			return p
+		}
+	}
+	sum := sha256.Sum256([]byte(principal))
+	return "credential " + hex.EncodeToString(sum[:4])
+}
 
 // agentToolNamePattern is what both outbound providers accept as a tool name.
 var agentToolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -374,6 +413,10 @@ type agentLoop struct {
 	// last one.
 	checkpoint func(*agentResult)
 	ran        bool
+	// actor is who the turn acts for (turnActor); approvals are the
+	// answers resolvePending read, by call id, for the timeline.
+	actor     string
+	approvals map[string]*callApproval
 }
 
 // newAgentLoop prepares a turn of ag: the system prompt (the agent's
@@ -536,8 +579,10 @@ func (l *agentLoop) callModel(ctx context.Context, step int) (modelResponse, err
 		}
 	}
 	sctx, span := l.otelModelCall(ctx)
+	started := time.Now()
 	resp, err := l.client.complete(sctx, l.req, onDelta)
 	l.otelModelDone(span, resp, err)
+	l.recordModel(started, resp, err)
 	if err != nil {
 		return resp, err
 	}
@@ -555,6 +600,19 @@ func (l *agentLoop) callModel(ctx context.Context, step int) (modelResponse, err
 		resp.ToolCalls[i].ID = agentCallID()
 	}
 	return resp, nil
+}
+
+// recordModel adds a model call that began at started to the timeline.
+func (l *agentLoop) recordModel(started time.Time, resp modelResponse, err error) {
+	now := time.Now()
+	ms := float64(now.Sub(started).Microseconds()) / 1000
+	name := cmp.Or(resp.Model, l.req.Model, l.system, "model") // what answered, else what was asked
+	dc := &durableCall{Seq: len(l.res.Calls) + 1, Kind: callModel, Name: name, Status: runCompleted, StartedAt: started, EndedAt: &now, DurationMs: &ms,
+		Model: &modelCallInfo{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, FinishReason: resp.StopReason}}
+	if err != nil {
+		dc.Status, dc.Error = runFailed, &runError{Name: "ModelError", Message: err.Error()}
+	}
+	l.res.Calls = append(l.res.Calls, dc)
 }
 
 // agentCallID returns a new tool call id: 96 random bits, so unique in any
@@ -584,11 +642,14 @@ func (l *agentLoop) handleCall(ctx context.Context, c toolCall) {
 	}
 }
 
-// wait leaves c for the client to answer.
+// wait leaves c for the client to answer. In the timeline the call is
+// handed over, not waiting: the turn ends with it, and the session's next
+// turn records its outcome.
 func (l *agentLoop) wait(c toolCall, kind string) {
 	l.res.Pending = append(l.res.Pending, pendingCall{toolCall: c, Kind: kind})
 	now := time.Now()
-	l.res.Calls = append(l.res.Calls, &durableCall{Seq: len(l.res.Calls) + 1, Kind: callTool, Name: c.Name, Status: runWaiting, StartedAt: now})
+	l.res.Calls = append(l.res.Calls, &durableCall{Seq: len(l.res.Calls) + 1, Kind: callTool, Name: c.Name, Status: runCompleted, StartedAt: now, EndedAt: &now,
+		Arguments: c.Arguments, Handoff: kind})
 }
 
 // runTool validates c's arguments against t's schema and runs t, answering
@@ -632,7 +693,8 @@ func (l *agentLoop) record(c toolCall, content string, isErr bool, started *time
 	m := chatMessage{Role: "tool", Content: content, ToolCallID: c.ID, ToolName: c.Name, IsError: isErr}
 	l.add(m)
 	now := time.Now()
-	dc := &durableCall{Seq: len(l.res.Calls) + 1, Kind: callTool, Name: c.Name, Status: runCompleted, StartedAt: now, EndedAt: &now}
+	dc := &durableCall{Seq: len(l.res.Calls) + 1, Kind: callTool, Name: c.Name, Status: runCompleted, StartedAt: now, EndedAt: &now,
+		Arguments: c.Arguments, Approval: l.approvals[c.ID]}
 	if started != nil {
 		dc.StartedAt = *started
 		ms := float64(now.Sub(*started).Microseconds()) / 1000
@@ -693,6 +755,17 @@ func (l *agentLoop) resolvePending(ctx context.Context, p pendingCall, answers m
 	if !ok && answered {
 		a, ok = agentParseApproval(m.Content)
 	}
+	decided := &callApproval{Decision: "unanswered", By: l.actor, At: time.Now()}
+	switch {
+	case ok && a.Approved:
+		decided.Decision = "approved"
+	case ok:
+		decided.Decision, decided.Reason = "refused", a.Reason
+	}
+	if l.approvals == nil {
+		l.approvals = map[string]*callApproval{}
+	}
+	l.approvals[p.ID] = decided
 	t := l.agent.Spec.tool(p.Name)
 	switch {
 	case !ok && answered:

@@ -305,8 +305,24 @@ func TestAgentStreamingEvents(t *testing.T) {
 	if text.String() != res.text() {
 		t.Errorf("streamed text %q != result text %q", text.String(), res.text())
 	}
-	if len(res.Calls) != 1 || res.Calls[0].Kind != callTool || res.Calls[0].Status != runCompleted || res.Calls[0].Name != "add" {
-		t.Errorf("timeline = %+v; want one completed add", res.Calls)
+	// The timeline: each model call with its figures, the tool call between them with its arguments.
+	var calls []string
+	for _, c := range res.Calls {
+		calls = append(calls, c.Kind+":"+c.Name)
+	}
+	if len(res.Calls) != 3 || strings.Join(calls, ",") != callModel+":"+res.Calls[0].Name+","+callTool+":add,"+callModel+":"+res.Calls[0].Name {
+		t.Fatalf("timeline = %v; want a model call, add, a model call", calls)
+	}
+	if add := res.Calls[1]; add.Status != runCompleted || string(add.Arguments) == "" || add.Handoff != "" {
+		t.Errorf("add = %+v; want completed with its arguments", add)
+	}
+	for _, m := range []*durableCall{res.Calls[0], res.Calls[2]} {
+		if m.Model == nil || m.DurationMs == nil || m.Status != runCompleted || m.Model.FinishReason == "" {
+			t.Errorf("model call = %+v %+v; want its figures", m, m.Model)
+		}
+	}
+	if res.Calls[0].Model.FinishReason != stopToolCalls {
+		t.Errorf("first model call finished %q; want %q", res.Calls[0].Model.FinishReason, stopToolCalls)
 	}
 }
 

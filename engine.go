@@ -88,6 +88,14 @@ type durableCall struct {
 	// Reused marks a call a retry from a later step took, outcome and all,
 	// from the run it reruns (engine_rerun.go): it did not run again.
 	Reused bool `json:"reused,omitempty"`
+	// An agent turn's calls (agent.go): a model call's figures; a tool
+	// call's arguments, the approval that let it run or refused it, and
+	// Handoff (approval or client) when the turn ended handing it over:
+	// its outcome is in the session's next turn.
+	Model     *modelCallInfo  `json:"model,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Approval  *callApproval   `json:"approval,omitempty"`
+	Handoff   string          `json:"handoff,omitempty"`
 
 	resumedBy string // the ID of the resume that settled a hook (engine_replica.go)
 }

@@ -345,6 +345,7 @@ func (h *agentHost) runTurn(ctx context.Context, ag *agentDef, p *modelProvider,
 	}
 	ctx, span := h.otelTurn(ctx, ag.Name, wire, wr.SessionKey)
 	loop := newAgentLoop(h, ag, h.models(p), p, wr, emit)
+	loop.actor = turnActor(credential)
 	input := wr.Messages
 	var recorded json.RawMessage // the turn's input as recorded (turnInput)
 	var res *agentResult

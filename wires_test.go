@@ -546,6 +546,48 @@ func TestWiresSessions(t *testing.T) {
 	if !sawSession || !sawConversation {
 		t.Errorf("runs lack the session or conversation keys: %+v", runs)
 	}
+	// The turns' timelines (issue 37, item 5): each model call with its
+	// tokens; a call handed over for approval is not left waiting in its
+	// ended turn; the next turn's call says who answered, and how.
+	runs2, _ := env2.rt.engine.list()
+	calls := map[string][]*durableCall{} // session → its turns' calls, in order
+	models := 0
+	for _, run := range append(runs, runs2...) {
+		for _, c := range run.Steps {
+			if c.Status == runWaiting {
+				t.Errorf("ended turn %s shows call %s waiting", run.RunID, c.Name)
+			}
+			if c.Kind == callModel && c.Model != nil && c.Model.InputTokens > 0 && c.DurationMs != nil {
+				models++
+			}
+			if c.Kind == callTool && c.Name == "refund" {
+				calls[run.SessionID] = append(calls[run.SessionID], c)
+			}
+		}
+	}
+	if models == 0 {
+		t.Error("no turn recorded a model call with its tokens")
+	}
+	// s2's first turn ran on env, its second on env2.
+	if s2 := calls["s2"]; len(s2) != 2 || s2[0].Handoff != pendingApproval || string(s2[0].Arguments) != `{"orderId":"o1"}` ||
+		s2[1].Approval == nil || s2[1].Approval.Decision != "approved" || s2[1].Approval.By != turnActor("a") || s2[1].Status != runCompleted {
+		t.Errorf("session s2's refund calls = %s", wiresCallsText(s2))
+	}
+	decisions := map[string]int{}
+	for _, c := range calls["s3"] {
+		if c.Approval != nil && c.Status == runFailed {
+			decisions[c.Approval.Decision]++
+		}
+	}
+	if len(calls["s3"]) != 4 || decisions["refused"] != 1 || decisions["unanswered"] != 1 {
+		t.Errorf("session s3's refund calls = %s; want two handed over, one refused, one unanswered", wiresCallsText(calls["s3"]))
+	}
+}
+
+// wiresCallsText shows calls for a failure message.
+func wiresCallsText(calls []*durableCall) string {
+	b, _ := json.Marshal(calls)
+	return string(b)
 }
 
 // TestWiresAGUIApprovals checks interrupts answered by resume entries.

@@ -88,6 +88,7 @@ type runQuery struct {
 	Trigger  string     // exact trigger (http, cli, workflow, agent); "" any
 	Agent    string     // agent turns: exact agent; "" any
 	RerunOf  string     // reruns of this run (engine_rerun.go); "" any
+	Session  string     // agent turns: exact durable session key; "" any
 	Since    time.Time  // created at or after; zero any
 	Until    time.Time  // created before; zero any
 	Text     string     // lowercased text its input, output or error holds; "" any
@@ -98,7 +99,7 @@ type runQuery struct {
 
 // runQueryParams are the query parameters GET /api/runs reads; any other
 // is refused (400), not ignored (issue 37, item 3).
-var runQueryParams = []string{"workflow", "status", "trigger", "agent", "rerunOf", "since", "until", "q", "view", "limit", "cursor"}
+var runQueryParams = []string{"workflow", "status", "trigger", "agent", "session", "rerunOf", "since", "until", "q", "view", "limit", "cursor"}
 
 // runQueryTextMax bounds q, in bytes.
 const runQueryTextMax = 256
@@ -202,11 +203,13 @@ func parseRunQueryAt(v url.Values, now time.Time) (runQuery, error) {
 	if q.Agent, err = one("agent"); err != nil {
 		return runQuery{}, err
 	}
-	if q.RerunOf, err = one("rerunOf"); err != nil {
-		return runQuery{}, err
-	}
-	if len(q.RerunOf) > runCursorMaxLength || !utf8.ValidString(q.RerunOf) || strings.ContainsRune(q.RerunOf, 0) {
-		return runQuery{}, &runQueryError{Param: "rerunOf", Value: truncateForMessage(q.RerunOf), Want: "a run id"}
+	for name, into := range map[string]*string{"rerunOf": &q.RerunOf, "session": &q.Session} {
+		if *into, err = one(name); err != nil {
+			return runQuery{}, err
+		}
+		if len(*into) > runCursorMaxLength || !utf8.ValidString(*into) || strings.ContainsRune(*into, 0) {
+			return runQuery{}, &runQueryError{Param: name, Value: truncateForMessage(*into), Want: fmt.Sprintf("an id of at most %d bytes of UTF-8", runCursorMaxLength)}
+		}
 	}
 	if q.Trigger, err = one("trigger"); err != nil {
 		return runQuery{}, err
@@ -380,6 +383,7 @@ func (q runQuery) matches(r *runRecord) bool {
 		q.Trigger != "" && r.Trigger != q.Trigger,
 		q.Agent != "" && r.Agent != q.Agent,
 		q.RerunOf != "" && r.RerunOf != q.RerunOf,
+		q.Session != "" && r.SessionID != q.Session,
 		!q.Since.IsZero() && r.CreatedAt.Before(q.Since),
 		!q.Until.IsZero() && !r.CreatedAt.Before(q.Until),
 		q.After != nil && !q.After.before(runCursorOf(r)),
@@ -404,17 +408,17 @@ func newPGRunHistory(db *pgxpool.Pool) *pgRunHistory {
 
 // runHistoryUpsertSQL inserts or replaces a chunk of runs given as parallel
 // arrays: one statement however many runs.
-const runHistoryUpsertSQL = `INSERT INTO svc.runs (run_id, workflow_name, status, trigger, agent, created_at, ended_at, record, search, error_message, rerun_of)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[])
+const runHistoryUpsertSQL = `INSERT INTO svc.runs (run_id, workflow_name, status, trigger, agent, created_at, ended_at, record, search, error_message, rerun_of, session_id)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
 ON CONFLICT (run_id) DO UPDATE SET workflow_name = excluded.workflow_name, status = excluded.status,
     trigger = excluded.trigger, agent = excluded.agent, created_at = excluded.created_at,
-    ended_at = excluded.ended_at, record = excluded.record, search = excluded.search, error_message = excluded.error_message, rerun_of = excluded.rerun_of`
+    ended_at = excluded.ended_at, record = excluded.record, search = excluded.search, error_message = excluded.error_message, rerun_of = excluded.rerun_of, session_id = excluded.session_id`
 
 // runHistoryChunk is the arrays of one upsert statement.
 type runHistoryChunk struct {
 	ids, workflows, statuses, triggers, agents, records, searches []string
 	errors                                                        []*string // NULL unless the run failed
-	rerunOf                                                       []*string // NULL unless the run is a rerun
+	rerunOf, sessions                                             []*string // NULL unless the run is a rerun; unless it is a turn of a durable session
 	created, ended                                                []time.Time
 	bytes                                                         int
 }
@@ -446,6 +450,11 @@ func (c *runHistoryChunk) add(r *runRecord, record string) {
 		of = &r.RerunOf
 	}
 	c.rerunOf = append(c.rerunOf, of)
+	var sess *string
+	if r.SessionID != "" {
+		sess = &r.SessionID
+	}
+	c.sessions = append(c.sessions, sess)
 	c.bytes += len(record) + len(search)
 }
 
@@ -494,7 +503,7 @@ func (h *pgRunHistory) archive(ctx context.Context, runs []runRecord) error {
 	chunks = append(chunks, cur)
 	batch := &pgx.Batch{}
 	for _, c := range chunks {
-		batch.Queue(runHistoryUpsertSQL, c.ids, c.workflows, c.statuses, c.triggers, c.agents, c.created, c.ended, c.records, c.searches, c.errors, c.rerunOf)
+		batch.Queue(runHistoryUpsertSQL, c.ids, c.workflows, c.statuses, c.triggers, c.agents, c.created, c.ended, c.records, c.searches, c.errors, c.rerunOf, c.sessions)
 	}
 	if err := queueStreams(batch, runs); err != nil {
 		return err
@@ -551,6 +560,9 @@ func (h *pgRunHistory) list(ctx context.Context, q runQuery) ([]runRecord, error
 	}
 	if q.RerunOf != "" {
 		where = append(where, "rerun_of = "+arg(q.RerunOf))
+	}
+	if q.Session != "" {
+		where = append(where, "session_id = "+arg(q.Session))
 	}
 	if !q.Since.IsZero() {
 		where = append(where, "created_at >= "+arg(q.Since))

@@ -211,6 +211,9 @@ func TestRunHistoryListPaging(t *testing.T) {
 		if i%10 == 3 { // reruns of the first run and the second
 			runs[i].RerunOf = runs[i%20/10].RunID
 		}
+		if i%8 == 4 { // turns of two sessions
+			runs[i].SessionID = []string{"s1", "s2"}[(i/8)%2]
+		}
 	}
 	if err := h.archive(ctx, runs); err != nil {
 		t.Fatal(err)
@@ -243,6 +246,8 @@ func TestRunHistoryListPaging(t *testing.T) {
 		{"text and workflow", runQuery{Text: "ord-", Workflow: "a"}},
 		{"reruns", runQuery{RerunOf: runs[1].RunID}},
 		{"reruns and status", runQuery{RerunOf: runs[0].RunID, Status: []string{runFailed}}},
+		{"session", runQuery{Session: "s2"}},
+		{"agent and session", runQuery{Agent: "x", Session: "s1"}},
 	}
 	for _, tt := range tests {
 		for _, limit := range []int{7, runQueryMaxLimit} {

@@ -151,3 +151,50 @@ test("a run page's live redraw keeps an opened call open and focused", async () 
   await fetch(base + `/api/runs/${run.runId}/cancel`, { method: "POST" });
   noConsoleErrors();
 });
+
+test("an agent's turn lays open its model calls, tool arguments and approval; the session page sums its turns", async () => {
+  const chat = async (messages) => {
+    const r = await fetch(base + "/openai/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer console", "x-svc-session": "sess-ui" },
+      body: JSON.stringify({ model: "helper", messages }) });
+    assert.equal(r.status, 200);
+    return r.json();
+  };
+  const ask = await chat([{ role: "user", content: 'call refund {"orderId":"o-9"}' }]);
+  const call = ask.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, "refund");
+  await chat([{ role: "tool", tool_call_id: call.id, content: '{"approved":true}' }]);
+  const turns = (await (await fetch(base + "/api/runs?agent=helper&session=sess-ui")).json()).items;
+  assert.equal(turns.length, 2);
+  const [second, first] = turns;
+  assert.ok(first.steps.every((c) => c.status !== "waiting"), "the ended first turn shows no waiting call");
+
+  await page.goto(base + `/#/runs/${first.runId}`);
+  const asked = page.locator('#timeline li.call.tool');
+  await asked.waitFor();
+  assert.match(await asked.textContent(), /refund.*asked for approval/);
+  assert.equal(await page.locator("#timeline li.call.waiting").count(), 0);
+
+  await page.goto(base + `/#/runs/${second.runId}`);
+  const model = page.locator("#timeline li.call.model").first();
+  await model.waitFor();
+  const figures = second.steps.find((c) => c.kind === "model").model;
+  assert.ok(figures.inputTokens > 0);
+  assert.match(await model.textContent(), new RegExp(`${figures.inputTokens} in · ${figures.outputTokens} out`));
+  const refund = page.locator("#timeline li.call.tool", { hasText: "refund" });
+  assert.match(await refund.textContent(), /approved/);
+  await refund.locator("button.label").click();
+  assert.match(await refund.locator(".approval").textContent(), /^Approved by credential [0-9a-f]{8} at /);
+  assert.match(await refund.locator(".detail").textContent(), /"orderId": "o-9"/);
+  assert.match(await page.locator("dl.facts").textContent(), /Model calls\d+ \(\d+ tokens in, \d+ out\)/);
+  await shot(page, "agent-turn");
+
+  await page.locator("dd a", { hasText: "sess-ui" }).click();
+  await page.waitForURL(/#\/sessions\/helper\/sess-ui$/);
+  await page.locator("#session-turns tbody tr").nth(1).waitFor();
+  const sum = (k) => turns.flatMap((t) => t.steps).filter((c) => c.kind === "model").reduce((a, c) => a + c.model[k], 0);
+  const totals = await page.locator("#session-totals td").allTextContents();
+  assert.deepEqual(totals.slice(4, 7), [String(turns.flatMap((t) => t.steps).filter((c) => c.kind === "model").length), String(sum("inputTokens")), String(sum("outputTokens"))]);
+  assert.match(await page.locator("#session-summary").textContent(), /^2 turns\./);
+  await shot(page, "session");
+  noConsoleErrors();
+});

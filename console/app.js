@@ -11,6 +11,7 @@ import { runsPage, runPage } from "./runs.js";
 import { settingsPage } from "./settings.js";
 import { chatPage } from "./chat.js";
 import { overviewPage } from "./overview.js";
+import { sessionPage } from "./sessions.js";
 
 /** routes maps a hash path to its page and nav entry. */
 const routes = [
@@ -19,6 +20,7 @@ const routes = [
   [/^\/workflows\/([^/]+)$/, "workflows", playgroundPage],
   [/^\/runs$/, "runs", runsPage],
   [/^\/runs\/([^/]+)$/, "runs", runPage],
+  [/^\/sessions\/([^/]+)\/([^/]+)$/, "runs", sessionPage],
   [/^\/chat$/, "chat", chatPage],
   [/^\/chat\/([^/]+)$/, "chat", chatPage],
   [/^\/settings$/, "settings", (ctx) => settingsPage(ctx, showGate)],

@@ -305,7 +305,9 @@ function runView(run, hookForms, reload, step, timeline) {
     ["Parent", run.parentRunId ? runLink(run.parentRunId) : null],
     ["Rerun of", run.rerunOf ? [runLink(run.rerunOf), run.retryFromStep > 1 ? ` from step #${run.retryFromStep} (${run.retryFromStep === 2 ? "#1" : `#1–#${run.retryFromStep - 1}`} reused)` : ""] : null],
     ["Reruns", run.reruns?.length ? el("span", { id: "reruns" }, run.reruns.map((id, i) => [i ? ", " : "", runLink(id)])) : null],
-    ["Agent", run.agent ? `${run.agent} (${run.wire}${run.sessionId ? ", session " + run.sessionId : ""})` : null],
+    ["Agent", run.agent ? `${run.agent} (${run.wire})` : null],
+    ["Session", run.agent && run.sessionId ? el("a", { href: `#/sessions/${encodeURIComponent(run.agent)}/${encodeURIComponent(run.sessionId)}` }, el("code", {}, run.sessionId)) : null],
+    ["Model calls", run.agent ? turnTotals(run) : null],
     ["Created", when(run.createdAt)],
     ["Ended", run.endedAt ? `${when(run.endedAt)} (${duration(ms)})` : null],
   ].filter(([, v]) => v);
@@ -322,6 +324,13 @@ function runView(run, hookForms, reload, step, timeline) {
     el("h2", {}, "Logs"),
     logsView(run),
   ];
+}
+
+/** turnTotals sums a turn's model calls: their number and tokens. */
+export function turnTotals(run) {
+  const models = run.steps.filter((c) => c.kind === "model");
+  const sum = (k) => models.reduce((a, c) => a + (c.model?.[k] ?? 0), 0);
+  return `${models.length} (${sum("inputTokens")} tokens in, ${sum("outputTokens")} out)`;
 }
 
 /** errorView shows a run or step error with its source-mapped stack. */
@@ -363,6 +372,9 @@ function waterfall(run, state, hookForms, reload, step, id) {
       case "sleep":
       case "hook":
         return [bar(`wait ${c.status}`, c.startedAt, c.endedAt ?? (c.status === "waiting" ? now : c.startedAt), c.kind === "sleep" ? "sleeping" : "waiting for the hook")];
+      case "model":
+      case "tool":
+        return [bar(`${c.kind} ${c.status}`, c.startedAt, c.endedAt ?? now, c.kind === "model" ? "model call" : "tool call")];
       default:
         return [bar(`child ${c.status}`, c.startedAt, c.endedAt ?? now, "child run")];
     }
@@ -379,6 +391,9 @@ function waterfall(run, state, hookForms, reload, step, id) {
       label.setAttribute("aria-expanded", String(li.classList.contains("open")));
     } }, el("span", { class: "seq" }, `#${c.seq}`), " ", el("b", {}, c.kind), " ", c.name ? el("code", {}, c.name) : null, " ", badge(c.status),
     c.reused ? [" ", el("span", { class: "badge reused", title: `its outcome was reused from run ${run.rerunOf}` }, "reused")] : null,
+    c.model ? el("span", { class: "muted tokens" }, ` ${c.model.inputTokens} in · ${c.model.outputTokens} out`) : null,
+    c.approval ? [" ", el("span", { class: `badge ${c.approval.decision === "approved" ? "completed" : "failed"}` }, c.approval.decision)] : null,
+    c.handoff ? [" ", el("span", { class: "badge waiting" }, handoffs[c.handoff] ?? c.handoff)] : null,
     c.durationMs !== undefined ? el("span", { class: "muted" }, " ", duration(c.durationMs)) : null);
     const head = el("div", { class: "row" }, el("div", { class: "call-head" }, label,
       el("a", { class: "seq-link", href: `${location.hash.split("?")[0]}?step=${c.seq}`, "aria-label": `Link to call #${c.seq}` }, "link")),
@@ -473,6 +488,9 @@ function childRows(childId, state) {
   return el("div", {}, "child run ", el("a", { class: "child", href: `#/runs/${encodeURIComponent(childId)}` }, el("code", {}, childId)), " ", toggle, box);
 }
 
+/** handoffs label a tool call a turn ended handing over. */
+const handoffs = { approval: "asked for approval", client: "handed to the client" };
+
 /** callDetail is a call's detail panel: its attempts, error, result and log lines, and a retry from it. */
 function callDetail(c, run) {
   const logs = (run.logs ?? []).filter((l) => l.seq === c.seq);
@@ -487,6 +505,11 @@ function callDetail(c, run) {
       ` at ${when(a.startedAt)}, in ${duration(Date.parse(a.endedAt) - Date.parse(a.startedAt))}`)),
     c.inflight ? el("div", { class: "attempt" }, `attempt ${c.inflight.attempt}: running since ${when(c.inflight.startedAt)}`) : null,
     c.kind === "hook" && c.status !== "waiting" ? el("div", {}, "token ", el("code", { class: "token" }, c.token)) : null,
+    c.model ? el("p", { class: "model-call" }, `Model ${c.name ?? ""}: ${c.model.inputTokens} tokens in, ${c.model.outputTokens} out, in ${duration(c.durationMs)}`, c.model.finishReason ? `; it finished with ${c.model.finishReason}` : "", ".") : null,
+    c.arguments !== undefined ? [el("h3", {}, "Arguments"), codeBlock(c.arguments)] : null,
+    c.approval ? el("p", { class: "approval" }, `${c.approval.decision === "unanswered" ? "Not answered" : c.approval.decision === "approved" ? "Approved" : "Refused"}`,
+      c.approval.by ? ` by ${c.approval.by}` : "", ` at ${when(c.approval.at)}`, c.approval.reason ? ` (reason: ${c.approval.reason})` : "", ".") : null,
+    c.handoff ? el("p", { class: "note" }, c.handoff === "approval" ? "The turn ended asking the user to approve this call; the session's next turn holds the answer and what the tool did." : "The turn ended handing this call to the client to run; the session's next turn holds its result.") : null,
     c.error && !(c.attempts ?? []).length ? errorView(c.error) : null, // a step's error is its last attempt's, shown above
     c.result !== undefined ? [el("h3", {}, "Result"), codeBlock(c.result)] : null,
     logs.length ? [el("h3", {}, "Logs"), el("ul", { class: "call-logs" }, logs.map((l) => el("li", { class: l.level }, `${l.level}: `, el("code", {}, l.message))))] : null,
