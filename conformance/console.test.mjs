@@ -50,6 +50,8 @@ const waitStatus = (status) => page.locator("#run-status .badge", { hasText: sta
 
 test("first load lists the workflows (and measures bytes and time to interactive)", async () => {
   await page.goto(base + "/");
+  await page.locator("#overview").waitFor(); // the console opens on the overview
+  await page.getByRole("link", { name: "Workflows" }).click();
   await page.locator("#workflows").waitFor();
   const names = await page.locator("#workflows tbody tr td:first-child").allTextContents();
   for (const n of ["greet", "ping", "waiter", "hooked", "shapes"]) assert.ok(names.includes(n), `${n} in ${names}`);
@@ -391,7 +393,7 @@ test("settings lists the local services and reveals their keys on a click, in on
   await services.locator(".error", { hasText: "link svc dev printed" }).waitFor();
   reveals.length = 0;
   await page.goto(process.env.SVC_CONSOLE_LINK);
-  await page.waitForURL(base + "/#/workflows");
+  await page.waitForURL(base + "/#/overview");
   const bearer = await page.evaluate(() => localStorage.getItem("svc-console-bearer"));
   assert.match(bearer ?? "", /^svcc_/, "the link's code traded for a session kept in this origin's storage");
   assert.deepEqual(await page.context().cookies(), [], "no cookie: a server on another port would receive it");

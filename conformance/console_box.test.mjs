@@ -52,6 +52,8 @@ test("console: the box's URL, sign-in and back, then ping starts and completes",
   await shot(page, "sign-in");
   await page.getByLabel("One-time sign-in code").fill(env.SVC_BROWSER_CODE);
   await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator("#overview").waitFor(); // the console opens on the overview
+  await page.getByRole("link", { name: "Workflows" }).click();
   await page.locator("#workflows").waitFor();
   assert.match(page.url(), new RegExp(`^${cp}/box/ins_[^/?]+`));
   const names = await page.locator("#workflows tbody tr td:first-child").allTextContents();
@@ -76,6 +78,6 @@ test("console: the box's URL, sign-in and back, then ping starts and completes",
   await page.goto(env.SVC_BOX_URL + "/.well-known/svc");
   await page.evaluate((url) => location.assign(url), env.SVC_BOX_URL + "/");
   await page.waitForURL(/\?reloaded/);
-  await page.locator("#workflows").waitFor();
+  await page.locator("#overview").waitFor();
   noConsoleErrors();
 });

@@ -94,6 +94,8 @@ if (step === "console") {
     const calls = [];
     page.on("request", (r) => r.url().startsWith(publicURL) && calls.push(r.url()));
     await page.goto(deeplink.href);
+    await page.locator("#overview").waitFor(); // the console opens on the overview
+    await page.getByRole("link", { name: "Workflows" }).click();
     await page.locator("#workflows").waitFor();
     const names = await page.locator("#workflows tbody tr td:first-child").allTextContents();
     for (const n of ["greet", "ping"]) assert.ok(names.includes(n), `${n} in ${names}`);

@@ -20,8 +20,8 @@ before(async () => {
 
 test("the console link signs this browser in with no cookie", async () => {
   await page.goto(process.env.SVC_CONSOLE_LINK);
-  await page.waitForURL(base + "/#/workflows");
-  await page.locator("h1", { hasText: "Workflows" }).waitFor();
+  await page.waitForURL(base + "/#/overview");
+  await page.locator("h1", { hasText: "Overview" }).waitFor();
   assert.match(await page.evaluate(() => localStorage.getItem("svc-console-bearer")) ?? "", /^svcc_/);
   assert.deepEqual(await page.context().cookies(), []);
   noConsoleErrors();

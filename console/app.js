@@ -73,7 +73,7 @@ function signInIfLink() {
 async function route() {
   const n = ++visit;
   const refused = await signInIfLink();
-  const hash = location.hash.slice(1) || "/workflows";
+  const hash = location.hash.slice(1) || "/overview"; // the console opens on the overview
   const q = hash.indexOf("?");
   const path = q < 0 ? hash : hash.slice(0, q);
   const params = new URLSearchParams(q < 0 ? "" : hash.slice(q + 1));

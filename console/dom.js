@@ -69,7 +69,7 @@ export async function signInFromLink() {
     setLocalBearer(body.token);
     return null;
   } finally {
-    history.replaceState(null, "", location.pathname + location.search + "#/workflows");
+    history.replaceState(null, "", location.pathname + location.search + "#/overview");
   }
 }
 
