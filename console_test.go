@@ -135,6 +135,9 @@ export default async function logger() { "use workflow"; console.log("order rece
 	writeFile(t, dir, "workflows/ticker.workflow.ts", `import { sleep } from "svc";
 async function tick(i: number) { "use step"; return i; }
 export default async function ticker() { "use workflow"; for (let i = 0; i < 8; i++) { await tick(i); await sleep("500ms"); } return 1; }`)
+	writeFile(t, dir, "workflows/talker.workflow.ts", `import { getWritable } from "svc";
+async function speak() { "use step"; const w = getWritable().getWriter(); for (const t of ["Hel", "lo, ", "wor", "ld", "!"]) await w.write(t); await w.write({ done: true }); w.releaseLock(); }
+export default async function talker() { "use workflow"; await speak(); return 1; }`)
 	writeFile(t, dir, "deep-agents/helper/index.ts", agentTestSource)
 	fake := newFakeProvider(t)
 	d := startDev(t, dir, baseEnv("SVC_DATABASE_URL="+testPostgresURL(t), "OPENAI_BASE_URL="+fake.URL+"/v1", "OPENAI_API_KEY=sk-fake"))

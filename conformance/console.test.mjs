@@ -326,6 +326,13 @@ test("chat: a streamed answer, a tool call with its result, an approval from the
   assert.match(await add.locator(".args").textContent(), /"a": 2/);
   assert.match(await add.locator(".result").textContent(), /"sum":5/);
   await lastAnswer('tool add said: {"sum":5');
+  // A tool that throws: its card and result are marked as an error, the one that worked is not.
+  await say("call boom {}");
+  const boom = page.locator("#chat-log .tool-call", { hasText: "boom" }).last();
+  await boom.locator(".result.error").waitFor();
+  assert.match(await boom.locator(".result").textContent(), /^✗ .*kaboom/);
+  assert.match(await boom.getAttribute("class"), /\bfailed\b/);
+  assert.doesNotMatch(await add.getAttribute("class"), /\bfailed\b/);
   await say('call refund {"orderId":"c-1"}');
   const refund = page.locator("#chat-log .tool-call", { hasText: "refund" }).last();
   await refund.getByRole("button", { name: "Approve" }).waitFor();
@@ -346,10 +353,11 @@ test("chat: after a reload the thread is read back from the session, and a pendi
   await page.reload();
   await lastAnswer("echo: still here?");
   const log = page.locator("#chat-log");
-  assert.deepEqual(await log.locator(".msg.user").allTextContents(), ["hello there", 'call add {"a":2,"b":3}', 'call refund {"orderId":"c-1"}', "still here?"]);
+  assert.deepEqual(await log.locator(".msg.user").allTextContents(), ["hello there", 'call add {"a":2,"b":3}', "call boom {}", 'call refund {"orderId":"c-1"}', "still here?"]);
   const add = log.locator(".tool-call", { hasText: "add" });
   assert.match(await add.locator(".args").textContent(), /"a": 2/);
   assert.match(await add.locator(".result").textContent(), /"sum":5/);
+  assert.match(await log.locator(".tool-call.failed", { hasText: "boom" }).locator(".result.error").textContent(), /kaboom/, "read back, the error is still marked");
   assert.match(await log.locator(".tool-call", { hasText: "refund" }).locator(".result").textContent(), /"refunded":"c-1"/);
   await lastAnswer('tool refund said: {"refunded":"c-1"}');
   await say('call refund {"orderId":"c-2"}');

@@ -198,3 +198,15 @@ test("an agent's turn lays open its model calls, tool arguments and approval; th
   await shot(page, "session");
   noConsoleErrors();
 });
+
+test("a run's stream joins one attempt's text chunks into one row", async () => {
+  const run = await start("talker", {});
+  assert.equal(run.status, "completed");
+  await page.goto(base + `/#/runs/${run.runId}`);
+  await page.locator("#stream-state", { hasText: "Ended (completed)" }).waitFor();
+  const rows = page.locator("#stream li");
+  assert.equal(await rows.count(), 2, "five text chunks and a JSON one: two rows");
+  assert.equal(await rows.first().locator("pre").textContent(), "Hello, world!");
+  assert.equal(await rows.first().getAttribute("data-chunks"), "5");
+  noConsoleErrors();
+});

@@ -152,7 +152,7 @@ function drawItems(chat, items) {
     if (it.type === "user") return el("div", { class: "msg user" }, it.text);
     if (it.type === "assistant") return el("div", { class: "msg assistant" }, el("span", {}, it.text));
     const card = toolCard(chat, it.id, it.name, JSON.stringify(it.arguments ?? {}));
-    if (it.result) addResult(chat, it.id, it.result.content);
+    if (it.result) addResult(chat, it.id, it.result.content, it.result.isError);
     return card;
   });
 }
@@ -195,10 +195,28 @@ function endArgs(call) {
  * none); a call answered no longer waits for approval, so its Approve and
  * Refuse go.
  */
-function addResult(chat, id, content) {
+function addResult(chat, id, content, isError) {
   const call = chat.calls.get(id);
   call?.card.querySelector(".approval")?.remove();
-  (call?.card ?? chat.log).append(el("div", { class: "result" }, "→ ", el("code", {}, shown(content))));
+  call?.card.classList.toggle("failed", !!isError);
+  (call?.card ?? chat.log).append(el("div", { class: isError ? "result error" : "result" }, isError ? "✗ " : "→ ", el("code", {}, shown(content))));
+}
+
+/**
+ * markErrors reads back the newest page of the thread's transcript, which
+ * says which tool results were errors (the agent-UI wire's results do
+ * not), and marks their cards.
+ */
+async function markErrors(agent, chat) {
+  const page = await history(agent, chat.threadId).catch(() => null);
+  for (const it of page?.items ?? []) {
+    const card = it.result?.isError && chat.calls.get(it.id)?.card;
+    if (!card || card.classList.contains("failed")) continue;
+    card.classList.add("failed");
+    const result = card.querySelector(".result");
+    result?.classList.add("error");
+    if (result?.firstChild?.nodeType === Node.TEXT_NODE) result.firstChild.textContent = "✗ ";
+  }
 }
 
 /**
@@ -249,7 +267,12 @@ async function turn(agent, chat, input, button) {
       throw new Error(body?.message ?? `POST /chat: HTTP ${r.status}`);
     }
     const draw = drawer(agent, chat, button);
-    for await (const ev of sseEvents(r.body)) draw(ev);
+    let tools = false;
+    for await (const ev of sseEvents(r.body)) {
+      tools ||= ev.type === "TOOL_CALL_RESULT";
+      draw(ev);
+    }
+    if (tools) await markErrors(agent, chat);
   } catch (err) {
     // Stop hangs up: the server stops the turn and records it as stopped.
     chat.log.append(stop.signal.aborted ? el("p", { class: "note stopped" }, "Stopped.") : errorBox(err));

@@ -568,7 +568,15 @@ function streamView(path, signal) {
       return;
     }
     const key = `${d.seq}.${d.attempt}`;
-    list.append(el("li", { class: d.superseded || superseded.has(key) ? "superseded" : "", "data-attempt": key, "data-index": d.index },
+    // Text chunks of one attempt in a row read as one text (a model's
+    // tokens, say), not a row each.
+    const prev = list.lastElementChild;
+    if (d.kind === "text" && prev?.dataset.attempt === key && prev.dataset.kind === "text") {
+      prev.querySelector("pre").append(d.text);
+      prev.dataset.chunks = String(Number(prev.dataset.chunks) + 1);
+      return;
+    }
+    list.append(el("li", { "data-kind": d.kind, "data-chunks": 1, class: d.superseded || superseded.has(key) ? "superseded" : "", "data-attempt": key, "data-index": d.index },
       el("span", { class: "muted" }, `${d.step}#${d.attempt} `), d.kind === "text" ? el("pre", {}, d.text) : codeBlock(d.json)));
   };
   // handle applies one event block; it reports whether the stream ended.
