@@ -27,6 +27,10 @@ const (
 type runStatsQuery struct {
 	Since  time.Time
 	Bucket time.Duration
+	// inMemory are the runs the engine counted from its memory: the
+	// history leaves them out, so a run archived meanwhile (the archiver
+	// writes it before it leaves memory) is counted once.
+	inMemory []string
 }
 
 // runStats is the answer of GET /api/runs/stats.
@@ -211,6 +215,7 @@ func (e *engine) runStats(ctx context.Context, q runStatsQuery) (runStats, error
 			wf = "" // an agent's turn: in the buckets, not among the workflows
 		}
 		mem.count(int64(r.CreatedAt.Sub(q.Since)/q.Bucket), wf, r.Status, 1)
+		q.inMemory = append(q.inMemory, r.RunID)
 		if r.Status == runFailed && r.Error != nil {
 			mem.failure(runErrorWords(r.Error), r.WorkflowName, 1, r.RunID, r.CreatedAt)
 		}
@@ -231,8 +236,11 @@ func (e *engine) runStats(ctx context.Context, q runStatsQuery) (runStats, error
 func (h *pgRunHistory) stats(ctx context.Context, q runStatsQuery) (*runStatsPart, error) {
 	p := newRunStatsPart()
 	sec := q.Bucket.Seconds()
+	if q.inMemory == nil {
+		q.inMemory = []string{} // NULL would leave every run out
+	}
 	rows, err := h.db.Query(ctx, `SELECT floor(extract(epoch FROM created_at - $1) / $2)::bigint, CASE WHEN agent = '' THEN workflow_name ELSE '' END, status, count(*)
-		FROM svc.runs WHERE created_at >= $1 GROUP BY 1, 2, 3`, q.Since, sec)
+		FROM svc.runs WHERE created_at >= $1 AND run_id <> ALL($3) GROUP BY 1, 2, 3`, q.Since, sec, q.inMemory)
 	if err != nil {
 		return nil, fmt.Errorf("run stats: %w", err)
 	}
@@ -252,7 +260,7 @@ func (h *pgRunHistory) stats(ctx context.Context, q runStatsQuery) (*runStatsPar
 	rows, err = h.db.Query(ctx, `SELECT workflow_name,
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM ended_at - created_at) * 1000),
 			percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM ended_at - created_at) * 1000)
-		FROM svc.runs WHERE created_at >= $1 AND workflow_name <> '' AND agent = '' GROUP BY 1`, q.Since)
+		FROM svc.runs WHERE created_at >= $1 AND workflow_name <> '' AND agent = '' AND run_id <> ALL($2) GROUP BY 1`, q.Since, q.inMemory)
 	if err != nil {
 		return nil, fmt.Errorf("run stats: durations: %w", err)
 	}
@@ -271,8 +279,8 @@ func (h *pgRunHistory) stats(ctx context.Context, q runStatsQuery) (*runStatsPar
 		return nil, fmt.Errorf("run stats: durations: %w", err)
 	}
 	rows, err = h.db.Query(ctx, `SELECT error_message, workflow_name, count(*), (array_agg(run_id ORDER BY created_at DESC))[1], max(created_at)
-		FROM svc.runs WHERE created_at >= $1 AND error_message IS NOT NULL
-		GROUP BY 1, 2 ORDER BY 3 DESC LIMIT $2`, q.Since, runStatsTopErrors)
+		FROM svc.runs WHERE created_at >= $1 AND error_message IS NOT NULL AND run_id <> ALL($3)
+		GROUP BY 1, 2 ORDER BY 3 DESC LIMIT $2`, q.Since, runStatsTopErrors, q.inMemory)
 	if err != nil {
 		return nil, fmt.Errorf("run stats: errors: %w", err)
 	}

@@ -70,6 +70,22 @@ func TestRunStatsHistory(t *testing.T) {
 	if len(st.TopErrors) != 2 || st.TopErrors[0].Message != "FatalError: card declined" || st.TopErrors[0].Count != 2 || st.TopErrors[0].LastRunID != "a4" {
 		t.Errorf("top errors = %+v; want card declined twice (newest a4), then carrier timeout", st.TopErrors)
 	}
+	// Runs the engine counts from memory (ended, archived and not yet
+	// gone from memory) are left out of the history's part: once each.
+	q.inMemory = []string{"a3", "a4"}
+	hist, err = h.stats(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = runStatsOf(q, now, nil, hist)
+	for _, w := range st.Workflows {
+		if w.Workflow == "order" && (w.Runs != 2 || w.Failed != 0) {
+			t.Errorf("order without the runs in memory = %+v; want 2 runs, none failed", w)
+		}
+	}
+	if len(st.TopErrors) != 1 || st.TopErrors[0].Message != "FatalError: carrier timeout" {
+		t.Errorf("top errors without the runs in memory = %+v", st.TopErrors)
+	}
 }
 
 func TestParseRunStatsQuery(t *testing.T) {

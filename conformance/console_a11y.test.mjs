@@ -22,6 +22,9 @@ before(async () => {
   const r = await fetch(base + "/api/workflows/logger/start?wait=30s", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
   assert.equal(r.status, 200);
   runId = (await r.json()).run.runId;
+  const turn = await fetch(base + "/openai/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer console", "x-svc-session": "a11y" },
+    body: JSON.stringify({ model: "helper", messages: [{ role: "user", content: 'call add {"a":1,"b":2}' }] }) });
+  assert.equal(turn.status, 200);
 });
 
 /** pages are the console's pages, each with what shows it is drawn. */
@@ -32,6 +35,7 @@ const pages = () => [
   ["runs", "/#/runs", "#runs"],
   ["run", `/#/runs/${runId}`, "#logs"],
   ["chat", "/#/chat/helper", "h1"],
+  ["session", "/#/sessions/helper/a11y", "#session-turns"],
   ["settings", "/#/settings", "#local-services"],
 ];
 
