@@ -223,6 +223,7 @@ func (e reportedExit) Error() string { return fmt.Sprintf("exit status %d", int(
 type verb struct {
 	name     string
 	summary  string
+	example  string // one command line that uses it (svc --help, docs/cli.md; TestVerbExamples parses each)
 	usage    string // argument synopsis after the verb name
 	newFlags func() *flag.FlagSet
 	run      func(ctx context.Context, c *cmd, fs *flag.FlagSet) error
@@ -232,28 +233,29 @@ type verb struct {
 // verbs lists every verb once, in help order.
 func verbs() []*verb {
 	return []*verb{
-		{name: "init", summary: "scaffold a starter project", usage: "[dir]", newFlags: noFlags("init"), run: runInit},
-		{name: "dev", summary: "boot the local runtime", newFlags: newDevFlags, run: runDev},
+		{name: "init", example: "svc init demo", summary: "scaffold a starter project", usage: "[dir]", newFlags: noFlags("init"), run: runInit},
+		{name: "dev", example: "svc dev --port 4242", summary: "boot the local runtime", newFlags: newDevFlags, run: runDev},
 		{name: "workflows", summary: "list workflows, read schemas, start runs", subverbs: workflowVerbs()},
 		{name: "runs", summary: "inspect and cancel workflow runs", subverbs: runVerbs()},
+		{name: "hooks", summary: "resume a workflow waiting on a hook", subverbs: hookVerbs()},
 		{name: "schedules", summary: "list the workflows' schedules, pause and resume them", subverbs: scheduleVerbs()},
-		{name: "serve", summary: "run a project as a box: its wires, workflow routes, runs API and the handshake svc link reads", usage: "[dir]", newFlags: newServeFlags, run: runServe},
-		{name: "link", summary: "register a deployed container with a control plane, or (--local) link this directory to an agent for svc dev", newFlags: newLinkFlags, run: runLink},
-		{name: "login", summary: "sign in to a control plane (device code, --invitation a code you were given, --token for CI; --browser: a code to sign a browser in)", newFlags: newLoginFlags, run: runLogin},
-		{name: "logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},
-		{name: "whoami", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
+		{name: "serve", example: "svc serve --addr :8080 --data /var/lib/svc .", summary: "run a project as a box: its wires, workflow routes, runs API and the handshake svc link reads", usage: "[dir]", newFlags: newServeFlags, run: runServe},
+		{name: "link", example: "SVC_LINK_SECRET=$SECRET svc link --url https://box.example.com --agent hello", summary: "register a deployed container with a control plane, or (--local) link this directory to an agent for svc dev", newFlags: newLinkFlags, run: runLink},
+		{name: "login", example: "svc login --control-plane https://cp.example.com", summary: "sign in to a control plane (device code, --invitation a code you were given, --token for CI; --browser: a code to sign a browser in)", newFlags: newLoginFlags, run: runLogin},
+		{name: "logout", example: "svc logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},
+		{name: "whoami", example: "svc whoami --json", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
 		{name: "members", summary: "an organization's members: list, invite, change roles, remove", subverbs: membersVerbs()},
 		{name: "agents", summary: "an organization's agents: list, create, rename, delete, and a deployment's history", subverbs: agentsVerbs()},
 		{name: "keys", summary: "an organization's API keys for the chat wires: list, create (optional expiry), revoke", subverbs: keysVerbs()},
 		{name: "devices", summary: "your signed-in devices (CLI credentials and browsers): list, revoke", subverbs: devicesVerbs()},
-		{name: "audit", summary: "read the organization's audit log, or `audit verify` its hash chain (owners and admins)", usage: "[verify]", newFlags: newAuditFlags, run: runAudit},
-		{name: "control-plane", summary: "serve a control plane: organizations, agents, deployments, sign-in, identity (DATABASE_URL)", newFlags: newCPFlags, run: cpRun},
-		{name: "mcp", summary: "MCP over stdio for coding agents, relayed to svc dev (or --agent a box)", newFlags: newMCPFlags, run: runMCP},
-		{name: "relay", summary: "serve the tunnel's public end: https://<sub>.tun.<domain> to svc dev sessions", newFlags: newRelayFlags, run: runRelay},
-		{name: "env", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
-		{name: "console", summary: "print a new link to the running svc dev's console (each link signs in one browser)", newFlags: noFlags("console"), run: runConsole},
-		{name: "rotate-key", summary: "mint a new dev key for this project: the old one is refused at once and every console session of the running svc dev ends", newFlags: noFlags("rotate-key"), run: runRotateKey},
-		{name: "version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
+		{name: "audit", example: "svc audit --since 24h", summary: "read the organization's audit log, or `audit verify` its hash chain (owners and admins)", usage: "[verify]", newFlags: newAuditFlags, run: runAudit},
+		{name: "control-plane", example: "DATABASE_URL=postgres://svc@db/svc_cp svc control-plane --addr :4300 --url https://cp.example.com", summary: "serve a control plane: organizations, agents, deployments, sign-in, identity (DATABASE_URL)", newFlags: newCPFlags, run: cpRun},
+		{name: "mcp", example: "svc mcp", summary: "MCP over stdio for coding agents, relayed to svc dev (or --agent a box)", newFlags: newMCPFlags, run: runMCP},
+		{name: "relay", example: "svc relay --domain example.com --tls-cert cert.pem --tls-key key.pem", summary: "serve the tunnel's public end: https://<sub>.tun.<domain> to svc dev sessions", newFlags: newRelayFlags, run: runRelay},
+		{name: "env", example: "eval \"$(svc env)\"", summary: "print the local credentials of the running svc dev (shell exports)", newFlags: noFlags("env"), run: runEnv},
+		{name: "console", example: "svc console", summary: "print a new link to the running svc dev's console (each link signs in one browser)", newFlags: noFlags("console"), run: runConsole},
+		{name: "rotate-key", example: "svc rotate-key", summary: "mint a new dev key for this project: the old one is refused at once and every console session of the running svc dev ends", newFlags: noFlags("rotate-key"), run: runRotateKey},
+		{name: "version", example: "svc version", summary: "print the version, commit and Go version of this binary", newFlags: noFlags("version"), run: runVersion},
 	}
 }
 
@@ -295,10 +297,10 @@ func run(ctx context.Context, args []string, io cliIO) int {
 	}
 	if len(rest) == 0 || rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h" {
 		if len(rest) == 0 {
-			printUsage(c.stderr, "svc", "", all, nil)
+			printUsage(c.stderr, "svc", &verb{subverbs: all}, nil)
 			return c.fail(failf(codeGeneric, "run `svc --help`", "no verb given"))
 		}
-		printUsage(c.stdout, "svc", "", all, nil)
+		printUsage(c.stdout, "svc", &verb{subverbs: all}, nil)
 		return 0
 	}
 	return dispatch(ctx, c, "svc", all, rest)
@@ -313,7 +315,7 @@ func dispatch(ctx context.Context, c *cmd, prefix string, vs []*verb, args []str
 		}
 	}
 	if v == nil {
-		printUsage(c.stderr, prefix, "", vs, nil)
+		printUsage(c.stderr, prefix, &verb{subverbs: vs}, nil)
 		return c.fail(failf(codeGeneric, fmt.Sprintf("run `%s --help`", prefix), "unknown verb %q", args[0]))
 	}
 	name := prefix + " " + v.name
@@ -323,7 +325,7 @@ func dispatch(ctx context.Context, c *cmd, prefix string, vs []*verb, args []str
 			if len(args) < 2 {
 				w = c.stderr
 			}
-			printUsage(w, name, "", v.subverbs, nil)
+			printUsage(w, name, v, nil)
 			if len(args) < 2 {
 				return c.fail(failf(codeGeneric, fmt.Sprintf("run `%s --help`", name), "%s needs a verb", name))
 			}
@@ -335,10 +337,10 @@ func dispatch(ctx context.Context, c *cmd, prefix string, vs []*verb, args []str
 	fs.SetOutput(io.Discard)
 	if err := parseInterleaved(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printUsage(c.stdout, name, v.usage, nil, fs)
+			printUsage(c.stdout, name, v, fs)
 			return 0
 		}
-		printUsage(c.stderr, name, v.usage, nil, fs)
+		printUsage(c.stderr, name, v, fs)
 		return c.fail(failf(codeGeneric, fmt.Sprintf("run `%s --help`", name), "%s: %v", name, err))
 	}
 	err := v.run(ctx, c, fs)
@@ -346,7 +348,7 @@ func dispatch(ctx context.Context, c *cmd, prefix string, vs []*verb, args []str
 		return 0
 	}
 	if errors.Is(err, errUsage) {
-		printUsage(c.stderr, name, v.usage, nil, fs)
+		printUsage(c.stderr, name, v, fs)
 	}
 	return c.fail(err)
 }
@@ -391,38 +393,17 @@ func parseInterleaved(fs *flag.FlagSet, args []string) error {
 	return fs.Parse(append([]string{"--"}, positional...))
 }
 
-// topLevelEnvHelp lists the environment variables in `svc --help`.
-const topLevelEnvHelp = `
-environment:
-  SVC_DEV_PORT_OFFSET  added to every svc dev port, so two projects run side by side (e.g. 10)
-  SVC_DATABASE_URL     use this PostgreSQL instead of starting one
-  OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
-  SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
-                       the model provider (the first one set opens the boot gate)
-  SVC_API_KEYS         more keys accepted on every route with svc dev --listen
-  SVC_ALLOWED_HOSTS    more Host names the API answers (comma-separated; loopback names always)
-  SVC_ALLOWED_ORIGINS  more browser origins that may call the API (comma-separated)
-  SVC_RELAY_URL        svc relay to publish a linked svc dev through (https://host[:port]); svc login's credentials get its token
-  SVC_RUN_RETENTION    how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them
-  SVC_IDEMPOTENCY_RETENTION how long start idempotency keys are kept: 24h (default), 7d
-  SVC_CONTROL_PLANE_URL the control plane svc login and the verbs that need one use; XDG_CONFIG_HOME holds svc/credentials.json
-  SVC_TOKEN, SVC_INVITATION  svc login's --token and --invitation, kept off the command line (which other accounts read)
-  SVC_LINK_SECRET      svc link's --secret, kept off the command line
-  DATABASE_URL, SVC_MASTER_KEY  svc control-plane's database and the 32-byte key (hex or base64) sealing its secrets
-  SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; its console at svc dev's deeplink talks only to https://<sub>.tun.<domain>
-  SVC_DEPLOYMENT_NETWORKS  svc control-plane: networks (CIDR, comma-separated) the boxes it links and proxies to must be in; empty allows any
-`
-
-// printUsage writes the help of a verb: its synopsis, sub-verbs or flags,
-// and the global flags.
-func printUsage(w io.Writer, name, usage string, subverbs []*verb, fs *flag.FlagSet) {
-	if subverbs != nil {
+// printUsage writes the help of command name (v: its verb; the root's has
+// only subverbs): its synopsis, sub-verbs or flags and an example, the
+// environment variables it reads (config_env.go), and the global flags.
+func printUsage(w io.Writer, name string, v *verb, fs *flag.FlagSet) {
+	if v.subverbs != nil {
 		fmt.Fprintf(w, "usage: %s <verb> [flags]\n\nverbs:\n", name)
-		for _, v := range subverbs {
-			fmt.Fprintf(w, "  %-10s %s\n", v.name, v.summary)
+		for _, sv := range v.subverbs {
+			fmt.Fprintf(w, "  %-13s %s\n", sv.name, sv.summary)
 		}
 	} else {
-		fmt.Fprintf(w, "%s\n", strings.TrimSpace(fmt.Sprintf("usage: %s [flags] %s", name, usage)))
+		fmt.Fprintf(w, "%s\n", strings.TrimSpace(fmt.Sprintf("usage: %s [flags] %s", name, v.usage)))
 		if fs != nil {
 			fmt.Fprintf(w, "\nflags:\n")
 			fs.VisitAll(func(f *flag.Flag) {
@@ -434,9 +415,10 @@ func printUsage(w io.Writer, name, usage string, subverbs []*verb, fs *flag.Flag
 			})
 		}
 	}
-	if name == "svc" {
-		fmt.Fprint(w, topLevelEnvHelp)
+	if v.example != "" {
+		fmt.Fprintf(w, "\nexample:\n  %s\n", v.example)
 	}
+	envHelp(w, name)
 	fmt.Fprintf(w, "\nglobal flags:\n")
 	names := make([]string, 0, len(globalFlags))
 	for n := range globalFlags {

@@ -20,28 +20,28 @@ import (
 // agentsVerbs are the verbs of `svc agents`.
 func agentsVerbs() []*verb {
 	return []*verb{
-		{name: "list", summary: "list the organization's agents", newFlags: orgFlags("list"), run: runAgentsList},
-		{name: "create", summary: "create an agent (owners and admins)", usage: "<slug>", newFlags: newAgentCreateFlags, run: runAgentsCreate},
-		{name: "rename", summary: "rename an agent (its slug stays)", usage: "<slug> <name>", newFlags: orgFlags("rename"), run: runAgentsRename},
-		{name: "delete", summary: "delete an agent; refused while a deployment is linked unless --force", usage: "<slug>", newFlags: newAgentDeleteFlags, run: runAgentsDelete},
-		{name: "deployment", summary: "an agent's deployment, its status and every link (who, when, URL, tag)", usage: "<slug>", newFlags: orgFlags("deployment"), run: runAgentsDeployment},
+		{name: "list", example: "svc agents list --org acme", summary: "list the organization's agents", newFlags: orgFlags("list"), run: runAgentsList},
+		{name: "create", example: "svc agents create support --name \"Support Desk\"", summary: "create an agent (owners and admins)", usage: "<slug>", newFlags: newAgentCreateFlags, run: runAgentsCreate},
+		{name: "rename", example: "svc agents rename support \"Support Desk EU\"", summary: "rename an agent (its slug stays)", usage: "<slug> <name>", newFlags: orgFlags("rename"), run: runAgentsRename},
+		{name: "delete", example: "svc agents delete support --force", summary: "delete an agent; refused while a deployment is linked unless --force", usage: "<slug>", newFlags: newAgentDeleteFlags, run: runAgentsDelete},
+		{name: "deployment", example: "svc agents deployment support", summary: "an agent's deployment, its status and every link (who, when, URL, tag)", usage: "<slug>", newFlags: orgFlags("deployment"), run: runAgentsDeployment},
 	}
 }
 
 // keysVerbs are the verbs of `svc keys`.
 func keysVerbs() []*verb {
 	return []*verb{
-		{name: "list", summary: "list the organization's API keys (never the keys)", newFlags: orgFlags("list"), run: runKeysList},
-		{name: "create", summary: "create an API key; prints it once", usage: "<name>", newFlags: newKeyCreateFlags, run: runKeysCreate},
-		{name: "revoke", summary: "revoke an API key (its id, or its name): its next call is refused", usage: "<id|name>", newFlags: orgFlags("revoke"), run: runKeysRevoke},
+		{name: "list", example: "svc keys list", summary: "list the organization's API keys (never the keys)", newFlags: orgFlags("list"), run: runKeysList},
+		{name: "create", example: "svc keys create ci --expires 90d", summary: "create an API key; prints it once", usage: "<name>", newFlags: newKeyCreateFlags, run: runKeysCreate},
+		{name: "revoke", example: "svc keys revoke ci", summary: "revoke an API key (its id, or its name): its next call is refused", usage: "<id|name>", newFlags: orgFlags("revoke"), run: runKeysRevoke},
 	}
 }
 
 // devicesVerbs are the verbs of `svc devices`.
 func devicesVerbs() []*verb {
 	return []*verb{
-		{name: "list", summary: "list your live credentials: device, created, last used, expiry", newFlags: noFlags("list"), run: runDevicesList},
-		{name: "revoke", summary: "revoke one of your credentials (its id): that device is signed out at once", usage: "<id>", newFlags: noFlags("revoke"), run: runDevicesRevoke},
+		{name: "list", example: "svc devices list", summary: "list your live credentials: device, created, last used, expiry", newFlags: noFlags("list"), run: runDevicesList},
+		{name: "revoke", example: "svc devices revoke cred_01HZX", summary: "revoke one of your credentials (its id): that device is signed out at once", usage: "<id>", newFlags: noFlags("revoke"), run: runDevicesRevoke},
 	}
 }
 

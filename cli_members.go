@@ -21,12 +21,12 @@ import (
 // membersVerbs are the verbs of `svc members`.
 func membersVerbs() []*verb {
 	return []*verb{
-		{name: "list", summary: "list the organization's members and their roles", newFlags: orgFlags("list"), run: runMembersList},
-		{name: "invite", summary: "invite an email with a role; prints the one-time code to hand over (valid 7 days)", usage: "<email>", newFlags: newInviteFlags, run: runMembersInvite},
-		{name: "role", summary: "change a member's role (owner, admin, member)", usage: "<email> <role>", newFlags: orgFlags("role"), run: runMembersRole},
-		{name: "remove", summary: "remove a member: their access to the organization ends at once", usage: "<email>", newFlags: orgFlags("remove"), run: runMembersRemove},
-		{name: "invitations", summary: "list the pending invitations", newFlags: orgFlags("invitations"), run: runMembersInvitations},
-		{name: "uninvite", summary: "revoke a pending invitation (its email or id)", usage: "<email|id>", newFlags: orgFlags("uninvite"), run: runMembersUninvite},
+		{name: "list", example: "svc members list", summary: "list the organization's members and their roles", newFlags: orgFlags("list"), run: runMembersList},
+		{name: "invite", example: "svc members invite ada@example.com --role admin", summary: "invite an email with a role; prints the one-time code to hand over (valid 7 days)", usage: "<email>", newFlags: newInviteFlags, run: runMembersInvite},
+		{name: "role", example: "svc members role ada@example.com member", summary: "change a member's role (owner, admin, member)", usage: "<email> <role>", newFlags: orgFlags("role"), run: runMembersRole},
+		{name: "remove", example: "svc members remove ada@example.com", summary: "remove a member: their access to the organization ends at once", usage: "<email>", newFlags: orgFlags("remove"), run: runMembersRemove},
+		{name: "invitations", example: "svc members invitations", summary: "list the pending invitations", newFlags: orgFlags("invitations"), run: runMembersInvitations},
+		{name: "uninvite", example: "svc members uninvite ada@example.com", summary: "revoke a pending invitation (its email or id)", usage: "<email|id>", newFlags: orgFlags("uninvite"), run: runMembersUninvite},
 	}
 }
 

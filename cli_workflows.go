@@ -21,21 +21,21 @@ import (
 // workflowVerbs are the `svc workflows` verbs (SPEC §4.2).
 func workflowVerbs() []*verb {
 	return []*verb{
-		{name: "list", summary: "list the workflows of the target", newFlags: targetFlags("list"), run: runWorkflowsList},
-		{name: "schema", summary: "print a workflow's input/output schema", usage: "<name>", newFlags: targetFlags("schema"), run: runWorkflowsSchema},
-		{name: "start", summary: "start a durable run", usage: "<name>", newFlags: newStartFlags, run: runWorkflowsStart},
+		{name: "list", example: "svc workflows list", summary: "list the workflows of the target", newFlags: targetFlags("list"), run: runWorkflowsList},
+		{name: "schema", example: "svc workflows schema greet", summary: "print a workflow's input/output schema", usage: "<name>", newFlags: targetFlags("schema"), run: runWorkflowsSchema},
+		{name: "start", example: "svc workflows start greet --input '{\"name\":\"Ada\"}' --wait 30s", summary: "start a durable run", usage: "<name>", newFlags: newStartFlags, run: runWorkflowsStart},
 	}
 }
 
 // runVerbs are the `svc runs` verbs.
 func runVerbs() []*verb {
 	return []*verb{
-		{name: "list", summary: "list runs, newest first, a page at a time", newFlags: newRunsListFlags, run: runRunsList},
-		{name: "get", summary: "print a run and its step timeline", usage: "<runId>", newFlags: newRunsGetFlags, run: runRunsGet},
-		{name: "cancel", summary: "cancel an active run or queued entry", usage: "<runId>", newFlags: targetFlags("cancel"), run: runRunsCancel},
-		{name: "rerun", summary: "run a run again with its input, or retry it from a step (--from-step N), as a new linked run", usage: "<runId>", newFlags: newRerunFlags, run: runRunsRerun},
-		{name: "logs", summary: "print the console lines of a run's workflow and step code", usage: "<runId>", newFlags: targetFlags("logs"), run: runRunsLogs},
-		{name: "stream", summary: "print the chunks a run's steps write (getWritable()), live until it ends", usage: "<runId>", newFlags: newRunsStreamFlags, run: runRunsStream},
+		{name: "list", example: "svc runs list --status failed,cancelled --since 24h --q ord_7F3K", summary: "list runs, newest first, a page at a time", newFlags: newRunsListFlags, run: runRunsList},
+		{name: "get", example: "svc runs get 4f0c2a9e --wait 30s", summary: "print a run and its step timeline", usage: "<runId>", newFlags: newRunsGetFlags, run: runRunsGet},
+		{name: "cancel", example: "svc runs cancel 4f0c2a9e", summary: "cancel an active run or queued entry", usage: "<runId>", newFlags: targetFlags("cancel"), run: runRunsCancel},
+		{name: "rerun", example: "svc runs rerun 4f0c2a9e --from-step 3", summary: "run a run again with its input, or retry it from a step (--from-step N), as a new linked run", usage: "<runId>", newFlags: newRerunFlags, run: runRunsRerun},
+		{name: "logs", example: "svc runs logs 4f0c2a9e", summary: "print the console lines of a run's workflow and step code", usage: "<runId>", newFlags: targetFlags("logs"), run: runRunsLogs},
+		{name: "stream", example: "svc runs stream 4f0c2a9e", summary: "print the chunks a run's steps write (getWritable()), live until it ends", usage: "<runId>", newFlags: newRunsStreamFlags, run: runRunsStream},
 	}
 }
 
@@ -793,4 +793,59 @@ func showRun(ctx context.Context, c *cmd, t *target, method, path string) (runRe
 		}
 	})
 	return r, nil
+}
+
+// hookVerbs are the sub-verbs of `svc hooks`.
+func hookVerbs() []*verb {
+	return []*verb{
+		{name: "resume", example: `svc hooks resume hook_4f0c2a9e_9b1d --payload '{"approved":true}'`, summary: "deliver a JSON payload to the run waiting on a hook token (what createHook() returned; svc runs get shows it)",
+			usage: "<token>", newFlags: newHookResumeFlags, run: runHooksResume},
+	}
+}
+
+// newHookResumeFlags defines the flags of `svc hooks resume`.
+func newHookResumeFlags() *flag.FlagSet {
+	fs := targetFlags("resume")()
+	fs.String("payload", "", "the JSON the hook resolves with; wins over --payload-file (default null)")
+	fs.String("payload-file", "", "path to a file holding the JSON payload")
+	return fs
+}
+
+// runHooksResume is `svc hooks resume <token>`: POST /api/hooks/{token}
+// with the payload, which is checked as the runtime checks it before
+// anything is sent.
+func runHooksResume(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
+	token, err := oneArg(fs, "hook token")
+	if err != nil {
+		return err
+	}
+	payload := []byte(fs.Lookup("payload").Value.String())
+	if len(payload) == 0 {
+		if file := fs.Lookup("payload-file").Value.String(); file != "" {
+			if payload, err = os.ReadFile(file); err != nil {
+				return failf(codeGeneric, "check the path given to --payload-file", "cannot read --payload-file: %v", err)
+			}
+		}
+	}
+	if len(payload) == 0 {
+		payload = []byte("null")
+	}
+	if err := edgeJSON.check(payload); err != nil {
+		return failf("invalid_json", `pass JSON, e.g. --payload '{"approved":true}'`, "the payload is not acceptable JSON: %v; nothing was sent", err)
+	}
+	t, err := resolveTarget(ctx, c, fs)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		SchemaVersion int    `json:"schema_version"`
+		RunID         string `json:"runId"`
+	}
+	if err := t.call(ctx, http.MethodPost, "/api/hooks/"+url.PathEscape(token), payload, nil, &out); err != nil {
+		return err
+	}
+	c.emit(out, func(w io.Writer) {
+		fmt.Fprintf(w, "Resumed run %s: it goes on from its hook.\n  svc runs get %s --wait 30s\n", out.RunID, out.RunID)
+	})
+	return nil
 }

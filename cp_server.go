@@ -52,6 +52,7 @@ type cpCallerKey struct{}
 // the console cookie), which the credential middleware lets through.
 type cpRoute struct {
 	method, path string
+	purpose      string // what it is for, as docs/http-api.md shows it
 	access       cpAccess
 	own          bool
 	handler      http.HandlerFunc
@@ -117,62 +118,62 @@ func newCPServer(store *cpStore, issuer *identIssuer, baseURL string, log *slog.
 // may call it (TestCPRoleRoutes sends every role to every route).
 func (s *cpServer) routes() []cpRoute {
 	return []cpRoute{
-		{"GET", identJWKS, cpPublic, false, s.handleJWKS},
-		{"POST", "/api/login/device", cpPublic, false, s.limitSignIn(s.handleDeviceStart)},
-		{"POST", "/api/login/device/token", cpPublic, false, s.limitSignIn(s.handleDevicePoll)},
-		{"POST", "/api/login/code", cpPublic, false, s.limitSignIn(s.handleSignInCode)},
+		{"GET", identJWKS, "the control plane's public signing keys (JWKS): boxes verify identity tokens with them", cpPublic, false, s.handleJWKS},
+		{"POST", "/api/login/device", "start a device sign-in (svc login): a user code and the page to approve it on", cpPublic, false, s.limitSignIn(s.handleDeviceStart)},
+		{"POST", "/api/login/device/token", "poll a device sign-in: the credential once a signed-in browser approved the code", cpPublic, false, s.limitSignIn(s.handleDevicePoll)},
+		{"POST", "/api/login/code", "trade a one-time sign-in code (the first boot's, or svc login --browser's) for a browser session", cpPublic, false, s.limitSignIn(s.handleSignInCode)},
 		// A signed-in caller accepts as itself: the handler reads the bearer.
-		{"POST", "/api/login/invitation", cpPublic, true, s.limitSignIn(s.handleAcceptInvitation)},
-		{"POST", "/api/login/codes", cpUserOnly, false, s.handleNewSignInCode},
-		{"GET", "/device", cpPublic, false, s.handleDevicePage},
-		{"POST", "/device/sign-in", cpPublic, false, s.limitSignIn(s.handleDevicePageSignIn)},
-		{"GET", "/oidc/start", cpPublic, false, s.limitSignIn(s.handleOIDCStart)},
-		{"GET", cpOIDCCallbackPath, cpPublic, false, s.limitSignIn(s.handleOIDCCallback)},
+		{"POST", "/api/login/invitation", "accept an invitation code: sign up (or join as the signed-in user) with the role it gives", cpPublic, true, s.limitSignIn(s.handleAcceptInvitation)},
+		{"POST", "/api/login/codes", "a one-time code that signs a browser in as the caller (svc login --browser); at most 5 live", cpUserOnly, false, s.handleNewSignInCode},
+		{"GET", "/device", "the sign-in page: a one-time code, an invitation, single sign-on, and approving a device code", cpPublic, false, s.handleDevicePage},
+		{"POST", "/device/sign-in", "the sign-in page's form: a one-time code or an invitation for a browser session", cpPublic, false, s.limitSignIn(s.handleDevicePageSignIn)},
+		{"GET", "/oidc/start", "single sign-on: redirect to the OpenID provider", cpPublic, false, s.limitSignIn(s.handleOIDCStart)},
+		{"GET", cpOIDCCallbackPath, "single sign-on: the provider's answer; signs the browser in", cpPublic, false, s.limitSignIn(s.handleOIDCCallback)},
 		// The device page's forms check the console cookie themselves, and
 		// answer a browser without it with the page, not JSON.
-		{"POST", "/device/approve", cpUserOnly, true, s.handleDevicePageApprove},
-		{"POST", "/api/login/device/approve", cpUserOnly, false, s.handleDeviceApprove},
-		{"POST", "/api/logout", cpUserOnly, false, s.handleLogout},
-		{"GET", "/api/whoami", cpUserOnly, false, s.handleWhoami},
+		{"POST", "/device/approve", "the sign-in page's approval of a device code, by a signed-in browser", cpUserOnly, true, s.handleDevicePageApprove},
+		{"POST", "/api/login/device/approve", "approve a device code as the caller", cpUserOnly, false, s.handleDeviceApprove},
+		{"POST", "/api/logout", "revoke the caller's credential", cpUserOnly, false, s.handleLogout},
+		{"GET", "/api/whoami", "the caller: user, organizations and roles", cpUserOnly, false, s.handleWhoami},
 		// A user's own credentials: the store queries name the caller.
-		{"GET", "/api/credentials", cpUserOnly, false, s.handleListCredentials},
-		{"DELETE", "/api/credentials/{id}", cpUserOnly, false, s.handleRevokeCredential},
-		{"GET", "/api/orgs/{org}/agents", cpMember, false, s.handleListAgents},
-		{"POST", "/api/orgs/{org}/agents", cpAdmin, false, s.handleCreateAgent},
-		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", cpMember, false, s.handleLocalDevInstallation},
-		{"GET", "/api/orgs/{org}/agents/{agent}/deployment", cpMember, false, s.handleGetDeployment},
-		{"POST", "/api/orgs/{org}/agents/{agent}/link", cpAdmin, false, s.handleLink},
-		{"PATCH", "/api/orgs/{org}/agents/{agent}", cpAdmin, false, s.handleRenameAgent},
-		{"DELETE", "/api/orgs/{org}/agents/{agent}", cpAdmin, false, s.handleDeleteAgent},
-		{"GET", "/api/orgs/{org}/agents/{agent}/deployment/history", cpMember, false, s.handleDeploymentHistory},
+		{"GET", "/api/credentials", "the caller's live credentials (devices and browsers): created, last used, expiry", cpUserOnly, false, s.handleListCredentials},
+		{"DELETE", "/api/credentials/{id}", "revoke one of the caller's credentials", cpUserOnly, false, s.handleRevokeCredential},
+		{"GET", "/api/orgs/{org}/agents", "the organization's agents and their deployments", cpMember, false, s.handleListAgents},
+		{"POST", "/api/orgs/{org}/agents", "create an agent (owners and admins)", cpAdmin, false, s.handleCreateAgent},
+		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", "the installation id svc link --local gives a developer's svc dev", cpMember, false, s.handleLocalDevInstallation},
+		{"GET", "/api/orgs/{org}/agents/{agent}/deployment", "an agent's deployment: URL, tag, status", cpMember, false, s.handleGetDeployment},
+		{"POST", "/api/orgs/{org}/agents/{agent}/link", "link a box (svc link): the control plane checks its handshake and signature, then teaches it", cpAdmin, false, s.handleLink},
+		{"PATCH", "/api/orgs/{org}/agents/{agent}", "rename an agent (its slug stays)", cpAdmin, false, s.handleRenameAgent},
+		{"DELETE", "/api/orgs/{org}/agents/{agent}", "delete an agent; refused while a deployment is linked unless ?force=true", cpAdmin, false, s.handleDeleteAgent},
+		{"GET", "/api/orgs/{org}/agents/{agent}/deployment/history", "every link of an agent's deployment: who, when, URL, tag", cpMember, false, s.handleDeploymentHistory},
 		// The installation routes act in the installation's organization:
 		// their store queries join the caller's memberships.
-		{"POST", "/api/installations/{id}/resolve", cpMember, false, s.handleResolve},
-		{"POST", "/api/installations/{id}/token", cpMember, false, s.handleToken},
-		{"POST", "/api/installations/{id}/tunnel", cpMember, false, s.handleTunnelToken},
-		{"GET", "/api/orgs/{org}/api-keys", cpAdmin, false, s.handleListAPIKeys},
-		{"POST", "/api/orgs/{org}/api-keys", cpAdmin, false, s.handleCreateAPIKey},
-		{"DELETE", "/api/orgs/{org}/api-keys/{id}", cpAdmin, false, s.handleRevokeAPIKey},
-		{"GET", "/api/orgs/{org}/members", cpMember, false, s.handleListMembers},
-		{"PATCH", "/api/orgs/{org}/members/{member}", cpAdmin, false, s.handleSetRole},
-		{"DELETE", "/api/orgs/{org}/members/{member}", cpAdmin, false, s.handleRemoveMember},
-		{"GET", "/api/orgs/{org}/invitations", cpAdmin, false, s.handleListInvitations},
-		{"POST", "/api/orgs/{org}/invitations", cpAdmin, false, s.handleInvite},
-		{"DELETE", "/api/orgs/{org}/invitations/{id}", cpAdmin, false, s.handleRevokeInvitation},
-		{"GET", "/api/orgs/{org}/audit", cpAdmin, false, s.handleListAudit},
-		{"GET", "/api/orgs/{org}/audit/verify", cpAdmin, false, s.handleVerifyAudit},
+		{"POST", "/api/installations/{id}/resolve", "where an installation is served (svc --agent): the box's URL or the proxy's", cpMember, false, s.handleResolve},
+		{"POST", "/api/installations/{id}/token", "an identity token for one installation (the console and the CLI present it to the box)", cpMember, false, s.handleToken},
+		{"POST", "/api/installations/{id}/tunnel", "a tunnel registration token for svc dev's relay session", cpMember, false, s.handleTunnelToken},
+		{"GET", "/api/orgs/{org}/api-keys", "the organization's API keys (never the keys themselves)", cpAdmin, false, s.handleListAPIKeys},
+		{"POST", "/api/orgs/{org}/api-keys", "create an API key for the chat wires through the proxy; answered once with the key", cpAdmin, false, s.handleCreateAPIKey},
+		{"DELETE", "/api/orgs/{org}/api-keys/{id}", "revoke an API key", cpAdmin, false, s.handleRevokeAPIKey},
+		{"GET", "/api/orgs/{org}/members", "the organization's members and roles", cpMember, false, s.handleListMembers},
+		{"PATCH", "/api/orgs/{org}/members/{member}", "change a member's role (owner, admin, member)", cpAdmin, false, s.handleSetRole},
+		{"DELETE", "/api/orgs/{org}/members/{member}", "remove a member: their access ends at once", cpAdmin, false, s.handleRemoveMember},
+		{"GET", "/api/orgs/{org}/invitations", "the pending invitations", cpAdmin, false, s.handleListInvitations},
+		{"POST", "/api/orgs/{org}/invitations", "invite an email with a role: a one-time code valid 7 days", cpAdmin, false, s.handleInvite},
+		{"DELETE", "/api/orgs/{org}/invitations/{id}", "revoke a pending invitation", cpAdmin, false, s.handleRevokeInvitation},
+		{"GET", "/api/orgs/{org}/audit", "the organization's audit log, newest first; ?since=, ?before=, ?limit=", cpAdmin, false, s.handleListAudit},
+		{"GET", "/api/orgs/{org}/audit/verify", "verify the audit log's HMAC-keyed hash chain", cpAdmin, false, s.handleVerifyAudit},
 		// The team page holds no data: its script calls the routes above.
-		{"GET", "/team/{org}", cpPublic, false, cpHandleTeamPage},
-		{"GET", "/team/team.js", cpPublic, false, cpHandleTeamScript},
-		{"GET", "/dev/{installation}", cpPublic, false, s.handleConsole},
-		{"GET", "/dev/console/{file...}", cpPublic, false, cpHandleConsoleFile},
+		{"GET", "/team/{org}", "the team page: members, invitations, agents, keys, audit (a page; its script calls the routes above)", cpPublic, false, cpHandleTeamPage},
+		{"GET", "/team/team.js", "the team page's script", cpPublic, false, cpHandleTeamScript},
+		{"GET", "/dev/{installation}", "the console at svc dev's deeplink, talking to the session through the relay", cpPublic, false, s.handleConsole},
+		{"GET", "/dev/console/{file...}", "the console's files under /dev/", cpPublic, false, cpHandleConsoleFile},
 		// A deployment's console is served to a member with the console
 		// cookie (cpServer.deployed joins the memberships).
-		{"GET", cpBoxConsolePath + "{installation}", cpMember, true, s.handleBoxConsole},
-		{"GET", cpBoxConsolePath + "console/{file...}", cpPublic, false, cpHandleConsoleFile},
+		{"GET", cpBoxConsolePath + "{installation}", "a deployed box's console, for a member signed in to this control plane", cpMember, true, s.handleBoxConsole},
+		{"GET", cpBoxConsolePath + "console/{file...}", "the console's files under /box/", cpPublic, false, cpHandleConsoleFile},
 		// The proxy checks its own callers: a member's credential or the
 		// organization's API key (cpStore.proxyTarget).
-		{"", "/{org}/{agent}/{path...}", cpMember, true, s.handleProxy},
+		{"", "/{org}/{agent}/{path...}", "the proxy: a member's credential or the organization's API key reaches the agent's box (signed requests), e.g. /{org}/{agent}/openai/v1/chat/completions", cpMember, true, s.handleProxy},
 	}
 }
 

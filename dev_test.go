@@ -490,6 +490,22 @@ export default async function noisy(input: { n: number }) {
 	if got, code := jsonOut("runs", "rerun", id, "--from-step", "-2"); code != 1 || got["code"] != "invalid_step" {
 		t.Errorf("rerun --from-step -2 = %d %v; want refused before sending", code, got)
 	}
+	// svc hooks resume: the waiting run's hook, by the token runs get shows.
+	waiting, _ := jsonOut("runs", "get", done["runId"].(string))
+	token := waiting["run"].(map[string]any)["steps"].([]any)[0].(map[string]any)["token"].(string)
+	if got, code := jsonOut("hooks", "resume", token, "--payload", "{not json"); code != 1 || got["code"] != "invalid_json" {
+		t.Errorf("hooks resume with bad JSON = %d %v; want refused before sending", code, got)
+	}
+	out, _, code = cli(t, dir, env, "hooks", "resume", token, "--payload", `{"ok":true}`)
+	if code != 0 || !strings.Contains(out, "Resumed run "+done["runId"].(string)) {
+		t.Errorf("hooks resume = %d %q", code, out)
+	}
+	if ended, _ := jsonOut("runs", "get", done["runId"].(string), "--wait", "20s"); ended["run"].(map[string]any)["status"] != runCompleted || fmt.Sprint(ended["run"].(map[string]any)["output"]) != "map[ok:true]" {
+		t.Errorf("the resumed run = %v", ended["run"])
+	}
+	if got, code := jsonOut("hooks", "resume", token); code != 1 || got["code"] != "hook_used" {
+		t.Errorf("a second resume = %d %v; want hook_used", code, got)
+	}
 }
 
 // TestDevCorruptJournalStopsBoot: damage before the journal's tail stops

@@ -6,20 +6,28 @@
 //	svc [--json] [--verbose] [--yes] <verb> [flags] [args]
 //	svc --version
 //
-// Verbs:
+// Verbs (docs/cli.md lists every flag, from the verb table in cli.go):
 //
 //	init [dir]                 scaffold a starter project (local-only, no control plane needed)
 //	dev                        boot the local runtime: PostgreSQL, journal, object storage, endpoints
 //	workflows list|schema|start list workflows, read their schemas, start runs
-//	runs list|get|cancel|logs|stream inspect and cancel workflow runs, read their logs and streams
+//	runs list|get|cancel|rerun|logs|stream inspect, cancel and rerun workflow runs, read their logs and streams
+//	hooks resume <token>       resume a workflow waiting on a hook
 //	schedules list|pause|resume the workflows' schedules
 //	serve [--addr :8080] [--data DIR] [dir]  run a project as a box (the deployed container)
 //	link                       register a deployed container with a control plane
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
+//	members list|invite|role|remove|invitations|uninvite  an organization's members
+//	agents list|create|rename|delete|deployment  an organization's agents
+//	keys list|create|revoke    an organization's API keys for the chat wires
+//	devices list|revoke        your signed-in devices
+//	audit [verify]             the organization's audit log and its hash chain
 //	control-plane              serve a control plane (database from DATABASE_URL)
 //	mcp [--agent ID]           MCP over stdio for coding agents (relayed to svc dev's or the box's POST /mcp)
 //	relay --domain D [--addr :443] --tls-cert F --tls-key F [--state DIR]  serve the tunnel's public end (https://<sub>.tun.D[:port])
 //	env                        print the local credentials of the running svc dev: eval "$(svc env)"
+//	console                    print a new link to the running svc dev's console
+//	rotate-key                 mint a new dev key; the old one is refused at once
 //	version                    print the version, commit and Go version (also svc --version)
 //
 // The workflows, runs and env verbs reach the svc dev of the project in the
@@ -33,36 +41,10 @@
 //	--verbose  stream every log line, including PostgreSQL output
 //	--yes      never prompt (also implied by --json, CI=…, or stdin not being a terminal, e.g. < /dev/null)
 //
-// Environment:
-//
-//	SVC_DEV_PORT_OFFSET  added to every dev port (API 4242, PostgreSQL 4243, object storage 4244)
-//	SVC_DATABASE_URL     use this PostgreSQL instead of starting one
-//	SVC_CONTROL_PLANE_URL the control plane of svc login, whoami and the verbs that need one (credentials: $XDG_CONFIG_HOME/svc/credentials.json)
-//	DATABASE_URL         svc serve's and svc control-plane's PostgreSQL
-//	SVC_MASTER_KEY       svc serve's and svc control-plane's 32-byte secrets key (hex or base64); else a 0600 key file
-//	                     (svc serve: --data/master.key, whose secrets move to SVC_MASTER_KEY once it is set)
-//	SVC_TUNNEL_DOMAIN    svc control-plane: the relay's --domain; the console at svc dev's deeplink calls only https://<sub>.tun.<domain>
-//	SVC_DEPLOYMENT_NETWORKS svc control-plane: CIDR list (10.0.0.0/8,fd00::/8) the boxes it links and proxies to must be in; empty: any
-//	SVC_OIDC_ISSUER, SVC_OIDC_CLIENT_ID, SVC_OIDC_CLIENT_SECRET, SVC_OIDC_ALLOWED_DOMAINS, SVC_OIDC_ALLOWED_GROUPS, SVC_OIDC_ORG, SVC_OIDC_NAME
-//	                     svc control-plane: single sign-on through an OpenID Connect provider (cp_oidc.go; README "Single sign-on")
-//	HMAC_SECRET          svc serve's signing secret, instead of the one minted on its first boot
-//	SVC_IMAGE_TAG        the image tag svc serve reports in its handshake
-//	SVC_API_KEYS         keys the chat wires accept (svc serve; svc dev --listen)
-//	SVC_S3_ENDPOINT      external object storage, instead of the built-in one (svc dev: keys from .env; svc serve: with SVC_S3_ACCESS_KEY_ID, SVC_S3_SECRET_ACCESS_KEY)
-//	SVC_RELAY_URL        svc dev's relay, https://host[:port]: publishes a linked session at public_url, with that port unless 443 (registration tokens from its control plane)
-//	SVC_RUN_RETENTION    how long ended runs stay in the run history (default 30d; 0 keeps them)
-//	SVC_IDEMPOTENCY_RETENTION how long start idempotency keys are kept (default 24h; engine_idem.go)
-//	SVC_SCHEDULE_CLOCK_OFFSET tests only: a duration added to the schedules' clock (read in runtime.go)
-//	SVC_RESPONSE_RETENTION how long kept Responses-wire responses stay (default 30d; 0 keeps them)
-//	SVC_ENGINE           svc dev's and svc serve's engine store: file (default, the journal on disk) or postgres (schema svc_engine)
-//	SVC_ENGINE_LEASE     a PostgreSQL engine replica's lease (default 8s); SVC_ENGINE_LEASE_RENEW how often it is renewed (default 3s);
-//	                     SVC_ENGINE_POLL how often an idle replica reads the log without a notification (default 1s)
-//	SVC_STORAGE_LOCAL_OK 1: svc serve may run the PostgreSQL engine with the built-in object storage
-//	OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
-//	OTEL_EXPORTER_OTLP_TRACES_HEADERS, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
-//	                     OTLP/HTTP trace export (otel_export.go; README "OpenTelemetry")
-//	OPENAI_API_KEY, ANTHROPIC_API_KEY, SVC_MODEL_BASE_URL, SVC_MODEL_API_KEY, SVC_MODEL
-//	                     model provider resolution (see the README's boot gate section)
+// Environment: every variable svc reads is in one table, envVars in
+// config_env.go (svc --help and each verb's --help list theirs from it;
+// docs/configuration.md is rendered from it; TestEnvTable checks the code
+// names no other).
 //
 // Exit codes: 0 ok, 1 generic, 2 auth, 3 no project / no target / dev not running, 4 not found.
 //

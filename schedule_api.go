@@ -51,9 +51,9 @@ func (s *server) setSchedulePaused(w http.ResponseWriter, r *http.Request, pause
 // scheduleVerbs are the `svc schedules` verbs.
 func scheduleVerbs() []*verb {
 	return []*verb{
-		{name: "list", summary: "list the workflows' schedules: cron, time zone, next fires, last run, paused", newFlags: targetFlags("list"), run: runSchedulesList},
-		{name: "pause", summary: "pause a workflow's schedule (durable; the fires while paused are dropped)", usage: "<workflow>", newFlags: targetFlags("pause"), run: runSchedulesPause},
-		{name: "resume", summary: "resume a paused schedule from its next fire", usage: "<workflow>", newFlags: targetFlags("resume"), run: runSchedulesResume},
+		{name: "list", example: "svc schedules list", summary: "list the workflows' schedules: cron, time zone, next fires, last run, paused", newFlags: targetFlags("list"), run: runSchedulesList},
+		{name: "pause", example: "svc schedules pause nightly", summary: "pause a workflow's schedule (durable; the fires while paused are dropped)", usage: "<workflow>", newFlags: targetFlags("pause"), run: runSchedulesPause},
+		{name: "resume", example: "svc schedules resume nightly", summary: "resume a paused schedule from its next fire", usage: "<workflow>", newFlags: targetFlags("resume"), run: runSchedulesResume},
 	}
 }
 
