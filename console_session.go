@@ -220,3 +220,10 @@ func consoleStatic(r *http.Request) bool {
 	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
 		(r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, consoleAssetPrefix))
 }
+
+// consoleGuardRoutes are the routes the credential check answers itself,
+// in front of the route table (http_guard.go admit): listed for the
+// contract's readers (docs/http-api.md), never registered.
+var consoleGuardRoutes = []route{
+	{"POST", consoleSessionPath, `svc dev: trade a console link's one-time code ({"code":"…"}), or the dev key ({"key":"…"}), for a console session {"token":"svcc_…"}; a used or unknown code is 401 console_link_used, another account's browser on this machine 401 console_link_owner`, nil},
+}

@@ -143,7 +143,7 @@ func renderHTTPDoc() string {
 		}
 	}
 	table("The runtime: svc dev and svc serve", routeTable(nil))
-	table("svc dev only", devRoutes(nil))
+	table("svc dev only", append(devRoutes(nil), consoleGuardRoutes...))
 	table("A box (svc serve) only", (*boxRuntime)(nil).routes())
 	b.WriteString("\n## The control plane\n\n`public`: anyone; `user`: a signed-in user (not an API key); `member`: a member of the organization (or, on the proxy, its API key); `admin`: its owners and admins.\n\n| method | path | who | what it is for |\n|---|---|---|---|\n")
 	for _, r := range (*cpServer)(nil).routes() {
@@ -294,7 +294,7 @@ func docsShellWords(s string) ([]string, error) {
 // control plane's proxy catch-all left out (it would match any path).
 func docsRoutePaths() []string {
 	var paths []string
-	for _, rs := range [][]route{routeTable(nil), devRoutes(nil), (*boxRuntime)(nil).routes()} {
+	for _, rs := range [][]route{routeTable(nil), devRoutes(nil), consoleGuardRoutes, (*boxRuntime)(nil).routes()} {
 		for _, r := range rs {
 			paths = append(paths, r.path)
 		}
@@ -308,8 +308,12 @@ func docsRoutePaths() []string {
 }
 
 // docsPathMatches reports whether path, as a page writes it (placeholders
-// such as <runId>, {runId}, $ID or 4f0c… in its segments), is route.
+// such as <runId>, {runId}, $ID or 4f0c… in its segments), is route; a
+// path ending in / (everything under /openai/) is a prefix of one.
 func docsPathMatches(path, route string) bool {
+	if strings.HasSuffix(path, "/") {
+		return strings.HasPrefix(route, path)
+	}
 	ps, rs := strings.Split(strings.Trim(path, "/"), "/"), strings.Split(strings.Trim(strings.TrimSuffix(route, "{$}"), "/"), "/")
 	for i, r := range rs {
 		if strings.HasSuffix(r, "...}") {
@@ -328,7 +332,7 @@ func docsPathMatches(path, route string) bool {
 }
 
 // docsPathRE finds the API paths a page names.
-var docsPathRE = regexp.MustCompile("(?:^|[\\s`(\"'])((?:/api/|/openai/|/anthropic/|/agui/|/\\.well-known/)[^\\s`\"')?#,]*|/mcp\\b|/metrics\\b)")
+var docsPathRE = regexp.MustCompile("(?:^|[\\s`(\"'])((?:/api/|/openai/|/anthropic/|/agui/|/\\.well-known/)[^\\s`\"')?#,\\[]*|/mcp\\b|/metrics\\b)")
 
 // TestDocsExamples checks the README and every page under docs/: each svc
 // command in a code block parses against the verb table, and each API path
@@ -357,8 +361,11 @@ func TestDocsExamples(t *testing.T) {
 					t.Errorf("%s:%d: %q: %v", page, n, trimmed, err)
 				}
 			}
-			for _, m := range docsPathRE.FindAllStringSubmatch(line, -1) {
-				p := strings.TrimRight(m[1], ".:;")
+			for _, m := range docsPathRE.FindAllStringSubmatchIndex(line, -1) {
+				if before := strings.TrimRight(line[:m[2]], "`"); strings.HasSuffix(before, " no ") {
+					continue // "svc serves no /openai/v1/conversations"
+				}
+				p := strings.TrimRight(line[m[2]:m[3]], ".:;")
 				if !slices.ContainsFunc(routes, func(r string) bool { return docsPathMatches(p, r) }) {
 					t.Errorf("%s:%d: %s is no route (docs/http-api.md lists them)", page, n, p)
 				}
