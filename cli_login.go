@@ -59,6 +59,15 @@ func cliConfigDir(getenv func(string) string) string {
 	return filepath.Join(getenv("HOME"), ".config", "svc")
 }
 
+// cliDataDir is svc's directory of data kept across runs:
+// $XDG_DATA_HOME/svc, else ~/.local/share/svc.
+func cliDataDir(getenv func(string) string) string {
+	if d := getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "svc")
+	}
+	return filepath.Join(getenv("HOME"), ".local", "share", "svc")
+}
+
 // loginPath is the credentials file of c.
 func loginPath(c *cmd) string { return filepath.Join(cliConfigDir(c.getenv), "credentials.json") }
 

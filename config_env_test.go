@@ -15,7 +15,7 @@ import (
 // envLike matches the string literals that name an environment variable
 // svc reads: its own, OpenTelemetry's and the model providers', and a few
 // others by name.
-var envLike = regexp.MustCompile(`^(?:(?:SVC|OTEL|OPENAI|ANTHROPIC)_[A-Z0-9_]+|DATABASE_URL|HMAC_SECRET|XDG_CONFIG_HOME|CI|GOGC)$`)
+var envLike = regexp.MustCompile(`^(?:(?:SVC|OTEL|OPENAI|ANTHROPIC)_[A-Z0-9_]+|DATABASE_URL|HMAC_SECRET|XDG_CONFIG_HOME|XDG_DATA_HOME|CI|GOGC)$`)
 
 // TestEnvTable: every environment variable the code names is in envVars
 // (config_env.go), which --help and docs/configuration.md are rendered

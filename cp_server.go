@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -472,6 +473,7 @@ func newCPFlags() *flag.FlagSet {
 	fs.String("addr", cpDefaultAddr, "host:port to listen on")
 	fs.String("url", "", "public URL of this control plane: the identity tokens' issuer and the sign-in page's address (default http://<addr>)")
 	fs.String("key-file", "", "the 32-byte master key sealing secrets at rest, minted 0600 when absent; unused when SVC_MASTER_KEY is set (default $XDG_CONFIG_HOME/svc/control-plane.key)")
+	fs.String("data", "", "where the control plane's own PostgreSQL keeps its cluster when DATABASE_URL is unset (default $XDG_DATA_HOME/svc/control-plane)")
 	fs.String("org", "default", "slug of the organization the first boot creates for the admin")
 	fs.Duration("credential-ttl", cpCredentialTTLDefault, "how long a user credential (svc login, a browser's) lives after its last use, 1m to 8784h")
 	return fs
@@ -490,10 +492,6 @@ type cpReady struct {
 func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("control-plane takes no arguments: %w", errUsage)
-	}
-	dbURL := c.getenv("DATABASE_URL")
-	if dbURL == "" {
-		return failf(codeGeneric, "set DATABASE_URL to a PostgreSQL database the control plane owns", "svc control-plane: DATABASE_URL is not set")
 	}
 	orgSlug := fs.Lookup("org").Value.String()
 	if !cpSlugPattern.MatchString(orgSlug) {
@@ -533,6 +531,11 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	dbURL, stopPG, err := cpDatabase(ctx, c, fs.Lookup("data").Value.String(), log)
+	if err != nil {
+		return err
+	}
+	defer stopPG()
 	store, err := openCPStore(ctx, dbURL, key)
 	if err != nil {
 		return err
@@ -617,4 +620,50 @@ func cpMasterKey(env, keyFile, configDir string) ([]byte, error) {
 		return nil, fmt.Errorf("key file %s is readable by others (mode %04o): chmod 600 it", keyFile, fi.Mode().Perm())
 	}
 	return secretLoadKey(keyFile)
+}
+
+// cpDatabase returns the control plane's database: DATABASE_URL when set,
+// else a PostgreSQL cluster of its own under data (default
+// $XDG_DATA_HOME/svc/control-plane), started as svc dev and svc serve
+// start theirs, on a free loopback port; stop stops it.
+func cpDatabase(ctx context.Context, c *cmd, data string, log *slog.Logger) (url string, stop func(), err error) {
+	if url := c.getenv("DATABASE_URL"); url != "" {
+		return url, func() {}, nil
+	}
+	if data == "" {
+		data = filepath.Join(cliDataDir(c.getenv), "control-plane")
+	}
+	port, err := serveFreePort()
+	if err != nil {
+		return "", nil, err
+	}
+	getenv := func(k string) string {
+		if k == "SVC_DATABASE_URL" {
+			return "" // svc dev's variable: not the control plane's
+		}
+		return c.getenv(k)
+	}
+	var verbose io.Writer = io.Discard
+	if c.verbose {
+		verbose = c.stderr
+	}
+	log.Info("DATABASE_URL is unset: starting the control plane's own PostgreSQL (the first boot also initializes its cluster)", "data", data, "port", port)
+	pg, err := startPostgres(ctx, pgOptions{ProjectDir: filepath.Join(data, "postgres"), Port: port, Getenv: getenv, LookPath: exec.LookPath, Log: verbose})
+	if err != nil {
+		if errors.Is(err, errNoPostgres) {
+			return "", nil, &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "set DATABASE_URL to a PostgreSQL database the control plane owns, or install PostgreSQL (or Docker/Podman)"}
+		}
+		return "", nil, fmt.Errorf("svc control-plane: start PostgreSQL: %w", err)
+	}
+	unwatch := pg.supervise(log)
+	log.Info("postgres up", "provider", pg.Provider, "url", redactURL(pg.URL))
+	pg.logUndid(log)
+	return pg.URL, func() {
+		unwatch(context.Background())
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := pg.Stop(sctx); err != nil {
+			log.Error("stop postgres", "err", err)
+		}
+	}, nil
 }

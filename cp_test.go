@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -522,5 +523,40 @@ func TestCPReservedOrgSlug(t *testing.T) {
 		if code != 1 || !strings.Contains(stderr, "reserved") {
 			t.Errorf("control-plane --org %s = exit %d %q; want 1 saying it is reserved", slug, code, stderr)
 		}
+	}
+}
+
+// TestCPEmbeddedPostgres: with DATABASE_URL unset, svc control-plane
+// starts a PostgreSQL of its own under $XDG_DATA_HOME/svc/control-plane (as
+// svc dev and svc serve do), and a restart finds its organization there.
+func TestCPEmbeddedPostgres(t *testing.T) {
+	t.Parallel() // waits on initdb and processes more than it computes
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	data := t.TempDir()
+	cluster := filepath.Join(data, "svc", "control-plane", "postgres")
+	t.Cleanup(func() { pgTestRemoveRootCluster(cluster) })
+	env := baseEnv("XDG_DATA_HOME="+data, "XDG_CONFIG_HOME="+t.TempDir(), "SVC_MASTER_KEY="+cpTestMasterKey)
+	env = slices.DeleteFunc(env, func(kv string) bool { // neither: the control plane's own
+		return strings.HasPrefix(kv, "SVC_DATABASE_URL=") || strings.HasPrefix(kv, "DATABASE_URL=")
+	})
+	cp := startControlPlane(t, env)
+	eventually(t, 10*time.Second, "the first boot's sign-in code and its own cluster in the log", func() bool {
+		return cpSignInCodePattern.MatchString(cp.stderr.String()) && strings.Contains(cp.stderr.String(), "provider=local")
+	})
+	if resp, err := http.Get(cp.url + identJWKS); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s = %v %v", identJWKS, resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	cp.stop()
+	if _, err := os.Stat(cluster); err != nil {
+		t.Fatalf("no cluster under $XDG_DATA_HOME/svc/control-plane: %v", err)
+	}
+	cp = startControlPlane(t, env)
+	cp.stop() // its whole log is read now
+	if log := cp.stderr.String(); cpSignInCodePattern.MatchString(log) || !strings.Contains(log, "provider=local") {
+		t.Errorf("the second boot: want the same cluster and no first-boot code:\n%s", log)
 	}
 }
