@@ -184,8 +184,11 @@ func (b *boxRuntime) controlPlane() (cpURL, source string) {
 	case b.opts.controlPlane != "":
 		return b.opts.controlPlane, "SVC_CONTROL_PLANE_URL"
 	}
-	return boxDefaultControlPlane, "built-in default"
+	return boxDefaultControlPlane, boxDefaultSource
 }
+
+// boxDefaultSource is the source of the built-in default control plane.
+const boxDefaultSource = "built-in default"
 
 // boxUntaught stands for the organization and installation of a box never
 // taught: no token carries it, so its verifier admits nobody, yet it
@@ -248,6 +251,12 @@ func (b *boxRuntime) fetchKeys(ctx context.Context, v *identVerifier, cpURL, sou
 	if ferr != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return // the box is closing
+		}
+		if source == boxDefaultSource {
+			// Nothing to warn about: a box is unarmed until svc link
+			// teaches it its control plane, which arms it then.
+			b.log.Info("identity not armed yet: svc link teaches this box its control plane and arms it", "control_plane", cpURL, "source", source)
+			return
 		}
 		b.log.Warn("identity unarmed: cannot reach the control plane's keys; console and CLI traffic is answered 401 until it can",
 			"control_plane", cpURL, "source", source, "jwks", cpURL+identJWKS, "err", ferr,

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -48,25 +49,43 @@ func (e *cpAPIError) Error() string {
 // becomes the auth error (exit 2), an unreachable control plane a generic
 // one naming it.
 func (cl *cpClient) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var payload []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		payload = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, cl.url+path, body)
-	if err != nil {
-		return failf(codeGeneric, "check the control plane URL", "control plane %s: %v", cl.url, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if cl.credential != "" {
-		req.Header.Set("Authorization", "Bearer "+cl.credential)
-	}
-	resp, err := cl.http.Do(req)
-	if err != nil {
-		return &cliError{Code: codeGeneric, Message: fmt.Sprintf("cannot reach the control plane at %s", cl.url), Hint: "is it running? check --control-plane or SVC_CONTROL_PLANE_URL", Err: err}
+	var resp *http.Response
+	for try := 1; ; try++ {
+		var body io.Reader
+		if payload != nil {
+			body = bytes.NewReader(payload)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, cl.url+path, body)
+		if err != nil {
+			return failf(codeGeneric, "check the control plane URL", "control plane %s: %v", cl.url, err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if cl.credential != "" {
+			req.Header.Set("Authorization", "Bearer "+cl.credential)
+		}
+		resp, err = cl.http.Do(req)
+		if err != nil {
+			return &cliError{Code: codeGeneric, Message: fmt.Sprintf("cannot reach the control plane at %s", cl.url), Hint: "is it running? check --control-plane or SVC_CONTROL_PLANE_URL", Err: err}
+		}
+		wait, ok := cpRetryAfter(resp)
+		if !ok || try == cpClientTries {
+			break
+		}
+		// A rate limit that says when to come back, soon: wait and send again.
+		resp.Body.Close()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRequestBody))
@@ -94,6 +113,26 @@ func (cl *cpClient) call(ctx context.Context, method, path string, in, out any) 
 		return fmt.Errorf("control plane %s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// cpClientTries bounds the sends of one call that the control plane
+// answers 429 with a Retry-After of at most cpClientMaxRetryAfter.
+const (
+	cpClientTries         = 4
+	cpClientMaxRetryAfter = 10 * time.Second
+)
+
+// cpRetryAfter reports whether resp is a 429 to retry, and after how long:
+// its Retry-After in seconds, at most cpClientMaxRetryAfter.
+func cpRetryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+	if err != nil || secs < 0 || time.Duration(secs)*time.Second > cpClientMaxRetryAfter {
+		return 0, false
+	}
+	return max(time.Duration(secs)*time.Second, 100*time.Millisecond), true
 }
 
 // cpErrorCode is the control plane's error code of err, or "".

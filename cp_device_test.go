@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,5 +174,33 @@ func TestCPSignInFlood(t *testing.T) {
 	var plan string
 	if err := c.store.db.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = 'cp' AND indexname = 'device_codes_expires'`).Scan(&plan); err != nil || !strings.Contains(plan, "(expires_at)") {
 		t.Fatalf("index of the device codes' expiry = %q, %v", plan, err)
+	}
+}
+
+// TestCPClientRetriesRateLimits: a 429 whose Retry-After is short is sent
+// again after it (svc login used to give up on a Retry-After of 1 s); a
+// long one, or none, is the caller's answer at once.
+func TestCPClientRetriesRateLimits(t *testing.T) {
+	var sent atomic.Int32
+	retryAfter := "0"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := sent.Add(1); n <= 2 || retryAfter == "60" {
+			w.Header().Set("Retry-After", retryAfter)
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"error":{"code":"rate_limited","message":"slow down"}}`))
+			return
+		}
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	defer srv.Close()
+	var out struct{ OK bool }
+	if err := newCPClient(srv.URL, "").call(context.Background(), http.MethodPost, "/api/login/device", map[string]string{"a": "b"}, &out); err != nil || !out.OK || sent.Load() != 3 {
+		t.Errorf("call = %v %+v after %d sends; want ok after 3", err, out, sent.Load())
+	}
+	sent.Store(0)
+	retryAfter = "60"
+	err := newCPClient(srv.URL, "").call(context.Background(), http.MethodPost, "/api/login/device", nil, &out)
+	if cpErrorCode(err) != "rate_limited" || sent.Load() != 1 {
+		t.Errorf("a Retry-After of a minute = %v after %d sends; want the 429 at once", err, sent.Load())
 	}
 }
