@@ -244,6 +244,7 @@ func verbs() []*verb {
 		{name: "login", example: "svc login --control-plane https://cp.example.com", summary: "sign in to a control plane (device code, --invitation a code you were given, --token for CI; --browser: a code to sign a browser in)", newFlags: newLoginFlags, run: runLogin},
 		{name: "logout", example: "svc logout", summary: "sign out: revoke and remove the saved credential", newFlags: noFlags("logout"), run: runLogout},
 		{name: "whoami", example: "svc whoami --json", summary: "print the signed-in user and organization", newFlags: noFlags("whoami"), run: runWhoami},
+		{name: "orgs", summary: "your organizations: list, create, rename", subverbs: orgsVerbs()},
 		{name: "members", summary: "an organization's members: list, invite, change roles, remove", subverbs: membersVerbs()},
 		{name: "agents", summary: "an organization's agents: list, create, rename, delete, and a deployment's history", subverbs: agentsVerbs()},
 		{name: "keys", summary: "an organization's API keys for the chat wires: list, create (optional expiry), revoke", subverbs: keysVerbs()},

@@ -394,7 +394,8 @@ func runWhoami(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	}
 	id := loginIdentity{SchemaVersion: 1, ControlPlaneURL: cl.url, User: who.User, Organization: creds.Organization, Organizations: who.Organizations}
 	c.emit(id, func(w io.Writer) {
-		fmt.Fprintf(w, "%s at %s%s\n", who.User.Email, cl.url, loginOrgSuffix(creds.Organization))
+		fmt.Fprintf(w, "%s at %s\n", who.User.Email, cl.url)
+		printOrgs(w, who.Organizations, creds.Organization)
 	})
 	return nil
 }

@@ -76,15 +76,8 @@ func (s *cpServer) handleRenameAgent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var in struct {
-		Name string `json:"name"`
-	}
-	if !cpDecode(w, r, &in) {
-		return
-	}
-	name, err := cpCheckName(in.Name)
-	if err != nil {
-		cpError(w, http.StatusBadRequest, "invalid", err.Error())
+	name, ok := cpDecodeName(w, r)
+	if !ok {
 		return
 	}
 	ev := auditEvent(r, cpAuditEvent{Org: o.ID, Action: "agent.renamed", Target: a.Slug, Detail: fmt.Sprintf("%q to %q", a.Name, name)})

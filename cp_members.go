@@ -123,7 +123,14 @@ func (s *cpServer) enforce(rt cpRoute) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		o, err := s.store.userOrg(r.Context(), caller(r).user.ID, r.PathValue("org"))
 		if errors.Is(err, errCPNotFound) {
-			s.audit(r, cpAuditEvent{Action: "route.refused", Outcome: cpAuditRefused, Target: r.Method + " " + r.URL.Path, Detail: "not a member of the organization"})
+			// Kept in the probed organization's log, for its admins to see,
+			// when it exists (not in the caller's own organizations').
+			probed, lerr := s.store.orgID(r.Context(), r.PathValue("org"))
+			if lerr != nil {
+				s.internal(w, r, lerr)
+				return
+			}
+			s.audit(r, cpAuditEvent{Org: probed, Action: "route.refused", Outcome: cpAuditRefused, Target: r.Method + " " + r.URL.Path, Detail: "not a member of the organization"})
 			cpError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no organization %q of yours", r.PathValue("org")))
 			return
 		}

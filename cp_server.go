@@ -139,6 +139,9 @@ func (s *cpServer) routes() []cpRoute {
 		// A user's own credentials: the store queries name the caller.
 		{"GET", "/api/credentials", "the caller's live credentials (devices and browsers): created, last used, expiry", cpUserOnly, false, s.handleListCredentials},
 		{"DELETE", "/api/credentials/{id}", "revoke one of the caller's credentials", cpUserOnly, false, s.handleRevokeCredential},
+		{"GET", "/api/orgs", "the caller's organizations and roles", cpUserOnly, false, s.handleListOrgs},
+		{"POST", "/api/orgs", `create an organization {"slug","name"}; the caller is its owner (audited org.created)`, cpUserOnly, false, s.handleCreateOrg},
+		{"PATCH", "/api/orgs/{org}", `rename an organization {"name"} (its slug stays; audited org.renamed)`, cpAdmin, false, s.handleRenameOrg},
 		{"GET", "/api/orgs/{org}/agents", "the organization's agents and their deployments", cpMember, false, s.handleListAgents},
 		{"POST", "/api/orgs/{org}/agents", "create an agent (owners and admins)", cpAdmin, false, s.handleCreateAgent},
 		{"POST", "/api/orgs/{org}/agents/{agent}/local-dev-installation", "the installation id svc link --local gives a developer's svc dev", cpMember, false, s.handleLocalDevInstallation},
@@ -507,7 +510,7 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	oidc, err := cpParseOIDC(c.getenv("SVC_OIDC_ISSUER"), c.getenv("SVC_OIDC_CLIENT_ID"), c.getenv("SVC_OIDC_CLIENT_SECRET"),
 		c.getenv("SVC_OIDC_ALLOWED_DOMAINS"), c.getenv("SVC_OIDC_ALLOWED_GROUPS"), c.getenv("SVC_OIDC_ORG"), c.getenv("SVC_OIDC_NAME"), orgSlug)
 	if err != nil {
-		return failf(codeGeneric, "see the README's Single sign-on section", "svc control-plane: %v", err)
+		return failf(codeGeneric, "see docs/security.md, Single sign-on", "svc control-plane: %v", err)
 	}
 	nets, err := cpParseNetworks(c.getenv(cpNetworksEnv))
 	if err != nil {

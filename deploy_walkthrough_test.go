@@ -95,7 +95,7 @@ func newDeployWalk(t *testing.T) *deployWalk {
 		browser.form("/device/sign-in", url.Values{"user_code": {userCode}, "sign_in_code": {signInCode}})
 		browser.form("/device/approve", url.Values{"user_code": {userCode}, "confirm": {"yes"}})
 	}, &w.outputs)
-	if out, code := w.svc(t.TempDir(), "whoami"); code != 0 || !strings.Contains(out, "organization default") {
+	if out, code := w.svc(t.TempDir(), "whoami"); code != 0 || !strings.Contains(out, "* default") {
 		t.Fatalf("svc whoami = %d %s", code, out)
 	}
 	if status := browser.json("POST", "/api/orgs/default/agents", map[string]string{"slug": "demo", "name": "Demo"}); status != 201 {

@@ -167,7 +167,7 @@ func runDev(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if c.getenv("GOGC") == "" {
 		// Every workflow execution builds a fresh VM: short-lived garbage in
 		// volume. A larger heap target roughly halves GC work under load
-		// (W2 of the README), for a live heap of a few tens of MiB.
+		// (W2 of docs/benchmarks.md), for a live heap of a few tens of MiB.
 		debug.SetGCPercent(devGCPercent)
 	}
 	rt, err := bootDev(ctx, c, opts, proj)

@@ -374,3 +374,71 @@ func TestDocsExamples(t *testing.T) {
 		f.Close()
 	}
 }
+
+// readmeMaxLines bounds the README: a guide read top to bottom, the
+// reference under docs/ (issue 38, item A).
+const readmeMaxLines = 300
+
+// docsLinkRE finds a Markdown link's target.
+var docsLinkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestDocsLinks: the README stays a guide (at most readmeMaxLines lines,
+// linking every page under docs/), and every relative link of the README
+// and the pages reaches a file and, with a #fragment, one of its headings.
+func TestDocsLinks(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(readme, []byte("\n")); n > readmeMaxLines {
+		t.Errorf("README.md has %d lines; keep it a guide of at most %d and put reference under docs/", n, readmeMaxLines)
+	}
+	pages, _ := filepath.Glob("docs/*.md")
+	for _, p := range pages {
+		if p != "docs/README.md" && !bytes.Contains(readme, []byte("("+p+")")) {
+			t.Errorf("README.md does not link %s", p)
+		}
+	}
+	anchors := map[string]map[string]bool{}
+	headings := func(file string) map[string]bool {
+		if a, ok := anchors[file]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		if b, err := os.ReadFile(file); err == nil {
+			fenced := false
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "```") {
+					fenced = !fenced
+				}
+				if h, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && !fenced && strings.HasPrefix(line, "#") {
+					a[docsAnchor(strings.NewReplacer("`", "").Replace(h))] = true
+				}
+			}
+		}
+		anchors[file] = a
+		return a
+	}
+	for _, page := range append(pages, "README.md") {
+		b, _ := os.ReadFile(page)
+		for _, m := range docsLinkRE.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, frag, _ := strings.Cut(target, "#")
+			if file == "" {
+				file = page
+			} else {
+				file = filepath.Join(filepath.Dir(page), file)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("%s links %s, which does not exist", page, target)
+				continue
+			}
+			if frag != "" && strings.HasSuffix(file, ".md") && !headings(file)[frag] {
+				t.Errorf("%s links %s: %s has no heading with that anchor", page, target, file)
+			}
+		}
+	}
+}

@@ -50,7 +50,7 @@ func httpGuardOwner(r *http.Request) bool {
 // a dev server's proxy) connects from the developer's own socket, so the
 // kernel's answer is about the proxy, not about whoever the proxy serves
 // (issue 36, item 9). Such a request must show the key. A proxy that adds
-// none of these headers cannot be told apart; the README says so.
+// none of these headers cannot be told apart; docs/security.md says so.
 func httpGuardProxied(r *http.Request) bool {
 	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "Via"} {
 		if _, ok := r.Header[h]; ok {

@@ -17,6 +17,7 @@
 //	serve [--addr :8080] [--data DIR] [dir]  run a project as a box (the deployed container)
 //	link                       register a deployed container with a control plane
 //	login|logout|whoami        sign in to a control plane, sign out, print who is signed in
+//	orgs list|create|rename    your organizations
 //	members list|invite|role|remove|invitations|uninvite  an organization's members
 //	agents list|create|rename|delete|deployment  an organization's agents
 //	keys list|create|revoke    an organization's API keys for the chat wires

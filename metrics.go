@@ -1,6 +1,6 @@
 package main
 
-// What svc counts for GET /metrics (README "Metrics"): the engine's runs,
+// What svc counts for GET /metrics (docs/operations.md "Metrics"): the engine's runs,
 // steps and store, the chat wires, SSE streams, the tunnel and the
 // control plane's proxy. The engine and the stores call the recording
 // methods below (one line each, cheap: atomic adds); the HTTP side

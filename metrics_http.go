@@ -1,6 +1,6 @@
 package main
 
-// GET /metrics (README "Metrics"): the runtime's metrics in the Prometheus
+// GET /metrics (docs/operations.md "Metrics"): the runtime's metrics in the Prometheus
 // text format, behind the guard like every route (svc dev: a key, a
 // console session or the developer's own account; the box: an identity
 // token, the control plane's signature, or a key of SVC_API_KEYS, the

@@ -1,6 +1,6 @@
 package main
 
-// The spans of agent turns (README "OpenTelemetry"), under the span of the
+// The spans of agent turns (docs/operations.md "OpenTelemetry"), under the span of the
 // chat wire's request (so the child of its traceparent, if any): the turn
 // (invoke_agent), each model call (chat, GenAI semantic conventions: the
 // provider, the model, token usage) and each tool call (execute_tool),

@@ -1,6 +1,6 @@
 package main
 
-// The spans of durable runs (README "OpenTelemetry"). A run is one trace:
+// The spans of durable runs (docs/operations.md "OpenTelemetry"). A run is one trace:
 // its trace id is the incoming request's when the start carried a
 // traceparent, else the 128 bits of its traceId; every span id is derived
 // from the run id and the call's place in the run, so a replay, a restart

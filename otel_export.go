@@ -1,6 +1,6 @@
 package main
 
-// OpenTelemetry trace export (README "OpenTelemetry"): spans go to an
+// OpenTelemetry trace export (docs/operations.md "OpenTelemetry"): spans go to an
 // OTLP/HTTP collector as JSON (POST <endpoint>/v1/traces, Content-Type
 // application/json), written here on the standard library. Export never
 // slows or breaks a run: spans wait in a bounded queue, leave in batches

@@ -1,7 +1,7 @@
 package main
 
-// The server span of every request when trace export is on (README
-// "OpenTelemetry"): named by its route, the child of the request's W3C
+// The server span of every request when trace export is on
+// (docs/operations.md "OpenTelemetry"): named by its route, the child of the request's W3C
 // traceparent when it carries a valid one. A run started by a request that
 // carried one is the child of this span (otelRequestParent).
 

@@ -1,6 +1,6 @@
 package main
 
-// The spans of user code's outbound calls (README "OpenTelemetry"): fetch
+// The spans of user code's outbound calls (docs/operations.md "OpenTelemetry"): fetch
 // (which sends its traceparent on), sql statements and storage requests
 // made by a step attempt are client spans, children of the attempt's span.
 // The VM's loop carries what they are traced under (jsLoop.trace), set for

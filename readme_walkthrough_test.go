@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// TestREADMEWalkthroughs runs the README's quick start ("Two commands") and
+// TestREADMEWalkthroughs runs the README's "Quick start" and
 // its "Deploy a box and link it" from the README's own text, so the README
 // cannot drift from the product: every code block marked
 // <!-- readme-test: … --> runs in bash, in a fresh directory, as its own
@@ -28,7 +28,7 @@ func TestREADMEWalkthroughs(t *testing.T) {
 		t.Skip("runs svc dev, a control plane and a box as processes")
 	}
 	steps := readmeSteps(t, "README.md")
-	for _, section := range []string{"Two commands", "Deploy a box and link it"} {
+	for _, section := range []string{"Quick start", "Deploy a box and link it"} {
 		t.Run(strings.ReplaceAll(section, " ", "_"), func(t *testing.T) {
 			if len(steps[section]) < 3 {
 				t.Fatalf("the README's %q has %d blocks marked readme-test; want its walkthrough", section, len(steps[section]))

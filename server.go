@@ -86,7 +86,7 @@ func routeTable(s *server) []route {
 		{"POST", "/chat", "the agent-UI wire with the agent named in forwardedProps.agent (the console's chat)", s.handleChat},
 		{"POST", "/mcp", "MCP for coding agents (streamable HTTP, JSON answers): workflows, runs, hooks, agents as tools", s.handleMCP},
 		{"GET", "/mcp", "405: MCP without server-initiated streams", s.handleMCPGet},
-		{"GET", metricsPath, "the runtime's metrics in the Prometheus text format (README \"Metrics\")", s.handleMetrics},
+		{"GET", metricsPath, "the runtime's metrics in the Prometheus text format (docs/operations.md \"Metrics\")", s.handleMetrics},
 		{"GET", "/", "the web console: index.html, its files under /console/", consoleHandler("")},
 	}
 }

@@ -73,7 +73,7 @@ declare module "drizzle-orm/pg-core" {
   }
 
   export const serial: ColumnBuilder<number, {}, true, true>;
-  // Row types are what svc's sql reads (README, "sql"): int8 and numeric as exact
+  // Row types are what svc's sql reads (docs/workflows.md, "sql"): int8 and numeric as exact
   // decimal strings, timestamp as a Date, date as "YYYY-MM-DD"; a mode is accepted
   // for drizzle compatibility and changes nothing.
   export const bigserial: ColumnBuilder<string, { mode?: "number" | "bigint" }, true, true>;

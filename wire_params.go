@@ -6,7 +6,7 @@ package main
 // silence. Each wire decodes what it honours or passes (wires.go,
 // wire_responses.go); the rules here refuse what it cannot serve, allowing
 // only the values that ask for what svc does anyway (tool_choice "auto":
-// the agent decides). The README's parameter table lists both.
+// the agent decides). docs/agents.md's parameter table lists both.
 
 import (
 	"bytes"

@@ -103,7 +103,7 @@ func parseResponsesItem(s string) (responsesID, string, bool) {
 
 // responsesRequest is the body of POST /openai/v1/responses. Fields not
 // listed are refused unless they ask for what svc does anyway
-// (wireParamsResponses), or accepted as hints without effect (README).
+// (wireParamsResponses), or accepted as hints without effect (docs/agents.md).
 type responsesRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`

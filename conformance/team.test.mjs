@@ -9,7 +9,8 @@
 // once), sees the invitation and the audit log (intact), removes bob, and
 // sees the removal in the log; is refused the delete of the linked agent,
 // creates and renames another, creates an API key with an expiry (shown
-// once) and revokes it.
+// once) and revokes it; renames the organization and creates another,
+// whose page it lands on.
 //
 // Environment: SVC_CP_URL, SVC_OWNER_CODE and SVC_MEMBER_CODE (one-time
 // browser sign-in codes of `svc login --browser`), SVC_ARTIFACTS. Any
@@ -108,5 +109,19 @@ test("the owner invites, reads the audit log and removes a member", async () => 
   await page.locator("#audit tbody tr", { hasText: "api_key.revoked" }).waitFor();
   assert.equal(await page.locator("#keys tbody tr", { hasText: "page-key" }).count(), 0);
   assert.ok(!(await page.locator("body").textContent()).includes(key), "the revoked key is still on the page");
+
+  // Organizations: this one renamed (its slug stays), another created, whose page opens.
+  await page.getByLabel("Organization name", { exact: true }).fill("Default Team");
+  await page.getByRole("button", { name: "Rename organization" }).click();
+  await page.locator("#orgs li", { hasText: "Default Team (default) · owner" }).waitFor();
+  await page.locator("#audit tbody tr", { hasText: "org.renamed" }).waitFor();
+  await page.getByLabel("New organization slug").fill("acme-eu");
+  await page.getByLabel("New organization name").fill("Acme Europe");
+  await page.getByRole("button", { name: "Create organization" }).click();
+  await page.waitForURL(`${cp}/team/acme-eu`);
+  await page.getByText("Signed in as admin: owner of organization acme-eu.").waitFor();
+  assert.deepEqual(await page.locator("#orgs li").allTextContents(), ["Acme Europe (acme-eu) · owner", "Default Team (default) · owner"]);
+  await page.locator("#audit tbody tr", { hasText: "org.created" }).waitFor();
+  await shot(page, "owner-orgs");
   noConsoleErrors();
 });

@@ -1,5 +1,7 @@
-// The team page of the control plane (cp_team.go): the members of one
-// organization (/team/{org}) and its agents with their deployments and,
+// The team page of the control plane (cp_team.go): the caller's
+// organizations (a new one made here, this one renamed by its owners and
+// admins), the members of one organization (/team/{org}) and its agents
+// with their deployments and,
 // for its owners and admins, agents created, renamed and deleted, the API
 // keys (created, shown once, revoked), the invite form, the pending
 // invitations and the audit log with its verification.
@@ -68,6 +70,17 @@ async function load() {
   }
   const admin = mine.role === "owner" || mine.role === "admin";
   $("#who").textContent = `Signed in as ${who.user.email}: ${mine.role} of organization ${mine.slug}.`;
+  $("#orgs").replaceChildren(...who.organizations.map((o) => {
+    const li = document.createElement("li");
+    const a = document.createElement("a");
+    a.href = "/team/" + encodeURIComponent(o.slug);
+    a.textContent = o.name === o.slug ? o.slug : `${o.name} (${o.slug})`;
+    if (o.id === mine.id) a.setAttribute("aria-current", "page");
+    li.append(a, ` · ${o.role}`);
+    return li;
+  }));
+  $("#rename-org").hidden = !admin;
+  $("#rename-org").elements.name.value = mine.name;
   const { members } = await call("GET", orgPath("/members"));
   $("#members tbody").replaceChildren();
   for (const m of members) {
@@ -176,6 +189,18 @@ onSubmit("#invite", async (f) => {
   code.textContent = inv.code;
   $("#invitation").replaceChildren(`Invited ${inv.email} as ${inv.role}. Hand them this one-time code (shown only now, valid until ${when(inv.expires_at)}): `, code, `. They run: ${inv.accept}`);
   $("#invitation").hidden = false;
+});
+
+onSubmit("#rename-org", (f) => call("PATCH", orgPath(""), { name: f.get("name") }));
+
+// A new organization: its owner is the caller, and its page opens.
+$("#new-org").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  call("POST", "/api/orgs", { slug: f.get("slug"), name: f.get("name") }).then(
+    (o) => { location.href = "/team/" + encodeURIComponent(o.slug); },
+    (e) => say(e.message),
+  );
 });
 
 onSubmit("#new-agent", (f) => call("POST", orgPath("/agents"), { slug: f.get("slug"), name: f.get("name") }));
