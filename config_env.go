@@ -71,6 +71,7 @@ var envVars = []envVar{
 	{"SVC_OIDC_ALLOWED_DOMAINS", []string{"control-plane"}, "single sign-on: email domains that may sign in (comma-separated)"},
 	{"SVC_OIDC_ALLOWED_GROUPS", []string{"control-plane"}, "single sign-on: groups (the groups claim) that may sign in (comma-separated)"},
 	{"SVC_OIDC_ORG", []string{"control-plane"}, "single sign-on: the organization its users join (default: the first)"},
+	{"SVC_OIDC_OWNERS", []string{"control-plane"}, "single sign-on: who joins SVC_OIDC_ORG as an owner at their first sign-in: emails and group:NAME entries (comma-separated), so a team that signs in only through its provider has an owner"},
 	{"SVC_OIDC_NAME", []string{"control-plane"}, "single sign-on: the provider's name on the sign-in page"},
 	{"SVC_DEV_URL", []string{"env"}, "set by eval \"$(svc env)\": the running svc dev's API URL"},
 	{"SVC_DEV_KEY", []string{"env"}, "set by eval \"$(svc env)\": its dev key, a credential for the chat wires and the API"},

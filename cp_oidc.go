@@ -24,6 +24,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/mail"
 	"net/url"
 	"slices"
 	"strings"
@@ -64,16 +65,32 @@ type cpOIDCConfig struct {
 	Name                           string   // shown as "Sign in with <Name>"
 	Domains                        []string // lower case
 	Groups                         []string
-	Org                            string // slug
+	Org                            string   // slug
+	Owners                         []string // lower-case emails, and group:NAME entries, who join Org as owners (SVC_OIDC_OWNERS)
+}
+
+// owner reports whether c's user joins as an owner: their email, or one of
+// their groups, is among cfg.Owners.
+func (cfg *cpOIDCConfig) owner(c *cpOIDCClaims) bool {
+	for _, o := range cfg.Owners {
+		if g, ok := strings.CutPrefix(o, "group:"); ok {
+			if slices.Contains(c.Groups, g) {
+				return true
+			}
+		} else if strings.EqualFold(o, c.Email) {
+			return true
+		}
+	}
+	return false
 }
 
 // cpParseOIDC checks the SVC_OIDC_* settings (cpRun reads them); nil
 // without an issuer. defaultOrg is the organization of --org, joined when
 // org is empty.
-func cpParseOIDC(issuer, clientID, secret, domains, groups, org, name, defaultOrg string) (*cpOIDCConfig, error) {
+func cpParseOIDC(issuer, clientID, secret, domains, groups, org, name, owners, defaultOrg string) (*cpOIDCConfig, error) {
 	if issuer == "" {
-		if clientID != "" || secret != "" || domains != "" || groups != "" {
-			return nil, errors.New("SVC_OIDC_CLIENT_ID, _CLIENT_SECRET or _ALLOWED_* is set but SVC_OIDC_ISSUER is not")
+		if clientID != "" || secret != "" || domains != "" || groups != "" || owners != "" {
+			return nil, errors.New("SVC_OIDC_CLIENT_ID, _CLIENT_SECRET, _ALLOWED_* or _OWNERS is set but SVC_OIDC_ISSUER is not")
 		}
 		return nil, nil
 	}
@@ -92,6 +109,16 @@ func cpParseOIDC(issuer, clientID, secret, domains, groups, org, name, defaultOr
 		c.Domains = append(c.Domains, d)
 	}
 	c.Groups = cpSplitList(groups)
+	for _, o := range cpSplitList(owners) {
+		if g, ok := strings.CutPrefix(o, "group:"); ok && g != "" {
+			c.Owners = append(c.Owners, o)
+			continue
+		}
+		if _, err := mail.ParseAddress(o); err != nil || strings.ContainsAny(o, "<> ") {
+			return nil, fmt.Errorf("SVC_OIDC_OWNERS: %q is neither an email nor group:NAME", o)
+		}
+		c.Owners = append(c.Owners, strings.ToLower(o))
+	}
 	if len(c.Domains) == 0 && len(c.Groups) == 0 {
 		return nil, errors.New("SVC_OIDC_ISSUER is set: say who may sign in with SVC_OIDC_ALLOWED_DOMAINS (email domains) or SVC_OIDC_ALLOWED_GROUPS (values of the groups claim)")
 	}

@@ -292,7 +292,7 @@ func (s *cpStore) takeOIDC(ctx context.Context, state string) (cpOIDCLogin, erro
 // from source. A known (issuer, sub) is its user, whatever the email says
 // now, unless they belong to no organization any more
 // (errCPNoOrganization). An unknown one creates a user of c's email as a
-// member of cfg.Org (errCPNotFound when it does not exist), with the
+// member of cfg.Org, an owner when cfg.owner says so (errCPNotFound when it does not exist), with the
 // member.joined audit row, unless an account of that email exists
 // (errCPOtherAccount): an email alone never maps to an account.
 func (s *cpStore) oidcUser(ctx context.Context, cfg cpOIDCConfig, c *cpOIDCClaims, source string) (cpUser, error) {
@@ -324,11 +324,15 @@ func (s *cpStore) oidcUser(ctx context.Context, cfg cpOIDCConfig, c *cpOIDCClaim
 		if err != nil {
 			return err
 		}
+		role, why := cpRoleMember, ""
+		if cfg.owner(c) {
+			role, why = cpRoleOwner, " (SVC_OIDC_OWNERS)"
+		}
 		for _, q := range []struct {
 			sql  string
 			args []any
 		}{
-			{`INSERT INTO cp.memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, []any{org, u.ID}},
+			{`INSERT INTO cp.memberships (org_id, user_id, role) VALUES ($1, $2, $3)`, []any{org, u.ID, role}},
 			{`INSERT INTO cp.oidc_identities (issuer, subject, user_id, email) VALUES ($1, $2, $3, $4)`, []any{cfg.Issuer, c.Sub, u.ID, u.Email}},
 		} {
 			if _, err := tx.Exec(ctx, q.sql, q.args...); err != nil {
@@ -336,7 +340,7 @@ func (s *cpStore) oidcUser(ctx context.Context, cfg cpOIDCConfig, c *cpOIDCClaim
 			}
 		}
 		return s.auditAppend(ctx, tx, cpAuditEvent{Org: org, ActorID: u.ID, Actor: u.Email, Action: "member.joined", Outcome: cpAuditOK,
-			Target: u.Email, Source: source, Detail: "role member, first single sign-on through " + cfg.Issuer})
+			Target: u.Email, Source: source, Detail: "role " + role + why + ", first single sign-on through " + cfg.Issuer})
 	})
 	if err != nil && !errors.Is(err, errCPNoOrganization) && !errors.Is(err, errCPOtherAccount) && !errors.Is(err, errCPNotFound) {
 		err = fmt.Errorf("single sign-on user: %w", err)

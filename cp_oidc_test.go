@@ -41,7 +41,7 @@ func startCPOIDC(t *testing.T) *cpOIDCTest {
 	op := newOIDCTestProxy(t)
 	db := testPostgresURL(t)
 	cp, code := startTestControlPlane(t, db, "SVC_OIDC_ISSUER="+op.issuer, "SVC_OIDC_CLIENT_ID="+oidcTestClient, "SVC_OIDC_CLIENT_SECRET="+oidcTestSecret,
-		"SVC_OIDC_ALLOWED_DOMAINS=example.com", "SVC_OIDC_ALLOWED_GROUPS=svc-users", "SVC_OIDC_NAME=Test IdP")
+		"SVC_OIDC_ALLOWED_DOMAINS=example.com", "SVC_OIDC_ALLOWED_GROUPS=svc-users", "SVC_OIDC_NAME=Test IdP", "SVC_OIDC_OWNERS=group:svc-users")
 	op.start(t, cp.url+cpOIDCCallbackPath)
 	return &cpOIDCTest{cp: cp, op: op, db: db, admin: cpSignInAdmin(t, cp, code)}
 }
@@ -171,6 +171,14 @@ func TestCPOIDCSignIn(t *testing.T) {
 	// Outside the domains, inside the group.
 	if resp, body := c.signIn(t, "gina"); resp.StatusCode != 200 || !strings.Contains(body, "gina@contractor.example") {
 		t.Errorf("gina, of the allowed group = %d\n%s", resp.StatusCode, body)
+	}
+	// SVC_OIDC_OWNERS names the group svc-users: gina joined as an owner, alice as a member.
+	for email, role := range map[string]string{"gina@contractor.example": cpRoleOwner, "alice@example.com": cpRoleMember} {
+		var got string
+		store.db.QueryRow(ctx, `SELECT m.role FROM cp.memberships m JOIN cp.users u ON u.id = m.user_id WHERE u.email = $1`, email).Scan(&got)
+		if got != role {
+			t.Errorf("%s joined as %q; want %s", email, got, role)
+		}
 	}
 
 	// Carol has an account already (an invitation): an email alone never maps.
@@ -329,29 +337,45 @@ func TestCPOIDCInChromium(t *testing.T) {
 // TestCPOIDCSettings: the control plane refuses to start with single
 // sign-on half configured, naming what is missing.
 func TestCPOIDCSettings(t *testing.T) {
-	ok := []string{"https://idp.example.com/", "id", "secret", "example.com", "", "", ""}
+	ok := []string{"https://idp.example.com/", "id", "secret", "example.com", "", "", "", ""}
 	for _, tt := range []struct {
-		args []string // issuer, client id, secret, domains, groups, org, name
+		args []string // issuer, client id, secret, domains, groups, org, name, owners
 		want string
 	}{
-		{[]string{"", "id", "", "", "", "", ""}, "SVC_OIDC_ISSUER is not"},
-		{[]string{"http://idp.example.com/", "id", "secret", "example.com", "", "", ""}, "want https"},
-		{[]string{"https://idp.example.com/?x=1", "id", "secret", "example.com", "", "", ""}, "without query"},
-		{[]string{"https://idp.example.com/", "id", "", "example.com", "", "", ""}, "SVC_OIDC_CLIENT_SECRET"},
-		{[]string{"https://idp.example.com/", "id", "secret", "", "", "", ""}, "say who may sign in"},
-		{[]string{"https://idp.example.com/", "id", "secret", "ada@example.com", "", "", ""}, "is not a domain"},
-		{[]string{"https://idp.example.com/", "id", "secret", "example.com", "", "Not A Slug", ""}, "SVC_OIDC_ORG"},
+		{[]string{"", "id", "", "", "", "", "", ""}, "SVC_OIDC_ISSUER is not"},
+		{[]string{"http://idp.example.com/", "id", "secret", "example.com", "", "", "", ""}, "want https"},
+		{[]string{"https://idp.example.com/?x=1", "id", "secret", "example.com", "", "", "", ""}, "without query"},
+		{[]string{"https://idp.example.com/", "id", "", "example.com", "", "", "", ""}, "SVC_OIDC_CLIENT_SECRET"},
+		{[]string{"https://idp.example.com/", "id", "secret", "", "", "", "", ""}, "say who may sign in"},
+		{[]string{"https://idp.example.com/", "id", "secret", "ada@example.com", "", "", "", ""}, "is not a domain"},
+		{[]string{"https://idp.example.com/", "id", "secret", "example.com", "", "Not A Slug", "", ""}, "SVC_OIDC_ORG"},
+		{[]string{"https://idp.example.com/", "id", "secret", "example.com", "", "", "", "ada@example.com, not an email"}, "SVC_OIDC_OWNERS"},
+		{[]string{"", "", "", "", "", "", "", "ada@example.com"}, "SVC_OIDC_ISSUER is not"},
 	} {
 		a := tt.args
-		if _, err := cpParseOIDC(a[0], a[1], a[2], a[3], a[4], a[5], a[6], "default"); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := cpParseOIDC(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], "default"); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("cpParseOIDC(%q) = %v; want an error saying %q", a, err, tt.want)
 		}
 	}
-	c, err := cpParseOIDC(ok[0], ok[1], ok[2], " Example.COM, @corp.example ", "eng, ops", "", "", "default")
-	if err != nil || c.Org != "default" || c.Name != "idp.example.com" || strings.Join(c.Domains, " ") != "example.com corp.example" || strings.Join(c.Groups, " ") != "eng ops" {
+	c, err := cpParseOIDC(ok[0], ok[1], ok[2], " Example.COM, @corp.example ", "eng, ops", "", "", "Ada@Example.com, group:leads", "default")
+	if err != nil || c.Org != "default" || c.Name != "idp.example.com" || strings.Join(c.Domains, " ") != "example.com corp.example" || strings.Join(c.Groups, " ") != "eng ops" ||
+		strings.Join(c.Owners, " ") != "ada@example.com group:leads" {
 		t.Errorf("cpParseOIDC = %+v, %v", c, err)
 	}
-	if c, err := cpParseOIDC("http://127.0.0.1:9/", "id", "secret", "", "eng", "", "", "default"); err != nil || c == nil {
+	for _, tt := range []struct {
+		claims cpOIDCClaims
+		owner  bool
+	}{
+		{cpOIDCClaims{Email: "ADA@example.com"}, true},
+		{cpOIDCClaims{Email: "bob@example.com", Groups: []string{"eng", "leads"}}, true},
+		{cpOIDCClaims{Email: "bob@example.com", Groups: []string{"eng"}}, false},
+		{cpOIDCClaims{Email: "group:leads"}, false},
+	} {
+		if got := c.owner(&tt.claims); got != tt.owner {
+			t.Errorf("owner(%+v) = %v; want %v", tt.claims, got, tt.owner)
+		}
+	}
+	if c, err := cpParseOIDC("http://127.0.0.1:9/", "id", "secret", "", "eng", "", "", "", "default"); err != nil || c == nil {
 		t.Errorf("http on loopback = %v", err)
 	}
 	env := map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none", "SVC_OIDC_ISSUER": "https://idp.example.com/", "SVC_OIDC_CLIENT_ID": "id"}

@@ -12,6 +12,7 @@ package main
 // (cp_proxy.go), which takes the organization's API keys too.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -477,7 +478,8 @@ func newCPFlags() *flag.FlagSet {
 	fs.String("url", "", "public URL of this control plane: the identity tokens' issuer and the sign-in page's address (default http://<addr>)")
 	fs.String("key-file", "", "the 32-byte master key sealing secrets at rest, minted 0600 when absent; unused when SVC_MASTER_KEY is set (default $XDG_CONFIG_HOME/svc/control-plane.key)")
 	fs.String("data", "", "where the control plane's own PostgreSQL keeps its cluster when DATABASE_URL is unset (default $XDG_DATA_HOME/svc/control-plane)")
-	fs.String("org", "default", "slug of the organization the first boot creates for the admin")
+	fs.String("org", "default", "slug of the organization the first boot creates for its owner")
+	fs.String("owner", "", "the email of the owner the first boot creates (default: a user named admin); later boots ignore it")
 	fs.Duration("credential-ttl", cpCredentialTTLDefault, "how long a user credential (svc login, a browser's) lives after its last use, 1m to 8784h")
 	return fs
 }
@@ -503,12 +505,19 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 	if slices.Contains(cpReservedOrgSlugs, orgSlug) {
 		return failf(codeGeneric, "pick another slug", "svc control-plane: --org %q is reserved: the control plane's own routes start with /%s/", orgSlug, orgSlug)
 	}
+	owner := fs.Lookup("owner").Value.String()
+	if owner != "" {
+		var err error
+		if owner, err = cpCheckEmail(owner); err != nil {
+			return failf(codeGeneric, "pass the first owner's email, e.g. --owner ada@example.com", "svc control-plane: --owner: %v", err)
+		}
+	}
 	credTTL := fs.Lookup("credential-ttl").Value.(flag.Getter).Get().(time.Duration)
 	if err := cpCheckCredentialTTL(credTTL); err != nil {
 		return failf(codeGeneric, "pass --credential-ttl as a Go duration, e.g. 720h", "svc control-plane: %v", err)
 	}
 	oidc, err := cpParseOIDC(c.getenv("SVC_OIDC_ISSUER"), c.getenv("SVC_OIDC_CLIENT_ID"), c.getenv("SVC_OIDC_CLIENT_SECRET"),
-		c.getenv("SVC_OIDC_ALLOWED_DOMAINS"), c.getenv("SVC_OIDC_ALLOWED_GROUPS"), c.getenv("SVC_OIDC_ORG"), c.getenv("SVC_OIDC_NAME"), orgSlug)
+		c.getenv("SVC_OIDC_ALLOWED_DOMAINS"), c.getenv("SVC_OIDC_ALLOWED_GROUPS"), c.getenv("SVC_OIDC_ORG"), c.getenv("SVC_OIDC_NAME"), c.getenv("SVC_OIDC_OWNERS"), orgSlug)
 	if err != nil {
 		return failf(codeGeneric, "see docs/security.md, Single sign-on", "svc control-plane: %v", err)
 	}
@@ -548,12 +557,12 @@ func cpRun(ctx context.Context, c *cmd, fs *flag.FlagSet) error {
 		log.Warn("audit log: " + store.rechained)
 	}
 	store.credTTL = credTTL
-	code, err := store.bootstrap(ctx, orgSlug)
+	code, err := store.bootstrap(ctx, orgSlug, owner)
 	if err != nil {
 		return err
 	}
 	if code != "" {
-		log.Warn("first boot: created the admin and organization "+orgSlug+"; this one-time sign-in code is shown only now",
+		log.Warn("first boot: created the owner "+cmp.Or(owner, "admin")+" and organization "+orgSlug+"; this one-time sign-in code is shown only now",
 			"sign_in_code", code, "use", "svc login --control-plane "+base+", then enter the code on the sign-in page")
 	}
 	if oidc != nil {

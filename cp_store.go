@@ -5,6 +5,7 @@ package main
 // svc.svc_migrations table as the platform's under a "cp/" prefix.
 
 import (
+	"cmp"
 	"context"
 	"crypto/cipher"
 	"crypto/rand"
@@ -238,10 +239,11 @@ type cpInstallation struct {
 	user string
 }
 
-// bootstrap creates, on the first boot only, the admin user, the
-// organization orgSlug they own and a one-time sign-in code, which it
-// returns; later boots return "". Concurrent first boots create one.
-func (s *cpStore) bootstrap(ctx context.Context, orgSlug string) (code string, err error) {
+// bootstrap creates, on the first boot only, the owner (of email owner,
+// checked by the caller; "" for the user "admin"), the organization
+// orgSlug they own and a one-time sign-in code, which it returns; later
+// boots return "". Concurrent first boots create one.
+func (s *cpStore) bootstrap(ctx context.Context, orgSlug, owner string) (code string, err error) {
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO cp.state (key, value) VALUES ('bootstrapped', 'true') ON CONFLICT DO NOTHING`)
 		if err != nil || tag.RowsAffected() == 0 {
@@ -254,7 +256,7 @@ func (s *cpStore) bootstrap(ctx context.Context, orgSlug string) (code string, e
 			args []any
 		}{
 			{`INSERT INTO cp.organizations (id, slug, name) VALUES ($1, $2, $2)`, []any{org, orgSlug}},
-			{`INSERT INTO cp.users (id, email, name) VALUES ($1, 'admin', 'Admin')`, []any{user}},
+			{`INSERT INTO cp.users (id, email, name) VALUES ($1, $2, $3)`, []any{user, cmp.Or(owner, "admin"), cmp.Or(strings.SplitN(owner, "@", 2)[0], "Admin")}},
 			{`INSERT INTO cp.memberships (org_id, user_id, role) VALUES ($1, $2, 'owner')`, []any{org, user}},
 			{`INSERT INTO cp.signin_codes (code_hash, user_id) VALUES ($1, $2)`, []any{cpHash(cpNormalizeCode(code)), user}},
 		} {

@@ -390,11 +390,11 @@ func newCPTestServer(t *testing.T) *cpTestServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.close)
-	code, err := store.bootstrap(ctx, "acme")
+	code, err := store.bootstrap(ctx, "acme", "")
 	if err != nil || code == "" {
 		t.Fatalf("bootstrap = %q, %v", code, err)
 	}
-	if again, _ := store.bootstrap(ctx, "acme"); again != "" {
+	if again, _ := store.bootstrap(ctx, "acme", ""); again != "" {
 		t.Fatalf("a second bootstrap minted another code")
 	}
 	keys, _ := store.identityKeys(ctx)
@@ -528,7 +528,8 @@ func TestCPReservedOrgSlug(t *testing.T) {
 
 // TestCPEmbeddedPostgres: with DATABASE_URL unset, svc control-plane
 // starts a PostgreSQL of its own under $XDG_DATA_HOME/svc/control-plane (as
-// svc dev and svc serve do), and a restart finds its organization there.
+// svc dev and svc serve do), and a restart finds its organization there;
+// its first boot's owner is the person --owner names.
 func TestCPEmbeddedPostgres(t *testing.T) {
 	t.Parallel() // waits on initdb and processes more than it computes
 	if testing.Short() {
@@ -541,10 +542,20 @@ func TestCPEmbeddedPostgres(t *testing.T) {
 	env = slices.DeleteFunc(env, func(kv string) bool { // neither: the control plane's own
 		return strings.HasPrefix(kv, "SVC_DATABASE_URL=") || strings.HasPrefix(kv, "DATABASE_URL=")
 	})
-	cp := startControlPlane(t, env)
+	if _, stderr, code := runInProcess(t, t.TempDir(), map[string]string{"SVC_MASTER_KEY": cpTestMasterKey}, "control-plane", "--owner", "not an email"); code != 1 || !strings.Contains(stderr, "--owner") {
+		t.Errorf("control-plane --owner 'not an email' = exit %d %q", code, stderr)
+	}
+	cp := startControlPlane(t, env, "--owner", "Ada@Example.com")
+	var m []string
 	eventually(t, 10*time.Second, "the first boot's sign-in code and its own cluster in the log", func() bool {
-		return cpSignInCodePattern.MatchString(cp.stderr.String()) && strings.Contains(cp.stderr.String(), "provider=local")
+		m = cpSignInCodePattern.FindStringSubmatch(cp.stderr.String())
+		return m != nil && strings.Contains(cp.stderr.String(), "provider=local")
 	})
+	var who cpWhoami
+	if st := httpJSONAuth(t, "GET", cp.url+"/api/whoami", cpSignInAdmin(t, cp, m[1]), nil, &who); st != 200 || who.User.Email != "ada@example.com" ||
+		len(who.Organizations) != 1 || who.Organizations[0].Role != cpRoleOwner {
+		t.Errorf("the first boot's owner = %d %+v; want ada@example.com, owner", st, who)
+	}
 	if resp, err := http.Get(cp.url + identJWKS); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("GET %s = %v %v", identJWKS, resp, err)
 	} else {
