@@ -175,6 +175,60 @@ func (b *boxRuntime) loadTeaching(ctx context.Context) error {
 	return nil
 }
 
+// boxTeachingPoll is how often a box looks for a teaching another replica
+// of its fleet stored (svc link reaches one replica of a fleet).
+const boxTeachingPoll = 500 * time.Millisecond
+
+// watchTeaching adopts, within boxTeachingPoll, a teaching stored in the
+// database by another replica sharing it (or by this one), and arms
+// against it: svc link teaches the replica it reaches, and every replica
+// of the fleet admits what it taught without a restart. It stops with the
+// box.
+func (b *boxRuntime) watchTeaching() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var seen time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(boxTeachingPoll):
+			}
+			var at time.Time
+			err := b.secrets.db.QueryRow(ctx, `select updated_at from svc.secrets where name = $1`, boxTeachingName).Scan(&at)
+			if err != nil || at.Equal(seen) {
+				continue // none yet, unchanged, or the database is away: asked again next time
+			}
+			seen = at
+			b.adoptTeaching(ctx)
+		}
+	}()
+	b.closers = append(b.closers, func(context.Context) error { cancel(); <-done; return nil })
+}
+
+// adoptTeaching reads the stored teaching and, when it differs from the
+// one in force, makes it the box's and arms against it.
+func (b *boxRuntime) adoptTeaching(ctx context.Context) {
+	b.teachMu.Lock()
+	defer b.teachMu.Unlock()
+	v, ok, err := b.secrets.get(ctx, boxTeachingName)
+	if err != nil || !ok {
+		return
+	}
+	var t boxTeaching
+	if json.Unmarshal(v, &t) != nil {
+		return
+	}
+	if cur := b.taught.Load(); cur != nil && *cur == t {
+		return
+	}
+	b.taught.Store(&t)
+	b.log.Info("taught (the teaching another replica stored)", "organization", t.OrganizationID, "installation", t.InstallationID, "control_plane", t.ControlPlaneURL)
+	b.arm(ctx)
+}
+
 // controlPlane returns the control plane the box trusts and why: taught >
 // SVC_CONTROL_PLANE_URL > boxDefaultControlPlane.
 func (b *boxRuntime) controlPlane() (cpURL, source string) {

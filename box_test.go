@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -499,5 +501,47 @@ func TestBoxLocalPostgres(t *testing.T) {
 	box.stop() // its whole log is read now
 	if strings.Contains(box.stderr.String(), "signing_secret") || !strings.Contains(box.stderr.String(), "provider=local") {
 		t.Errorf("the second boot: want the local cluster again and no secret:\n%s", box.stderr.String())
+	}
+}
+
+// TestBoxReplicasShareTeaching: replicas of a box on one database (the
+// PostgreSQL engine, one SVC_MASTER_KEY) adopt what svc link taught the
+// one it reached within about a second, with no restart, and a re-link to
+// another installation too (issue 38, item D); a replica whose master key
+// differs says every replica needs the same SVC_MASTER_KEY.
+func TestBoxReplicasShareTeaching(t *testing.T) {
+	t.Parallel() // waits on processes and polls more than it computes
+	db, dir := testPostgresURL(t), projectDir(t)
+	secret := []byte("replicas-secret-0123456789abcdef")
+	env := baseEnv("DATABASE_URL="+db, "SVC_MASTER_KEY="+cpTestMasterKey, "HMAC_SECRET="+string(secret), "SVC_ENGINE=postgres",
+		"SVC_STORAGE_LOCAL_OK=1", "SVC_CONTROL_PLANE_URL=http://127.0.0.1:1", "OPENAI_API_KEY=sk-test")
+	a := startBox(t, dir, t.TempDir(), env)
+	b := startBox(t, dir, t.TempDir(), env)
+	teach := func(installation string) {
+		t.Helper()
+		body, _ := json.Marshal(boxTeaching{OrganizationID: "org_replicas", InstallationID: installation, ControlPlaneURL: "http://127.0.0.1:1"})
+		if rep := boxDo(t, "POST", a.url+boxWellKnown+"/teach", body, secret, time.Now(), "", nil); rep.status != 200 {
+			t.Fatalf("teach %s = %d %s", installation, rep.status, rep.body)
+		}
+		eventually(t, 5*time.Second, "the other replica to adopt "+installation, func() bool {
+			h := boxHandshakeOf(t, b.url)
+			return h.Taught && h.InstallationID == installation && h.OrganizationID == "org_replicas"
+		})
+	}
+	teach("ins_first")
+	teach("ins_second") // a re-link to another agent
+	other := slices.Clone(env)
+	for i, kv := range other {
+		if strings.HasPrefix(kv, "SVC_MASTER_KEY=") {
+			other[i] = "SVC_MASTER_KEY=" + hex.EncodeToString([]byte("another-master-key-of-32-bytes!!"))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // it stops at boot; bounded all the same
+	defer cancel()
+	cmd := exec.CommandContext(ctx, svcBinary(t), "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), dir)
+	cmd.Env = other
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "same SVC_MASTER_KEY") {
+		t.Errorf("a replica with another master key said:\n%s\nwant it to ask for the same SVC_MASTER_KEY on every replica", out)
 	}
 }

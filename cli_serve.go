@@ -204,6 +204,7 @@ func bootBox(ctx context.Context, c *cmd, opts boxOptions, proj *project) (_ *bo
 		return nil, err
 	}
 	b.armAtBoot()
+	b.watchTeaching()
 
 	host, _ := serveBindHost(opts.addr)
 	b.apiURL = "http://" + net.JoinHostPort(displayHost(host), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))

@@ -195,7 +195,7 @@ func (s *secretStore) get(ctx context.Context, name string) (value []byte, ok bo
 	}
 	value, err = secretOpen(s.aead, sealed, []byte(name))
 	if err != nil {
-		return nil, false, fmt.Errorf("read secret %q: cannot decrypt: the master key (master.key, or svc serve's SVC_MASTER_KEY) is not the one it was sealed with; restore that key", name)
+		return nil, false, fmt.Errorf("read secret %q: cannot decrypt: the master key (master.key, or svc serve's SVC_MASTER_KEY) is not the one it was sealed with; restore that key (replicas sharing one database must all have the same SVC_MASTER_KEY: a replica's own --data/master.key cannot read the fleet's secrets)", name)
 	}
 	return value, true, nil
 }
