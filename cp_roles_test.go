@@ -46,8 +46,15 @@ var cpRoleTable = map[string]cpRoleRow{
 	"POST /api/login/device/approve": {cpUserOnly, func(string) cpRoleSample {
 		return cpRoleSample{method: "POST", path: "/api/login/device/approve", body: map[string]string{"user_code": "BCDF-GHJK"}}
 	}},
-	"POST /api/logout":           {cpUserOnly, func(string) cpRoleSample { return cpRoleSample{method: "POST", path: "/api/logout", fresh: true} }},
-	"GET /api/whoami":            {cpUserOnly, func(string) cpRoleSample { return cpRoleSample{method: "GET", path: "/api/whoami"} }},
+	"POST /api/logout": {cpUserOnly, func(string) cpRoleSample { return cpRoleSample{method: "POST", path: "/api/logout", fresh: true} }},
+	"GET /api/whoami":  {cpUserOnly, func(string) cpRoleSample { return cpRoleSample{method: "GET", path: "/api/whoami"} }},
+	"GET /api/orgs":    {cpUserOnly, func(string) cpRoleSample { return cpRoleSample{method: "GET", path: "/api/orgs"} }},
+	"POST /api/orgs": {cpUserOnly, func(string) cpRoleSample {
+		return cpRoleSample{method: "POST", path: "/api/orgs", body: map[string]string{"slug": "Bad Slug"}}
+	}},
+	"PATCH /api/orgs/{org}": {cpAdmin, func(string) cpRoleSample {
+		return cpRoleSample{method: "PATCH", path: "/api/orgs/default", body: map[string]string{"name": ""}}
+	}},
 	"GET /api/orgs/{org}/agents": {cpMember, func(string) cpRoleSample { return cpRoleSample{method: "GET", path: "/api/orgs/default/agents"} }},
 	"POST /api/orgs/{org}/agents": {cpAdmin, func(string) cpRoleSample {
 		return cpRoleSample{method: "POST", path: "/api/orgs/default/agents", body: map[string]string{"slug": "Bad Slug"}}
