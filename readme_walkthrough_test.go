@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,13 +29,23 @@ func TestREADMEWalkthroughs(t *testing.T) {
 		t.Skip("runs svc dev, a control plane and a box as processes")
 	}
 	steps := readmeSteps(t, "README.md")
+	// The fleet recipe of docs/engine.md runs on after the deploy
+	// walkthrough, in its session: its control plane, sign-in and agent.
+	fleet := readmeSteps(t, "docs/engine.md")["A fleet on one machine"]
+	if len(fleet) < 5 {
+		t.Fatalf("docs/engine.md's fleet recipe has %d blocks marked readme-test; want the recipe", len(fleet))
+	}
 	for _, section := range []string{"Quick start", "Deploy a box and link it"} {
 		t.Run(strings.ReplaceAll(section, " ", "_"), func(t *testing.T) {
 			if len(steps[section]) < 3 {
 				t.Fatalf("the README's %q has %d blocks marked readme-test; want its walkthrough", section, len(steps[section]))
 			}
 			s := newReadmeSession(t)
-			for _, st := range steps[section] {
+			walk := steps[section]
+			if section == "Deploy a box and link it" {
+				walk = append(slices.Clip(walk), fleet...)
+			}
+			for _, st := range walk {
 				s.step(st)
 			}
 			s.stopAll()
@@ -178,21 +189,32 @@ type readmeProc struct {
 func newReadmeSession(t *testing.T) *readmeSession {
 	dir := t.TempDir()
 	base := freePortBase(t)
-	cpPort, boxPort := freePortBase(t), freePortBase(t)
+	cpPort, boxPort, fleetPort := freePortBase(t), freePortBase(t), freePortBase(t)
 	model := newFakeProvider(t)
 	s := &readmeSession{
 		t: t, dir: dir, state: filepath.Join(t.TempDir(), "state.sh"),
 		vars: map[string]string{}, procs: map[string]*readmeProc{},
 		cpURL: fmt.Sprintf("http://127.0.0.1:%d", cpPort),
 	}
-	s.env = baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CP_DATABASE_URL="+testPostgresURL(t),
+	s.env = baseEnv("XDG_CONFIG_HOME="+t.TempDir(), "CP_DATABASE_URL="+testPostgresURL(t), "FLEET_DATABASE_URL="+testPostgresURL(t),
 		"OPENAI_BASE_URL="+model.URL+"/v1", fmt.Sprintf("SVC_DEV_PORT_OFFSET=%d", base-4242))
 	s.subst = []string{
 		"go build -o svc .", "cp " + strconv.Quote(svcBinary(t)) + " svc",
 		"sk-…", "sk-readme-test",
 		"127.0.0.1:4300", strings.TrimPrefix(s.cpURL, "http://"),
 		"127.0.0.1:8080", fmt.Sprintf("127.0.0.1:%d", boxPort),
+		// docs/engine.md's fleet: the balancer and its two replicas.
+		"127.0.0.1:8090", fmt.Sprintf("127.0.0.1:%d", fleetPort),
+		"127.0.0.1:8091", fmt.Sprintf("127.0.0.1:%d", fleetPort+1),
+		"127.0.0.1:8092", fmt.Sprintf("127.0.0.1:%d", fleetPort+2),
 	}
+	// The fleet's balancer runs as a daemon: stopped however the test ends.
+	t.Cleanup(func() {
+		lb := filepath.Join(dir, "fleet-lb")
+		if _, err := os.Stat(filepath.Join(lb, "nginx.pid")); err == nil {
+			exec.Command("nginx", "-p", lb, "-c", "nginx.conf", "-e", "error.log", "-s", "stop").Run()
+		}
+	})
 	// As root, svc dev and the box keep their clusters outside the project
 	// (postgres.go): remove the walkthroughs' when the test ends.
 	for _, d := range []string{filepath.Join(dir, "demo"), filepath.Join(dir, "hello"), filepath.Join(dir, "hello-data", "postgres")} {
