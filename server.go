@@ -63,7 +63,7 @@ func routeTable(s *server) []route {
 		{"GET", "/api/workflows/{name}/schema", "a workflow's input and output JSON Schemas", s.handleWorkflowSchema},
 		{"POST", "/api/workflows/{name}/start", "start a durable run; body = input JSON (empty = {}); 202 + receipt; ?wait=30s: 200 + the run once it ended", s.handleStartWorkflow},
 		{"GET", "/api/runs/stats", "the overview of the runs created since ?since= (an RFC 3339 time or an age, default 1h) in buckets of ?bucket= (default a 60th of the range): counts by status a bucket, each workflow's runs, failure rate and p50/p95 duration, what is active now, the top errors", s.handleRunStats},
-		{"GET", "/api/runs", "run records, newest first, and the starts queued behind a concurrency limit; ?workflow, status, trigger, agent, since, until, q (text of input, output or error), view=summary, limit, cursor; any other parameter is 400", s.handleListRuns},
+		{"GET", "/api/runs", "run records, newest first, and the starts queued behind a concurrency limit; ?workflow, status (several, comma-separated), trigger, agent, session (an agent's durable session), rerunOf (the reruns of a run), since, until, q (text of input, output or error), view=summary, limit, cursor; any other parameter is 400", s.handleListRuns},
 		{"GET", "/api/runs/{runId}", "one run with its step timeline; ?wait=30s long-polls until terminal", s.handleGetRun},
 		{"POST", "/api/runs/{runId}/cancel", "cancel an active run", s.handleCancelRun},
 		{"POST", "/api/runs/{runId}/rerun", `a new run of the run's workflow with its input, linked by rerunOf; {"fromStep": N} reuses the outcomes of the steps before N; answered as a start`, s.handleRerun},
