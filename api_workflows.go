@@ -177,7 +177,7 @@ func (s *server) handleRerun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var se *startError
-	if errors.As(err, &se) || errors.Is(err, errJournalUnavailable) {
+	if errors.As(err, &se) || errors.Is(err, errJournalUnavailable) || errors.Is(err, errJournalOutcomeUnknown) {
 		s.writeStartError(w, err)
 		return
 	}
@@ -220,6 +220,12 @@ const journalRetryAfter = "5"
 // is a change refused because the journal cannot write, and reports
 // whether it did.
 func writeUnavailable(w http.ResponseWriter, err error) bool {
+	if errors.Is(err, errJournalOutcomeUnknown) {
+		w.Header().Set("Retry-After", journalRetryAfter)
+		writeAPIError(w, http.StatusServiceUnavailable, apiError{Code: "outcome_unknown", Message: err.Error() +
+			"; send a start again only with an Idempotency-Key (the same key answers the first start's receipt), or check first"})
+		return true
+	}
 	if !errors.Is(err, errJournalUnavailable) {
 		return false
 	}

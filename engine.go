@@ -580,6 +580,12 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		if writing != nil {
 			e.idemEnd(ev.Idem, writing)
 		}
+		if errors.Is(err, errJournalOutcomeUnknown) {
+			if ev.Run != "" {
+				return startReceipt{}, fmt.Errorf("%w: GET /api/runs/%s says whether run %s started", err, ev.Run, ev.Run)
+			}
+			return startReceipt{}, fmt.Errorf("%w: GET /api/runs/%s says whether the start was queued", err, ev.Queue)
+		}
 		if err != nil {
 			return startReceipt{}, err
 		}
@@ -720,6 +726,9 @@ func (e *engine) appendLocked(ev *journalEvent, d engineDurability, inflight *en
 			e.otelEventLocked(ev)
 		}
 		e.mu.Unlock()
+		if errors.Is(err, errJournalOutcomeUnknown) {
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %v", errJournalUnavailable, err)
 		}

@@ -31,6 +31,13 @@ const (
 // has recovered.
 var errJournalUnavailable = errors.New("the journal cannot write")
 
+// errJournalOutcomeUnknown wraps a change whose commit the database lost
+// the answer to (it failed over, or its connection broke, while the commit
+// was under way) and whose outcome could not be read back in time: it may
+// have been recorded. Never reported as errJournalUnavailable, which says
+// nothing was.
+var errJournalOutcomeUnknown = errors.New("the database failed while this change was being committed, and whether it was recorded could not be checked yet")
+
 // journalHealth is the journal's state as the health route reports it.
 type journalHealth struct {
 	State string `json:"state"`           // "ok" or "failed"

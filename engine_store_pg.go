@@ -48,6 +48,7 @@ package main
 // every live replica has applied.
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -55,6 +56,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -552,12 +555,19 @@ func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error
 	var upto int64
 	var err error
 	if !reap && !leave {
-		foreign, upto, err = l.appendBatch(ctx, recs, commitMode)
+		after := l.delivered.Load()
+		foreign, upto, err = l.appendBatch(ctx, recs, after, commitMode)
+		if engineStorePGOutcomeUnknown(err) {
+			foreign, upto, err = l.resolve(recs, after, err)
+		}
 	} else {
 		recs, foreign, upto, err = l.appendTx(ctx, recs, commitMode, reap, leave)
 	}
 	if errors.Is(err, errEngineLeaseLost) {
 		return errEngineLeaseLost
+	}
+	if errors.Is(err, errJournalOutcomeUnknown) {
+		return err // never "nothing was recorded" for what may have been
 	}
 	if err != nil && time.Now().After(*l.deadline.Load()) {
 		// The lease ran out while the transaction was open (this process
@@ -580,8 +590,7 @@ func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error
 // PostgreSQL in one pipelined batch, one round trip instead of seven. An
 // insert the fence refuses inserts nothing, so committing it is harmless;
 // it returns errEngineLeaseLost then.
-func (l *engineStorePGLog) appendBatch(ctx context.Context, recs [][]byte, commitMode string) (foreign [][]byte, upto int64, err error) {
-	after := l.delivered.Load()
+func (l *engineStorePGLog) appendBatch(ctx context.Context, recs [][]byte, after int64, commitMode string) (foreign [][]byte, upto int64, err error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(engineStorePGTxSQL, commitMode, l.s.idleInTxSetting())
@@ -621,6 +630,68 @@ func (l *engineStorePGLog) appendBatch(ctx context.Context, recs [][]byte, commi
 		return nil, 0, errEngineLeaseLost
 	}
 	return foreign, last, nil
+}
+
+// engineStorePGResolveTimeout bounds how long a commit whose answer was
+// lost is looked for in the log: the time a failover takes to serve again
+// (a variable for the tests' sake).
+var engineStorePGResolveTimeout = 30 * time.Second
+
+// engineStorePGOutcomeUnknown reports whether err leaves an append's commit
+// undecided: the connection broke, or the server shut down (SQLSTATE
+// classes 57 and 08), after the batch may have reached COMMIT. An error the
+// server reported for a statement aborts the transaction (nothing
+// committed), and one pgx raised before sending anything is safe.
+func engineStorePGOutcomeUnknown(err error) bool {
+	if err == nil || errors.Is(err, errEngineLeaseLost) || pgconn.SafeToRetry(err) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "57") || strings.HasPrefix(pe.Code, "08")
+	}
+	return true
+}
+
+// resolve finds out whether recs, whose commit failed with cause, are in
+// the log after seq after: read back on whatever server the pool reaches
+// now (the new primary, with a multi-host DATABASE_URL), for up to
+// engineStorePGResolveTimeout. In it (appends take turns, so a batch is
+// contiguous): they are delivered as committed. Absent from a log that
+// answered: they were not committed, and cause stands. Never answered:
+// errJournalOutcomeUnknown.
+func (l *engineStorePGLog) resolve(recs [][]byte, after int64, cause error) (foreign [][]byte, upto int64, err error) {
+	l.s.log.Warn("the database failed while an append was committing: looking for it in the log", "err", cause, "records", len(recs))
+	deadline := time.Now().Add(engineStorePGResolveTimeout)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
+		rows, qerr := l.s.db.Query(ctx, `SELECT seq, data FROM svc_engine.events WHERE seq > $1 ORDER BY seq`, after)
+		var seqs []int64
+		var datas [][]byte
+		if qerr == nil {
+			var seq int64
+			var data []byte
+			_, qerr = pgx.ForEachRow(rows, []any{&seq, &data}, func() error {
+				seqs, datas = append(seqs, seq), append(datas, slices.Clone(data))
+				return nil
+			})
+		}
+		cancel()
+		if qerr == nil {
+			for i := range datas {
+				if i+len(recs) <= len(datas) && bytes.Equal(datas[i], recs[0]) && bytes.Equal(datas[i+len(recs)-1], recs[len(recs)-1]) {
+					l.s.log.Warn("the append had committed before the database failed: it stands", "seq", seqs[i+len(recs)-1])
+					return datas[:i], seqs[i+len(recs)-1], nil
+				}
+			}
+			l.s.log.Warn("the append had not committed before the database failed: nothing of it was recorded")
+			return nil, 0, cause
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return nil, 0, fmt.Errorf("%w: %v (reading it back: %v)", errJournalOutcomeUnknown, cause, qerr)
+		}
+		time.Sleep(wait)
+	}
 }
 
 // appendTx is write's transaction when it reaps or leaves, statement by

@@ -236,8 +236,8 @@ type testEngine struct {
 func newTestEngine(t *testing.T) *testEngine { return newTestEngineOn(t, engineKindFile) }
 
 // newTestEngineOn writes the workflows into a project and opens the engine
-// on store.
-func newTestEngineOn(t *testing.T, store string) *testEngine {
+// on store, after setup changed what it opens with.
+func newTestEngineOn(t *testing.T, store string, setup ...func(*testEngine)) *testEngine {
 	dir := t.TempDir()
 	for f, src := range engineWorkflows {
 		writeFile(t, dir, f, src)
@@ -247,6 +247,9 @@ func newTestEngineOn(t *testing.T, store string) *testEngine {
 		t.Fatalf("compile: %v %v", cerr, cat.Failed)
 	}
 	te := &testEngine{dir: dir, cat: cat, counter: newStepCounter(t), store: store}
+	for _, f := range setup {
+		f(te)
+	}
 	te.open(t)
 	return te
 }

@@ -261,6 +261,9 @@ func mcpStartFailure(err error) error {
 // mcpEngineFailure says what to do about an engine error every tool may
 // meet: a journal that cannot write.
 func mcpEngineFailure(err error) error {
+	if errors.Is(err, errJournalOutcomeUnknown) {
+		return mcpFail("outcome_unknown: %v; check before you start it again", err)
+	}
 	if errors.Is(err, errJournalUnavailable) {
 		return mcpFail("journal_unavailable: nothing was recorded: %v; free disk space under .svc/journal, then retry", err)
 	}
