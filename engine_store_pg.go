@@ -249,6 +249,9 @@ func (s *engineStorePG) ensureSchema(ctx context.Context) error {
 func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGReplayTimeout)
 	defer cancel()
+	if err := s.checkSession(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.ensureSchema(ctx); err != nil {
 		return nil, err
 	}
@@ -270,6 +273,43 @@ func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 	go l.renewLoop()
 	go l.listen()
 	return l, nil
+}
+
+// engineStorePGSessionWait is how long checkSession waits for its
+// notification to come back.
+const engineStorePGSessionWait = 3 * time.Second
+
+// errEngineNoSession refuses a database connection that does not keep a
+// session.
+var errEngineNoSession = errors.New("DATABASE_URL does not keep a session: a notification sent on it never came back on the connection that listened " +
+	"(a connection pooler in transaction or statement mode, such as PgBouncer's pool_mode = transaction?); the PostgreSQL engine needs a direct " +
+	"connection or session pooling: LISTEN wakes the replicas and chat sessions hold advisory locks, and both are lost when a pooler hands the connection to another client")
+
+// checkSession makes sure a connection keeps its session, as LISTEN and
+// session advisory locks need: it listens on a channel of its own on one
+// connection, notifies it on another, and refuses the database
+// (errEngineNoSession) when the notification does not come back. Under
+// a pooler in transaction mode the listening session is handed to other
+// clients, and the notification is lost without an error.
+func (s *engineStorePG) checkSession(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.db.Config().ConnConfig.Copy())
+	if err != nil {
+		return s.fault("connect to check the session", err)
+	}
+	defer conn.Close(context.Background())
+	channel := "svc_session_check_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	if _, err := conn.Exec(ctx, "LISTEN "+channel, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return s.fault("listen to check the session", err)
+	}
+	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, 'check')", pgx.QueryExecModeSimpleProtocol, channel); err != nil {
+		return s.fault("notify to check the session", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, engineStorePGSessionWait)
+	defer cancel()
+	if _, err := conn.WaitForNotification(wctx); err != nil {
+		return errEngineNoSession
+	}
+	return nil
 }
 
 // leave deletes this replica's row at epoch, if it is still there.

@@ -5,8 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -212,4 +218,58 @@ func TestEnginePGCommitOutcomeUnknown(t *testing.T) {
 		t.Fatalf("a start whose outcome could not be read back = %v; want outcome unknown", err)
 	}
 	eventually(t, 30*time.Second, "the run of the unknown start, once the database is back", func() bool { return runsOf("unknown") == 1 })
+}
+
+// TestEnginePGRefusesTransactionPooling puts PgBouncer in transaction mode
+// (Debian's pgbouncer) between the PostgreSQL engine and its database:
+// the engine refuses it at open, saying why (a notification never comes
+// back: LISTEN and session advisory locks need a session), where it used
+// to run with its wake-ups and chat session locks silently broken.
+func TestEnginePGRefusesTransactionPooling(t *testing.T) {
+	bouncer, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		t.Fatalf("this test needs Debian's pgbouncer (apt-get install pgbouncer; .ci/run installs it): %v", err)
+	}
+	u, err := url.Parse(testPostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	port := freePortBase(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755) // pgbouncer drops root for nobody, who reads its files
+	conf := filepath.Join(dir, "pgbouncer.ini")
+	writeFile(t, dir, "pgbouncer.ini", fmt.Sprintf(`[databases]
+svc = host=%s port=%s dbname=%s user=%s password=%s
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = any
+pool_mode = transaction
+ignore_startup_parameters = extra_float_digits,application_name,search_path
+`, u.Hostname(), u.Port(), strings.TrimPrefix(u.Path, "/"), u.User.Username(), pw, port))
+	os.Chmod(conf, 0o644)
+	cmd := exec.Command(bouncer, "-u", "nobody", conf)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pooled := fmt.Sprintf("postgres://%s@127.0.0.1:%d/svc", u.User.Username(), port)
+	var pool *pgxpool.Pool
+	eventually(t, 10*time.Second, "pgbouncer to serve", func() bool {
+		pool, err = pgxpool.New(context.Background(), pooled)
+		if err == nil && pool.Ping(context.Background()) != nil {
+			pool.Close()
+			err = errors.New("not yet")
+		}
+		return err == nil
+	})
+	defer pool.Close()
+	_, err = newEngineStorePG(pool, engineTestLease, discardLogger()).open(engineLogHooks{})
+	if !errors.Is(err, errEngineNoSession) {
+		t.Fatalf("the engine through pgbouncer in transaction mode = %v; want errEngineNoSession\npgbouncer:\n%s", err, out.String())
+	}
 }
