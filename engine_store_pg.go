@@ -249,8 +249,10 @@ func (s *engineStorePG) ensureSchema(ctx context.Context) error {
 func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGReplayTimeout)
 	defer cancel()
-	if err := s.checkSession(ctx); err != nil {
+	if err := pgCheckSession(ctx, s.db); errors.Is(err, errEngineNoSession) {
 		return nil, err
+	} else if err != nil {
+		return nil, s.fault("check the session", err)
 	}
 	if err := s.ensureSchema(ctx); err != nil {
 		return nil, err
@@ -285,24 +287,24 @@ var errEngineNoSession = errors.New("DATABASE_URL does not keep a session: a not
 	"(a connection pooler in transaction or statement mode, such as PgBouncer's pool_mode = transaction?); the PostgreSQL engine needs a direct " +
 	"connection or session pooling: LISTEN wakes the replicas and chat sessions hold advisory locks, and both are lost when a pooler hands the connection to another client")
 
-// checkSession makes sure a connection keeps its session, as LISTEN and
-// session advisory locks need: it listens on a channel of its own on one
-// connection, notifies it on another, and refuses the database
-// (errEngineNoSession) when the notification does not come back. Under
-// a pooler in transaction mode the listening session is handed to other
+// pgCheckSession makes sure db's connections keep their session, as
+// LISTEN and session advisory locks need: it listens on a channel of its
+// own on one connection, notifies it on another, and refuses the database
+// (errEngineNoSession) when the notification does not come back. Under a
+// pooler in transaction mode the listening session is handed to other
 // clients, and the notification is lost without an error.
-func (s *engineStorePG) checkSession(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.db.Config().ConnConfig.Copy())
+func pgCheckSession(ctx context.Context, db *pgxpool.Pool) error {
+	conn, err := pgx.ConnectConfig(ctx, db.Config().ConnConfig.Copy())
 	if err != nil {
-		return s.fault("connect to check the session", err)
+		return err
 	}
 	defer conn.Close(context.Background())
 	channel := "svc_session_check_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	if _, err := conn.Exec(ctx, "LISTEN "+channel, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return s.fault("listen to check the session", err)
+		return err
 	}
-	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, 'check')", pgx.QueryExecModeSimpleProtocol, channel); err != nil {
-		return s.fault("notify to check the session", err)
+	if _, err := db.Exec(ctx, "SELECT pg_notify($1, 'check')", pgx.QueryExecModeSimpleProtocol, channel); err != nil {
+		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, engineStorePGSessionWait)
 	defer cancel()

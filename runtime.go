@@ -138,6 +138,11 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 		return fmt.Errorf("connect PostgreSQL: %w", err)
 	}
 	rt.closers = append(rt.closers, func(context.Context) error { rt.db.Close(); return nil })
+	if err := pgCheckSession(ctx, rt.db); errors.Is(err, errEngineNoSession) {
+		return &cliError{Code: codeGeneric, Message: err.Error(), Err: err, Hint: "point DATABASE_URL at PostgreSQL itself, or at a pool in session mode"}
+	} else if err != nil {
+		return fmt.Errorf("check the PostgreSQL session: %w", err)
+	}
 	rt.platform = newJSPlatform()
 	if rt.platform.sql, err = newSQLHost(o.PostgresURL); err != nil {
 		return err
