@@ -122,33 +122,49 @@ func (e *engine) knows(ctx context.Context, id string) bool {
 }
 
 // claimRecord encodes the claim by which by takes over the runs from owned
-// (by "": from releases them). The PostgreSQL log appends it when it reaps
-// an expired replica or closes.
-func claimRecord(from, by string) []byte {
-	b, err := encodeRecord(&journalEvent{Type: evClaim, At: time.Now().UnixMicro(), From: from, By: by})
+// (by "": from releases them), or, with spread, by which they are dealt out
+// over those live replicas. The PostgreSQL log appends it when it reaps an
+// expired replica or closes.
+func claimRecord(from, by string, spread []string) []byte {
+	b, err := encodeRecord(&journalEvent{Type: evClaim, At: time.Now().UnixMicro(), From: from, By: by, Owners: spread})
 	if err != nil {
 		panic(err) // plain strings always encode
 	}
 	return b
 }
 
-// applyClaim moves the unfinished runs of ev.From to ev.By. The new owner
-// settles what was in flight and resumes them; a release (By "") is
-// claimed by whichever replica's claim comes first.
+// applyClaim moves the unfinished runs of ev.From to ev.By, or, when the
+// claim names the live replicas (ev.Owners), deals them out over those in
+// turn, in the order of their ids: the same on every replica, so a dead
+// replica's work is spread over the survivors, not all on the first that
+// reaped it. Each new owner settles what was in flight and resumes its
+// share; a release (By "") is claimed by whichever replica's claim comes
+// first.
 func (e *engine) applyClaim(ev *journalEvent) (after []func()) {
 	var ids []string
 	for id, r := range e.st.Runs {
 		if r.Owner == ev.From && !terminal(r.Status) {
-			r.Owner = ev.By
-			r.settling = ev.By == e.self && e.self != ""
 			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var mine []string
+	for i, id := range ids {
+		r := e.st.Runs[id]
+		r.Owner = ev.By
+		if len(ev.Owners) > 0 {
+			r.Owner = ev.Owners[i%len(ev.Owners)]
+		}
+		r.settling = r.Owner == e.self && e.self != ""
+		if r.settling {
+			mine = append(mine, id)
 		}
 	}
 	switch {
 	case e.self == "" || len(ids) == 0:
-	case ev.By == e.self:
-		e.log.Info("this replica took over runs", "from", ev.From, "runs", len(ids))
-		after = append(after, func() { e.resumeRuns(ids) })
+	case len(mine) > 0:
+		e.log.Info("this replica took over runs", "from", ev.From, "runs", len(mine), "of", len(ids))
+		after = append(after, func() { e.resumeRuns(mine) })
 	case ev.By == "":
 		after = append(after, e.claimReleased)
 	}

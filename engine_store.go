@@ -52,8 +52,9 @@ type engineLogHooks struct {
 	// engine applies them (engine_replica.go). Calls never overlap.
 	deliver func(recs [][]byte, upto int64)
 	// claim encodes the record by which replica by takes over the runs of
-	// replica from (by "": from releases them); shared logs only.
-	claim func(from, by string) []byte
+	// replica from (by "": from releases them), spread over the live
+	// replicas spread when there are any; shared logs only.
+	claim func(from, by string, spread []string) []byte
 }
 
 // engineDurability is how soon a record appended to the log must be on

@@ -252,7 +252,7 @@ func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 	if err := pgCheckSession(ctx, s.db); errors.Is(err, errEngineNoSession) {
 		return nil, err
 	} else if err != nil {
-		return nil, s.fault("check the session", err)
+		return nil, s.fault("check that svc_engine's connections keep a session", err)
 	}
 	if err := s.ensureSchema(ctx); err != nil {
 		return nil, err
@@ -758,13 +758,23 @@ func (l *engineStorePGLog) appendTx(ctx context.Context, recs [][]byte, commitMo
 			if err != nil {
 				return err
 			}
+			var live []string
+			if len(dead) > 0 {
+				rows, err := tx.Query(ctx, `SELECT owner FROM svc_engine.replicas WHERE lease_until > now() ORDER BY owner`)
+				if err != nil {
+					return err
+				}
+				if live, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+					return err
+				}
+			}
 			for _, d := range dead {
-				l.s.log.Warn("engine replica's lease expired: this replica claims its runs", "expired", d, "owner", l.s.owner)
-				recs = append(recs, l.h.claim(d, l.s.owner))
+				l.s.log.Warn("engine replica's lease expired: its runs are dealt out over the live replicas", "expired", d, "owner", l.s.owner, "live", len(live))
+				recs = append(recs, l.h.claim(d, l.s.owner, live))
 			}
 		}
 		if leave {
-			recs = append(recs, l.h.claim(l.s.owner, ""))
+			recs = append(recs, l.h.claim(l.s.owner, "", nil))
 		}
 		after := l.delivered.Load()
 		rows, err := tx.Query(ctx, engineStorePGReadSQL, after, engineStorePGReadAll)

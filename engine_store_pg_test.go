@@ -296,20 +296,42 @@ func TestEngineReplicas(t *testing.T) {
 		}
 	}
 
-	// SIGKILL with a run asleep on a: another replica claims it after the
-	// lease and finishes it.
+	// SIGKILL with runs asleep on a: the other replicas claim them after
+	// the lease, dealt out over both (issue 39, item 3), and finish them.
 	nap := a.start(t, "napper", `{"id":"nap","ms":1500}`)
-	eventually(t, 20*time.Second, "the napper asleep on a", func() bool { return counter.count("nap-before") == 1 })
+	naps := []string{nap.RunID}
+	for i := range 5 {
+		naps = append(naps, a.start(t, "napper", fmt.Sprintf(`{"id":"nap%d","ms":1500}`, i)).RunID)
+	}
+	eventually(t, 20*time.Second, "the nappers asleep on a", func() bool {
+		n := counter.count("nap-before")
+		for i := range 5 {
+			n += counter.count(fmt.Sprintf("nap%d-before", i))
+		}
+		return n == 6
+	})
 	killed := time.Now()
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	<-a.exited
-	eventually(t, 30*time.Second, "a's run claimed by another replica", func() bool {
-		o := b.run(t, nap.RunID).Owner
-		return o == ownerOf(b) || o == ownerOf(c)
+	dealt := map[string]int{}
+	eventually(t, 30*time.Second, "a's runs claimed by the other replicas", func() bool {
+		clear(dealt)
+		for _, id := range naps {
+			dealt[b.run(t, id).Owner]++
+		}
+		return dealt[ownerOf(b)]+dealt[ownerOf(c)] == len(naps)
 	})
-	t.Logf("takeover after SIGKILL: %v (lease %v)", time.Since(killed).Round(time.Millisecond), lease)
-	if r := b.await(t, nap.RunID); r.Status != runCompleted || counter.count("nap-after") != 1 {
-		t.Fatalf("the napper after its replica died = %s %+v, nap-after ran %d times", r.Status, r.Error, counter.count("nap-after"))
+	t.Logf("takeover after SIGKILL: %v (lease %v); runs dealt out %v", time.Since(killed).Round(time.Millisecond), lease, dealt)
+	if dealt[ownerOf(b)] != 3 || dealt[ownerOf(c)] != 3 {
+		t.Errorf("a's six runs were dealt out %v; want three to each survivor", dealt)
+	}
+	for _, id := range naps {
+		if r := b.await(t, id); r.Status != runCompleted {
+			t.Fatalf("a napper after its replica died = %s %+v", r.Status, r.Error)
+		}
+	}
+	if counter.count("nap-after") != 1 {
+		t.Fatalf("nap-after ran %d times; want once", counter.count("nap-after"))
 	}
 
 	// A stall: b stops past its lease with a run asleep; c claims it.

@@ -64,6 +64,7 @@ type journalEvent struct {
 	Conv      string          `json:"cv,omitempty"`
 	Calls     []*durableCall  `json:"calls,omitempty"` // evTurn: the tool calls of the turn; evStart, evQueue of a retry from a step: the calls it reuses
 	RerunOf   string          `json:"ro,omitempty"`    // evStart, evQueue: the run this one reruns (engine_rerun.go; Seq: the step it retries from)
+	Owners    []string        `json:"ow,omitempty"`    // evClaim: the live replicas From's runs are dealt out over (engine_replica.go)
 	Level     string          `json:"lv,omitempty"`    // evLog
 	Message   string          `json:"m,omitempty"`     // evLog
 	Idem      string          `json:"ik,omitempty"`    // evStart, evQueue: the start's idempotency key
