@@ -58,6 +58,7 @@ test("Run again and Retry from step make linked runs; the retry reuses step 1 an
   }
   assert.equal(failed?.status, "failed", "the first checkout fails at its charge");
   await page.goto(base + `/#/runs/${failed.runId}`);
+  await page.locator("dl.facts", { hasText: failed.runId }).waitFor(); // the new page, not the last one still shown
   await waitStatus("failed");
   await page.getByRole("button", { name: "Run again" }).click();
   await page.waitForURL((u) => /#\/runs\/[^?]+$/.test(u.hash) && !u.hash.endsWith(failed.runId));
@@ -78,6 +79,7 @@ test("Run again and Retry from step make linked runs; the retry reuses step 1 an
   assert.equal(probe.status, "completed", "the fixed checkout completes");
 
   await page.goto(base + `/#/runs/${failed.runId}`);
+  await page.locator("dl.facts", { hasText: failed.runId }).waitFor(); // the new page, not the last one still shown
   await page.locator('#timeline li.call[data-seq="2"] button.label').click();
   await page.getByRole("button", { name: "Retry from step #2" }).click();
   await page.waitForURL((u) => /#\/runs\/[^?]+$/.test(u.hash) && !u.hash.endsWith(failed.runId) && !u.hash.endsWith(againId));
@@ -96,6 +98,7 @@ test("Run again and Retry from step make linked runs; the retry reuses step 1 an
 
   // The first run links to both of its reruns, newest first.
   await page.goto(base + `/#/runs/${failed.runId}`);
+  await page.locator("dl.facts", { hasText: failed.runId }).waitFor(); // the new page, not the last one still shown
   await page.locator("#reruns a").nth(1).waitFor();
   assert.deepEqual(await page.locator("#reruns a").allTextContents(), [retryId, againId]);
   assert.deepEqual((await getRun(failed.runId)).reruns, [retryId, againId]);
@@ -169,12 +172,14 @@ test("an agent's turn lays open its model calls, tool arguments and approval; th
   assert.ok(first.steps.every((c) => c.status !== "waiting"), "the ended first turn shows no waiting call");
 
   await page.goto(base + `/#/runs/${first.runId}`);
+  await page.locator("dl.facts", { hasText: first.runId }).waitFor();
   const asked = page.locator('#timeline li.call.tool');
   await asked.waitFor();
   assert.match(await asked.textContent(), /refund.*asked for approval/);
   assert.equal(await page.locator("#timeline li.call.waiting").count(), 0);
 
   await page.goto(base + `/#/runs/${second.runId}`);
+  await page.locator("dl.facts", { hasText: second.runId }).waitFor(); // the new page, not the last one still shown
   const model = page.locator("#timeline li.call.model").first();
   await model.waitFor();
   const figures = second.steps.find((c) => c.kind === "model").model;
