@@ -188,21 +188,21 @@ func (f *replicaFleet) transcript(session string) (items []agentHistoryItem, cod
 	return items, code
 }
 
-// TestReplicaCrash runs three replicas under continuous load (plain,
+// TestReplicaCrash runs four replicas under continuous load (plain,
 // serial, sleeping, hooked and child workflows, and durable chat turns,
 // streamed and not) and SIGKILLs one at random every few seconds,
-// restarting it: at least SVC_TEST_REPLICA_KILLS kills (12 by default; the
-// issue's 100 with SVC_TEST_REPLICA_KILLS=100). Then: no acknowledged start
+// restarting it: at least SVC_TEST_REPLICA_KILLS kills (100 by default, as
+// issue 39 asks; a killed replica's runs are dealt out over the others). Then: no acknowledged start
 // lost, no run ended twice, no two lane runs overlapping, every run ended;
 // every answered chat turn is in its session once, and a next turn on each
 // session is answered with the whole transcript. It prints the counts and
 // the time from a kill to the claim of the killed replica's runs (p50/p99).
 func TestReplicaCrash(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs three svc serve processes and kills them")
+		t.Skip("runs four svc serve processes and kills them")
 	}
-	needsLong(t, "kills replicas under load for a minute")
-	kills := 12
+	needsLong(t, "kills replicas under load for minutes")
+	kills := 100
 	if v, err := strconv.Atoi(os.Getenv("SVC_TEST_REPLICA_KILLS")); err == nil && v > 0 {
 		kills = v
 	}
@@ -216,7 +216,7 @@ func TestReplicaCrash(t *testing.T) {
 	fake := newFakeProvider(t)
 	dbURL := testPostgresURL(t)
 	secret := strings.Repeat("ab", 32)
-	f := &replicaFleet{t: t, dir: dir, secret: []byte(secret), boxes: make([]*pgBox, 3),
+	f := &replicaFleet{t: t, dir: dir, secret: []byte(secret), boxes: make([]*pgBox, 4),
 		env: baseEnv("DATABASE_URL="+dbURL, "HMAC_SECRET="+secret, "SVC_MASTER_KEY="+strings.Repeat("cd", 32), "OPENAI_API_KEY=sk-test",
 			"OPENAI_BASE_URL="+fake.URL+"/v1", "SVC_API_KEYS="+replicaCrashKey, "SVC_ENGINE=postgres", "SVC_STORAGE_LOCAL_OK=1", "SVC_ENGINE_LEASE=1s", "SVC_ENGINE_LEASE_RENEW=250ms")}
 	for i := range f.boxes {
