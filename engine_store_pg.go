@@ -249,11 +249,6 @@ func (s *engineStorePG) ensureSchema(ctx context.Context) error {
 func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGReplayTimeout)
 	defer cancel()
-	if err := pgCheckSession(ctx, s.db); errors.Is(err, errEngineNoSession) {
-		return nil, err
-	} else if err != nil {
-		return nil, s.fault("check that svc_engine's connections keep a session", err)
-	}
 	if err := s.ensureSchema(ctx); err != nil {
 		return nil, err
 	}
@@ -284,11 +279,12 @@ const engineStorePGSessionWait = 3 * time.Second
 // errEngineNoSession refuses a database connection that does not keep a
 // session.
 var errEngineNoSession = errors.New("DATABASE_URL does not keep a session: a notification sent on it never came back on the connection that listened " +
-	"(a connection pooler in transaction or statement mode, such as PgBouncer's pool_mode = transaction?); the PostgreSQL engine needs a direct " +
-	"connection or session pooling: LISTEN wakes the replicas and chat sessions hold advisory locks, and both are lost when a pooler hands the connection to another client")
+	"(a connection pooler in transaction or statement mode, such as PgBouncer's pool_mode = transaction?); svc needs a direct " +
+	"connection or session pooling: LISTEN wakes the PostgreSQL engine's replicas and chat sessions hold advisory locks, and both are lost when a pooler hands the connection to another client")
 
 // pgCheckSession makes sure db's connections keep their session, as
-// LISTEN and session advisory locks need: it listens on a channel of its
+// LISTEN and session advisory locks need (the runtime's boot asks, for svc
+// dev and svc serve, whatever the engine): it listens on a channel of its
 // own on one connection, notifies it on another, and refuses the database
 // (errEngineNoSession) when the notification does not come back. Under a
 // pooler in transaction mode the listening session is handed to other

@@ -221,10 +221,11 @@ func TestEnginePGCommitOutcomeUnknown(t *testing.T) {
 }
 
 // TestEnginePGRefusesTransactionPooling puts PgBouncer in transaction mode
-// (Debian's pgbouncer) between the PostgreSQL engine and its database:
-// the engine refuses it at open, saying why (a notification never comes
-// back: LISTEN and session advisory locks need a session), where it used
-// to run with its wake-ups and chat session locks silently broken.
+// (Debian's pgbouncer) in front of a database: the session check that svc
+// dev's and svc serve's boot makes refuses it, saying why (a notification
+// never comes back: LISTEN and session advisory locks need a session),
+// where the engine used to run with its wake-ups and chat session locks
+// silently broken.
 func TestEnginePGRefusesTransactionPooling(t *testing.T) {
 	bouncer, err := exec.LookPath("pgbouncer")
 	if err != nil {
@@ -268,8 +269,10 @@ ignore_startup_parameters = extra_float_digits,application_name,search_path
 		return err == nil
 	})
 	defer pool.Close()
-	_, err = newEngineStorePG(pool, engineTestLease, discardLogger()).open(engineLogHooks{})
-	if !errors.Is(err, errEngineNoSession) {
-		t.Fatalf("the engine through pgbouncer in transaction mode = %v; want errEngineNoSession\npgbouncer:\n%s", err, out.String())
+	if err := pgCheckSession(context.Background(), pool); !errors.Is(err, errEngineNoSession) {
+		t.Fatalf("the session check through pgbouncer in transaction mode = %v; want errEngineNoSession\npgbouncer:\n%s", err, out.String())
+	}
+	if err := pgCheckSession(context.Background(), historyTestDB(t)); err != nil {
+		t.Fatalf("the session check on PostgreSQL itself = %v", err)
 	}
 }
