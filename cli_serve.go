@@ -204,7 +204,10 @@ func bootBox(ctx context.Context, c *cmd, opts boxOptions, proj *project) (_ *bo
 		return nil, err
 	}
 	b.armAtBoot()
-	b.watchTeaching()
+	if c.getenv("DATABASE_URL") != "" {
+		// Other replicas can share only a database the box did not start.
+		b.watchTeaching()
+	}
 
 	host, _ := serveBindHost(opts.addr)
 	b.apiURL = "http://" + net.JoinHostPort(displayHost(host), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
