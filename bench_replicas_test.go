@@ -15,9 +15,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -236,24 +238,26 @@ func startBenchFleet(b *testing.B, dir string, n int) (*benchFleet, *pgx.Conn) {
 	return f, conn
 }
 
-// BenchmarkReplicas runs W1-W3 (as BenchmarkWorkflows) against 1 and 2
+// BenchmarkReplicas runs W1-W3 (as BenchmarkWorkflows) against 1, 2 and 4
 // `svc serve` replicas on one PostgreSQL, the client going round-robin
 // over the replicas: W1 100 sequential runs of a 3-step workflow, each one
 // POST start?wait=; W2 1000 runs from 32 concurrent clients; W3 one run of
 // 1000 sequential steps. Per run (W3: per step) it reports PostgreSQL's
 // committed transactions, WAL bytes and inserted rows, less the idle
-// fleet's. Then the takeover time: a replica with runs asleep SIGKILLed,
+// fleet's; then each replica's memory with 4,000 runs asleep
+// (benchFleetMemory). Then the takeover time: a replica with runs asleep SIGKILLed,
 // the time until another replica owns them (default lease settings).
 func BenchmarkReplicas(b *testing.B) {
 	dir := benchProject(b, 4, 1)
 	writeFile(b, dir, "workflows/napper.workflow.ts", benchReplicasNapper)
-	for _, n := range []int{1, 2} {
+	for _, n := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
 			f, conn := startBenchFleet(b, dir, n)
 			m := newPGLoadMeter(b, conn)
 			for range b.N {
 				benchFleetW1W3(b, f, m)
 			}
+			benchFleetMemory(b, f)
 		})
 	}
 	b.Run("takeover", func(b *testing.B) { benchTakeover(b, dir) })
@@ -287,6 +291,66 @@ func benchFleetW1W3(b *testing.B, f *benchFleet, m *pgLoadMeter) {
 	}
 	b.ReportMetric(float64(time.Since(t0).Microseconds())/1000/1000, "W3-ms/step")
 	m.report("W3", "step", 1000)
+}
+
+// benchFleetSleepers is how many sleeping runs benchFleetMemory starts.
+const benchFleetSleepers = 4000
+
+// benchFleetMemory starts benchFleetSleepers runs that sleep for ten
+// minutes, round-robin over the replicas from 32 clients, waits until the
+// last one is asleep, and reports each replica's resident memory before
+// and after: the largest replica's growth per sleeping run, and its growth
+// as a whole (DESIGN §12: a replica holds only its share of active runs).
+func benchFleetMemory(b *testing.B, f *benchFleet) {
+	rss := func() []float64 {
+		runtime.GC() // the benchmark's own garbage does not matter; the replicas' RSS is read as is
+		var out []float64
+		for _, x := range f.boxes {
+			out = append(out, procStatusMiB(x.cmd.Process.Pid, "VmRSS:"))
+		}
+		return out
+	}
+	before := rss()
+	var next atomic.Int64
+	var last atomic.Value
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= benchFleetSleepers {
+				code, body, err := f.do(f.pick(), "POST", "/api/workflows/napper/start", `{"ms":600000}`)
+				var rc startReceipt
+				if json.Unmarshal(body, &rc); err != nil || code != 202 || rc.RunID == "" {
+					b.Errorf("start napper = %d %.200s %v", code, body, err)
+					return
+				}
+				last.Store(rc.RunID)
+			}
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	id := last.Load().(string)
+	for _, x := range f.boxes {
+		eventually(b, 60*time.Second, "the last sleeper asleep, as every replica shows it", func() bool {
+			r, err := f.run(x.url, id)
+			return err == nil && r.Status == runWaiting
+		})
+	}
+	time.Sleep(2 * time.Second) // the others' last sleeps, journaled just after
+	after := rss()
+	var grew, peak float64
+	for i := range after {
+		grew = max(grew, after[i]-before[i])
+		peak = max(peak, after[i])
+	}
+	b.ReportMetric(grew*1024/benchFleetSleepers, "sleeping-KiB/run/replica")
+	b.ReportMetric(grew, "sleepers-MiB/replica")
+	b.ReportMetric(peak, "rss-MiB/replica")
+	b.Logf("%d sleeping runs: replicas' RSS %.1f → %.1f MiB", benchFleetSleepers, before, after)
 }
 
 // benchTakeoverSamples is how many kills the takeover benchmark times.

@@ -289,7 +289,9 @@ type engine struct {
 	applied      int64                     // shared log: the seq of the last event applied
 	ending       map[string]bool           // shared log: runs whose end this process appended and the log has not yet delivered
 
-	// advancing holds the buckets an advanceQueue call admits from (events.go).
+	// hooks are the features' hooks by event type (engine_hooks.go).
+	hooks map[string][]engineHook
+	// advancing holds the buckets an advanceQueue call admits from (engine_queue.go).
 	advancing map[string]bool
 	// pending counts, on a shared log, this process's starts of limited
 	// workflows not yet delivered (engine_concurrency.go).
@@ -347,9 +349,13 @@ func openEngine(opts engineOptions) (*engine, error) {
 
 // newEngineShell returns an engine with empty state and no journal.
 func newEngineShell(opts engineOptions) *engine {
-	return &engine{opts: opts, log: opts.Log, self: opts.Store.replica(), active: map[string]int{}, advancing: map[string]bool{}, pending: map[string]pendingAdmissions{}, ending: map[string]bool{}, timers: map[string]*time.Timer{},
-		versions: map[string]*pinnedVersion{}, saved: map[string]bool{},
+	e := &engine{opts: opts, log: opts.Log, self: opts.Store.replica(), active: map[string]int{}, advancing: map[string]bool{}, pending: map[string]pendingAdmissions{}, ending: map[string]bool{}, timers: map[string]*time.Timer{},
+		versions: map[string]*pinnedVersion{}, saved: map[string]bool{}, hooks: map[string][]engineHook{},
 		st: engineState{Runs: map[string]*runRecord{}, Queues: map[string][]*queuedTrigger{}, Hooks: map[string]hookRef{}}}
+	for _, register := range engineFeatures {
+		register(e)
+	}
+	return e
 }
 
 // restoreSnapshot loads the compaction snapshot.
@@ -722,8 +728,7 @@ func (e *engine) appendLocked(ev *journalEvent, d engineDurability, inflight *en
 		if err == nil && ev.Type != evStep {
 			// Counted and traced by its writer, once the log has it; a
 			// step's outcome by the run's owner as it applies it.
-			e.opts.Metrics.engineEvent(ev, e.st.Runs[ev.Run])
-			e.otelEventLocked(ev)
+			e.committedLocked(ev)
 		}
 		e.mu.Unlock()
 		if errors.Is(err, errJournalOutcomeUnknown) {
@@ -735,8 +740,7 @@ func (e *engine) appendLocked(ev *journalEvent, d engineDurability, inflight *en
 		return nil
 	}
 	after := e.apply(ev)
-	e.opts.Metrics.engineEvent(ev, e.st.Runs[ev.Run])
-	e.otelEventLocked(ev)
+	e.committedLocked(ev)
 	e.maybeCompactLocked()
 	e.mu.Unlock()
 	if d == commitDurable {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
@@ -239,6 +240,58 @@ func (t *queuedTrigger) concurrencyLimit() int { return limitOf(t.Limit, true) }
 
 // bucket is the entry's queue.
 func (t *queuedTrigger) bucket() string { return concurrencyBucket(t.WorkflowName, t.LimitKey) }
+
+// registerConcurrency hangs concurrency limits off the engine
+// (engine_hooks.go): a queued start joins its key's queue, an admitted run
+// takes a slot of its key (leaving the queue when it waited in it), an
+// ended run frees its slot and lets the queue's head start, a cancelled
+// entry leaves its queue. On a shared log a start or a queued start's turn
+// the key's slots no longer admit is void.
+func (e *engine) registerConcurrency() {
+	e.on(engineHook{void: e.concurrencyVoid, apply: func(ev *journalEvent, at time.Time) []func() {
+		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Limit: ev.Limit, LimitKey: ev.Key, Input: ev.Input, Trigger: ev.Trigger,
+			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, TraceParent: ev.TraceParent, CreatedAt: at,
+			RerunOf: ev.RerunOf, RetryFrom: ev.Seq, Reuse: ev.Calls}
+		e.st.Queues[q.bucket()] = append(e.st.Queues[q.bucket()], q)
+		return nil
+	}}, evQueue)
+	e.on(engineHook{void: e.concurrencyVoid, apply: func(ev *journalEvent, _ time.Time) []func() {
+		if ev.Queue != "" {
+			e.removeQueuedLocked(concurrencyBucket(ev.Workflow, ev.Key), ev.Queue)
+		}
+		e.countActiveLocked(e.st.Runs[ev.Run])
+		return nil
+	}}, evStart)
+	e.on(engineHook{apply: func(ev *journalEvent, _ time.Time) []func() {
+		r := e.st.Runs[ev.Run]
+		e.releaseActiveLocked(r)
+		if r.concurrencyLimit() == 0 {
+			return nil
+		}
+		return []func(){func() { e.advanceQueueSoon(r.WorkflowName, concurrencyBucket(r.WorkflowName, r.LimitKey)) }}
+	}}, evEnd)
+	e.on(engineHook{apply: func(ev *journalEvent, _ time.Time) []func() {
+		e.removeQueuedLocked(concurrencyBucket(ev.Workflow, ev.Key), ev.Queue)
+		return nil
+	}}, evDequeue)
+}
+
+// concurrencyVoid reports, on a shared log, whether the slots of ev's key
+// no longer admit ev: a direct start only while its key has a free slot and
+// nothing waits; a queued start's turn only for the queue's head, while its
+// key has a free slot. mu must be held.
+func (e *engine) concurrencyVoid(ev *journalEvent, _ time.Time) bool {
+	limit := ev.concurrencyLimit()
+	if ev.Type == evQueue || limit == 0 {
+		return false
+	}
+	bucket := concurrencyBucket(ev.Workflow, ev.Key)
+	q := e.st.Queues[bucket]
+	if ev.Queue == "" {
+		return !e.admitsLocked(bucket, limit) || len(q) > 0
+	}
+	return !e.admitsLocked(bucket, limit) || len(q) == 0 || q[0].QueueID != ev.Queue
+}
 
 // admitsLocked reports whether a run may start now in bucket under limit:
 // fewer than limit runs of it are active. mu must be held.

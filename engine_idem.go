@@ -183,12 +183,25 @@ func (e *engine) dropExpiredIdemLocked(now time.Time) {
 }
 
 // applyIdem keeps the key a start event carries. mu must be held.
-func (e *engine) applyIdem(ev *journalEvent, at time.Time) {
+func (e *engine) applyIdem(ev *journalEvent, at time.Time) []func() {
 	if ev.Idem == "" {
-		return
+		return nil
 	}
 	if e.st.Idem == nil {
 		e.st.Idem = map[string]*idemEntry{}
 	}
 	e.st.Idem[ev.Idem] = &idemEntry{Workflow: ev.Workflow, Hash: ev.IdemHash, At: at, QueueID: ev.Queue, RunID: ev.Run, WRun: ev.WRun}
+	return nil
+}
+
+// registerIdem hangs idempotency keys off the engine (engine_hooks.go): a
+// start or queued start with a key records it; on a shared log one whose
+// key a twin on another replica took first, within the retention the
+// writer decided under (in the event, so a replay under another
+// SVC_IDEMPOTENCY_RETENTION decides alike), is void.
+func (e *engine) registerIdem() {
+	e.on(engineHook{apply: e.applyIdem, void: func(ev *journalEvent, at time.Time) bool {
+		k := e.st.Idem[ev.Idem]
+		return ev.Idem != "" && k != nil && at.Sub(k.At) <= time.Duration(ev.IdemTTL)*time.Millisecond
+	}}, evStart, evQueue)
 }

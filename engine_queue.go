@@ -7,9 +7,11 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // queueIDPrefix starts the id of a queued trigger.
@@ -99,22 +101,6 @@ func (e *engine) cancelQueued(id string) (runRecord, error) {
 	return rec, nil
 }
 
-// applyDequeue removes the queued trigger of ev from its queue and settles
-// the startAndWait of a parent waiting on it.
-func (e *engine) applyDequeue(ev *journalEvent, at time.Time) (after []func()) {
-	t := e.removeQueuedLocked(concurrencyBucket(ev.Workflow, ev.Key), ev.Queue)
-	if t == nil {
-		return nil
-	}
-	if p := e.st.Runs[t.ParentRunID]; p != nil {
-		if c := p.call(t.ParentSeq); c != nil && c.Kind == callStartAndWait && c.EndedAt == nil {
-			c.settle(at, nil, &runError{Name: "Cancelled", Message: fmt.Sprintf("child workflow %s was cancelled before its turn", t.WorkflowName)})
-			after = append(after, func() { e.schedule(p.RunID) })
-		}
-	}
-	return after
-}
-
 // isQueueID reports whether id names a queued trigger rather than a run.
 func isQueueID(id string) bool { return strings.HasPrefix(id, queueIDPrefix) }
 
@@ -128,4 +114,76 @@ func (e *engine) queueDepths() map[string]int {
 		out[q[0].WorkflowName] += len(q)
 	}
 	return out
+}
+
+// advanceQueueSoon is advanceQueue after a run ended. On a shared log it
+// runs on a goroutine of its own (close waits for it): its admissions wait
+// on the log, and the other actions of the delivered events (waking the
+// waiters of other runs that ended) must not wait on them.
+func (e *engine) advanceQueueSoon(workflow, bucket string) {
+	if e.self == "" {
+		e.advanceQueue(workflow, bucket)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		e.advanceQueue(workflow, bucket)
+	}()
+}
+
+// advanceQueue starts the heads of workflow's queue bucket while fewer runs
+// of it are active than its limit (FIFO per key). One call at a time
+// admits from a bucket: a call meanwhile returns at once, since the one at
+// work looks at the state again before it stops (so on a shared log this
+// process's admissions do not race each other for the same head).
+func (e *engine) advanceQueue(workflow, bucket string) {
+	// The entry runs the code current when its turn comes.
+	ver := ""
+	if cat := e.opts.Catalog(); cat != nil && cat.Workflows[workflow] != nil {
+		def := cat.Workflows[workflow]
+		if err := e.saveVersion(def); err != nil {
+			e.log.Error("start queued run", "workflow", workflow, "err", err)
+			return
+		}
+		ver = def.Module.Hash
+	}
+	e.mu.Lock()
+	if e.advancing[bucket] {
+		e.mu.Unlock()
+		return
+	}
+	e.advancing[bucket] = true
+	for ; ; e.mu.Lock() {
+		q := e.st.Queues[bucket]
+		if len(q) == 0 || !e.admitsLocked(bucket, q[0].concurrencyLimit()) || e.closed {
+			delete(e.advancing, bucket) // with the look, under mu: a later call admits itself
+			e.mu.Unlock()
+			return
+		}
+		head := q[0]
+		ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
+			Trigger: head.Trigger, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
+			Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent, RerunOf: head.RerunOf, Seq: head.RetryFrom, Calls: head.Reuse}
+		ev.setConcurrency(head.concurrencyLimit(), head.LimitKey)
+		if err := e.commitLocked(ev, false); err != nil {
+			e.mu.Lock()
+			delete(e.advancing, bucket)
+			e.mu.Unlock()
+			if !errors.Is(err, errEngineClosed) {
+				e.log.Error("start queued run", "workflow", workflow, "err", err)
+			}
+			return
+		}
+		if _, ok := e.get(ev.Run); !ok {
+			continue // void: another replica took the head or the slot first (engine_replica.go); look again
+		}
+		e.log.Info("run started", "workflow", workflow, "run", ev.Run, "queue", head.QueueID)
+		e.schedule(ev.Run)
+	}
 }

@@ -26,8 +26,22 @@ import (
 // owns reports whether this process executes r. mu must be held.
 func (e *engine) owns(r *runRecord) bool { return r.Owner == e.self }
 
-// voidLocked reports whether the state no longer admits ev (see apply).
-// mu must be held.
+// registerReplicas hangs replicas off the engine (engine_hooks.go), on a
+// shared log only: a claim moves runs between replicas, and a run another
+// replica executes shows the status its events imply.
+func (e *engine) registerReplicas() {
+	if e.self == "" {
+		return
+	}
+	e.on(engineHook{apply: func(ev *journalEvent, _ time.Time) []func() { return e.applyClaim(ev) }}, evClaim)
+	e.on(engineHook{apply: e.observeLocked}, evSleep, evHook, evAttempt, evStep, evResume)
+}
+
+// voidLocked reports whether the state no longer admits ev (see apply): a
+// record of a run that ended, a resume of a hook that is no longer
+// waiting, or an event a feature refuses (engine_hooks.go: a start whose
+// idempotency key or concurrency slot another replica took). mu must be
+// held.
 func (e *engine) voidLocked(ev *journalEvent, at time.Time) bool {
 	if e.self == "" {
 		// The file journal holds only what one process decided under mu:
@@ -39,39 +53,23 @@ func (e *engine) voidLocked(ev *journalEvent, at time.Time) bool {
 			return true
 		}
 	}
-	switch ev.Type {
-	case evStart, evQueue:
-		// The retention the writer decided under is in the event, so a
-		// replay under another SVC_IDEMPOTENCY_RETENTION decides alike.
-		if k := e.st.Idem[ev.Idem]; ev.Idem != "" && k != nil && at.Sub(k.At) <= time.Duration(ev.IdemTTL)*time.Millisecond {
-			return true // a twin on another replica took the key first
-		}
-		limit := ev.concurrencyLimit()
-		if ev.Type == evQueue || limit == 0 {
-			return false
-		}
-		bucket := concurrencyBucket(ev.Workflow, ev.Key)
-		q := e.st.Queues[bucket]
-		if ev.Queue == "" { // a direct start: only while its key has a free slot and nothing waits
-			return !e.admitsLocked(bucket, limit) || len(q) > 0
-		}
-		// A queued start's turn: only the head, only while its key has a free slot.
-		return !e.admitsLocked(bucket, limit) || len(q) == 0 || q[0].QueueID != ev.Queue
-	case evResume:
+	if ev.Type == evResume {
 		c := e.st.Runs[ev.Run].call(ev.Seq)
-		return c == nil || c.Status != runWaiting || c.Token != ev.Token
+		if c == nil || c.Status != runWaiting || c.Token != ev.Token {
+			return true
+		}
 	}
-	return false
+	return e.hooksVoid(ev, at)
 }
 
 // observeLocked keeps the status of a run another replica executes as its
 // events show it (its owner sets running and waiting as its execution
 // goes, without events): waiting after a sleep or a hook, running after a
 // step's progress or a resume. mu must be held.
-func (e *engine) observeLocked(ev *journalEvent) {
+func (e *engine) observeLocked(ev *journalEvent, _ time.Time) []func() {
 	r := e.st.Runs[ev.Run]
 	if r == nil || terminal(r.Status) || e.owns(r) {
-		return
+		return nil
 	}
 	switch ev.Type {
 	case evSleep, evHook:
@@ -79,6 +77,7 @@ func (e *engine) observeLocked(ev *journalEvent) {
 	case evAttempt, evStep, evResume:
 		r.Status = runRunning
 	}
+	return nil
 }
 
 // engineCatchUpTimeout bounds how long a lookup waits for the shared log
@@ -232,8 +231,7 @@ func (e *engine) deliver(recs [][]byte, upto int64) {
 		}
 		if ev.Type == evStep && r != nil && e.owns(r) {
 			// Its writer, which did not wait for it (pipelineLocked).
-			e.opts.Metrics.engineEvent(&ev, r)
-			e.otelEventLocked(&ev)
+			e.committedLocked(&ev)
 		}
 	}
 	e.applied = upto

@@ -123,10 +123,10 @@ func (e *engine) revealStreamsLocked() {
 // that began inline) and was then interrupted is still recorded as
 // interrupted at the next boot (settleReplay), so its retry is a new
 // attempt and its chunks are superseded.
-func (e *engine) applyStream(ev *journalEvent, at time.Time) {
+func (e *engine) applyStream(ev *journalEvent, at time.Time) []func() {
 	r := e.st.Runs[ev.Run]
 	if r == nil {
-		return
+		return nil
 	}
 	c := r.ensureCall(ev.Seq, callStep, ev.Name, at)
 	if c.EndedAt == nil && c.Inflight == nil {
@@ -140,7 +140,11 @@ func (e *engine) applyStream(ev *journalEvent, at time.Time) {
 		en.Kind, en.Text = streamText, &text
 	}
 	r.streamOf().add(en)
+	return nil
 }
+
+// registerStreams hangs run streams off the engine (engine_hooks.go).
+func (e *engine) registerStreams() { e.on(engineHook{apply: e.applyStream}, evStream) }
 
 // supersedeAttempt marks the chunks of a failed attempt that will be
 // retried (ev is its evStep), when it wrote any.

@@ -68,6 +68,19 @@ func (e *engine) saveVersion(def *workflowDef) error {
 }
 
 // pinLocked records that one more active run uses version v (applied with
+// registerVersions hangs pinned versions off the engine (engine_hooks.go):
+// a started run holds its version in memory, an ended one lets go of it.
+func (e *engine) registerVersions() {
+	e.on(engineHook{apply: func(ev *journalEvent, _ time.Time) []func() {
+		e.pinLocked(ev.Ver)
+		return nil
+	}}, evStart)
+	e.on(engineHook{apply: func(ev *journalEvent, _ time.Time) []func() {
+		e.releaseLocked(e.st.Runs[ev.Run].Version)
+		return nil
+	}}, evEnd)
+}
+
 // each start, live and on replay). mu must be held.
 func (e *engine) pinLocked(v string) {
 	if v == "" {

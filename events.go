@@ -2,11 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // schemaVersion is the version carried by every JSON payload of SPEC §9
@@ -84,7 +81,9 @@ func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 // apply changes the state for one event and returns the follow-up actions
 // (waking waiters, scheduling runs), which live commits run once the event
 // is durable and replay ignores. mu must be held (or the engine not yet
-// shared, during open).
+// shared, during open). apply is the state machine of runs and their
+// timelines; then each feature registered for the event's type applies its
+// part (engine_hooks.go).
 //
 // An event the state no longer admits is void: it changes nothing, on every
 // replica alike (engine_replica.go). A single process never writes one (it
@@ -103,55 +102,24 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 	if e.voidLocked(ev, at) {
 		return nil
 	}
-	if e.self != "" {
-		defer e.observeLocked(ev)
+	after, ok := e.applyRun(ev, at)
+	if !ok {
+		return nil
 	}
+	return e.hooksApply(ev, at, after)
+}
+
+// applyRun is apply's own part: the runs, their calls, hooks and timers.
+// It reports false when ev changes nothing (an end of a run that ended),
+// and then no feature applies it either.
+func (e *engine) applyRun(ev *journalEvent, at time.Time) (after []func(), ok bool) {
 	switch ev.Type {
-	case evClaim:
-		return e.applyClaim(ev)
-	case evQueue:
-		q := &queuedTrigger{QueueID: ev.Queue, WorkflowName: ev.Workflow, Limit: ev.Limit, LimitKey: ev.Key, Input: ev.Input, Trigger: ev.Trigger,
-			ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq, ParentKind: ev.Kind, TraceParent: ev.TraceParent, CreatedAt: at,
-			RerunOf: ev.RerunOf, RetryFrom: ev.Seq, Reuse: ev.Calls}
-		e.st.Queues[q.bucket()] = append(e.st.Queues[q.bucket()], q)
-		e.applyIdem(ev, at)
-		e.applyScheduleFire(ev)
-		if p := e.st.Runs[ev.Parent]; p != nil {
-			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
-			c.QueueID = ev.Queue
-			if c.Kind == callStart { // workflows.start resolves at once: queued
-				c.settle(at, startReceipt{SchemaVersion: schemaVersion, WorkflowName: ev.Workflow, Status: "queued", Trigger: workflowRoute(ev.Workflow), QueueID: ev.Queue}, nil)
-			}
-		}
 	case evStart:
-		e.pinLocked(ev.Ver)
 		r := &runRecord{RunID: ev.Run, TraceID: ev.WRun, WorkflowName: ev.Workflow, Status: runPending, Trigger: ev.Trigger,
 			Input: ev.Input, Serial: ev.Serial, Limit: ev.Limit, LimitKey: ev.Key, Version: ev.Ver, QueueID: ev.Queue, ParentRunID: ev.Parent, ParentSeq: ev.ParentSeq,
 			CreatedAt: at, Steps: reusedCalls(ev.Calls, at), Owner: ev.By, TraceParent: ev.TraceParent, done: newRunSignal(),
 			RerunOf: ev.RerunOf, RetryFromStep: ev.Seq}
 		e.st.Runs[r.RunID] = r
-		e.applyIdem(ev, at)
-		e.applyScheduleFire(ev)
-		if ev.Queue != "" {
-			e.removeQueuedLocked(concurrencyBucket(ev.Workflow, ev.Key), ev.Queue)
-		}
-		e.countActiveLocked(r)
-		if p := e.st.Runs[ev.Parent]; p != nil {
-			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
-			c.ChildRunID = r.RunID
-			if c.Kind == callStart && c.EndedAt == nil {
-				c.settle(at, startReceipt{SchemaVersion: schemaVersion, WorkflowName: ev.Workflow, Status: "started",
-					RunID: r.RunID, WorldRunID: r.TraceID, Trigger: workflowRoute(ev.Workflow)}, nil)
-			}
-		}
-	case evLink:
-		if p := e.st.Runs[ev.Parent]; p != nil {
-			c := p.ensureCall(ev.ParentSeq, ev.Kind, ev.Workflow, at)
-			c.ChildRunID, c.QueueID = ev.Run, ev.Queue
-			if c.EndedAt == nil {
-				c.settle(at, idemReceipt(ev.Workflow, ev.Run, ev.WRun, ev.Queue), nil)
-			}
-		}
 	case evAttempt:
 		if r := e.st.Runs[ev.Run]; r != nil {
 			c := r.ensureCall(ev.Seq, callStep, ev.Name, micros(ev.StartedAt))
@@ -160,7 +128,7 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 	case evStep:
 		r := e.st.Runs[ev.Run]
 		if r == nil {
-			return nil
+			return nil, false
 		}
 		c := r.ensureCall(ev.Seq, callStep, ev.Name, micros(ev.StartedAt))
 		c.Inflight = nil
@@ -194,10 +162,6 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 			delete(e.st.Hooks, ev.Token)
 			after = append(after, func() { e.schedule(ev.Run) })
 		}
-	case evDequeue:
-		after = e.applyDequeue(ev, at)
-	case evSchedule:
-		e.applySchedule(ev)
 	case evLog:
 		if r := e.st.Runs[ev.Run]; r != nil {
 			if len(r.Logs) >= runMaxLogs {
@@ -206,8 +170,6 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 				r.Logs = append(r.Logs, runLog{At: at, Level: ev.Level, Message: ev.Message, Step: ev.Name, Seq: ev.Seq, Attempt: ev.Attempt})
 			}
 		}
-	case evStream:
-		e.applyStream(ev, at)
 	case evTurn:
 		calls := ev.Calls
 		if calls == nil {
@@ -219,46 +181,19 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 		e.st.Runs[ev.Run] = r
 		// A turn is recorded ended: every replica of a shared log hands it
 		// to its archiver (the one that recorded it first), as after a run's end.
-		after = append(after, func() {
-			e.mu.Lock()
-			e.endedLocked(r.RunID)
-			e.mu.Unlock()
-			r.done.fire()
-			if e.opts.OnRunDone != nil {
-				e.opts.OnRunDone(r)
-			}
-		})
+		after = append(after, func() { e.runDone(r) })
 	case evEnd:
 		r := e.st.Runs[ev.Run]
 		if r == nil || terminal(r.Status) {
-			return nil
+			return nil, false
 		}
 		r.Status, r.Output, r.Error, r.EndedAt = ev.Status, ev.Result, ev.Error, &at
 		r.closeCalls(at)
-		e.releaseLocked(r.Version)
-		if p := e.st.Runs[r.ParentRunID]; p != nil {
-			// The parent's startAndWait holds the child's outcome, so the
-			// parent replays without the child's record (it may have left
-			// memory for the history).
-			if c := p.call(r.ParentSeq); c != nil && c.Kind == callStartAndWait && c.EndedAt == nil {
-				if ev.Status == runCompleted {
-					c.settle(at, json.RawMessage(ev.Result), nil)
-				} else {
-					msg := ev.Status
-					name := ""
-					if ev.Error != nil {
-						msg, name = ev.Error.Message, ev.Error.Name
-					}
-					c.settle(at, nil, &runError{Name: name, Message: fmt.Sprintf("child workflow %s %s: %s", r.WorkflowName, ev.Status, msg)})
-				}
-			}
-		}
 		for tok, ref := range e.st.Hooks {
 			if ref.RunID == r.RunID {
 				delete(e.st.Hooks, tok)
 			}
 		}
-		e.releaseActiveLocked(r)
 		if t := e.timers[r.RunID]; t != nil {
 			t.Stop()
 			delete(e.timers, r.RunID)
@@ -272,22 +207,22 @@ func (e *engine) apply(ev *journalEvent) (after []func()) {
 				e.log.Info("run ended", "workflow", r.WorkflowName, "run", r.RunID, "status", r.Status,
 					"duration", r.EndedAt.Sub(r.CreatedAt).Round(time.Millisecond))
 			}
-			e.mu.Lock()
-			e.endedLocked(r.RunID)
-			e.mu.Unlock()
-			r.done.fire()
-			if r.ParentRunID != "" {
-				e.schedule(r.ParentRunID)
-			}
-			if r.concurrencyLimit() > 0 {
-				e.advanceQueueSoon(r.WorkflowName, concurrencyBucket(r.WorkflowName, r.LimitKey))
-			}
-			if e.opts.OnRunDone != nil {
-				e.opts.OnRunDone(r)
-			}
+			e.runDone(r)
 		})
 	}
-	return after
+	return after, true
+}
+
+// runDone hands r, whose end (or turn) is durable, to the archiver and
+// wakes its waiters.
+func (e *engine) runDone(r *runRecord) {
+	e.mu.Lock()
+	e.endedLocked(r.RunID)
+	e.mu.Unlock()
+	r.done.fire()
+	if e.opts.OnRunDone != nil {
+		e.opts.OnRunDone(r)
+	}
 }
 
 // closeCalls ends every call still running or waiting when the run ended
@@ -329,78 +264,6 @@ func (c *durableCall) settle(at time.Time, result any, failure *runError) {
 		c.Result = raw
 	} else {
 		c.Result, _ = json.Marshal(result)
-	}
-}
-
-// advanceQueueSoon is advanceQueue after a run ended. On a shared log it
-// runs on a goroutine of its own (close waits for it): its admissions wait
-// on the log, and the other actions of the delivered events (waking the
-// waiters of other runs that ended) must not wait on them.
-func (e *engine) advanceQueueSoon(workflow, bucket string) {
-	if e.self == "" {
-		e.advanceQueue(workflow, bucket)
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return
-	}
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
-		e.advanceQueue(workflow, bucket)
-	}()
-}
-
-// advanceQueue starts the heads of workflow's queue bucket while fewer runs
-// of it are active than its limit (FIFO per key). One call at a time
-// admits from a bucket: a call meanwhile returns at once, since the one at
-// work looks at the state again before it stops (so on a shared log this
-// process's admissions do not race each other for the same head).
-func (e *engine) advanceQueue(workflow, bucket string) {
-	// The entry runs the code current when its turn comes.
-	ver := ""
-	if cat := e.opts.Catalog(); cat != nil && cat.Workflows[workflow] != nil {
-		def := cat.Workflows[workflow]
-		if err := e.saveVersion(def); err != nil {
-			e.log.Error("start queued run", "workflow", workflow, "err", err)
-			return
-		}
-		ver = def.Module.Hash
-	}
-	e.mu.Lock()
-	if e.advancing[bucket] {
-		e.mu.Unlock()
-		return
-	}
-	e.advancing[bucket] = true
-	for ; ; e.mu.Lock() {
-		q := e.st.Queues[bucket]
-		if len(q) == 0 || !e.admitsLocked(bucket, q[0].concurrencyLimit()) || e.closed {
-			delete(e.advancing, bucket) // with the look, under mu: a later call admits itself
-			e.mu.Unlock()
-			return
-		}
-		head := q[0]
-		ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
-			Trigger: head.Trigger, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
-			Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent, RerunOf: head.RerunOf, Seq: head.RetryFrom, Calls: head.Reuse}
-		ev.setConcurrency(head.concurrencyLimit(), head.LimitKey)
-		if err := e.commitLocked(ev, false); err != nil {
-			e.mu.Lock()
-			delete(e.advancing, bucket)
-			e.mu.Unlock()
-			if !errors.Is(err, errEngineClosed) {
-				e.log.Error("start queued run", "workflow", workflow, "err", err)
-			}
-			return
-		}
-		if _, ok := e.get(ev.Run); !ok {
-			continue // void: another replica took the head or the slot first (engine_replica.go); look again
-		}
-		e.log.Info("run started", "workflow", workflow, "run", ev.Run, "queue", head.QueueID)
-		e.schedule(ev.Run)
 	}
 }
 

@@ -48,6 +48,18 @@ func (e *engine) otelStartParentLocked(req startRequest) string {
 	return ""
 }
 
+// registerTelemetry hangs metrics and traces off the engine
+// (engine_hooks.go): a committed event is counted (metrics.engineEvent) and
+// ends its spans (otelEventLocked).
+func (e *engine) registerTelemetry() {
+	if e.opts.Metrics != nil {
+		e.on(engineHook{committed: e.opts.Metrics.engineEvent}, evStart, evEnd, evStep)
+	}
+	if e.opts.Tracer != nil {
+		e.on(engineHook{committed: func(ev *journalEvent, _ *runRecord) { e.otelEventLocked(ev) }}, evStep, evResume, evEnd)
+	}
+}
+
 // otelEventLocked emits the spans a committed event ends. mu must be held.
 func (e *engine) otelEventLocked(ev *journalEvent) {
 	t := e.opts.Tracer

@@ -180,8 +180,16 @@ func (e *engine) scheduleStateLocked(workflow string) *scheduleState {
 	return s
 }
 
+// registerSchedules hangs schedules off the engine (engine_hooks.go): a
+// schedule's own events, and the fire a start or queued start carries
+// (after the queue took the queued start: engineFeatures' order).
+func (e *engine) registerSchedules() {
+	e.on(engineHook{apply: e.applySchedule}, evSchedule)
+	e.on(engineHook{apply: e.applyScheduleFire}, evStart, evQueue)
+}
+
 // applySchedule applies an evSchedule event. mu must be held.
-func (e *engine) applySchedule(ev *journalEvent) {
+func (e *engine) applySchedule(ev *journalEvent, _ time.Time) []func() {
 	s, at := e.scheduleStateLocked(ev.Workflow), micros(ev.Fire)
 	switch ev.Status {
 	case scheduleEvArmed:
@@ -195,14 +203,15 @@ func (e *engine) applySchedule(ev *journalEvent) {
 	case scheduleEvResumed:
 		s.Paused, s.Resumed = false, at
 	}
+	return nil
 }
 
 // applyScheduleFire records the fire a start or queue event carries: on
 // its run or queued entry, and as its schedule's last fire. mu must be
 // held.
-func (e *engine) applyScheduleFire(ev *journalEvent) {
+func (e *engine) applyScheduleFire(ev *journalEvent, _ time.Time) []func() {
 	if ev.Fire == 0 {
-		return
+		return nil
 	}
 	fire := micros(ev.Fire)
 	id := ev.Run
@@ -218,6 +227,7 @@ func (e *engine) applyScheduleFire(ev *journalEvent) {
 	if !fire.Before(s.LastRunFire) {
 		s.LastRun, s.LastRunFire = id, fire
 	}
+	return nil
 }
 
 // scheduleMicros is the Fire of an event for t: 0 for the zero time.
