@@ -605,8 +605,8 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		}
 	}
 	if ev.Type == evStart {
-		e.log.Info("run started", "workflow", def.Name, "run", ev.Run, "trigger", req.Trigger)
 		e.schedule(ev.Run)
+		e.log.Info("run started", "workflow", def.Name, "run", ev.Run, "trigger", req.Trigger) // after: the run need not wait for the line
 	} else {
 		e.log.Info("run queued", "workflow", def.Name, "queue", ev.Queue, "trigger", req.Trigger)
 		if e.self != "" {

@@ -66,7 +66,7 @@ const (
 	// records, which a later durable record implies).
 	commitSoon engineDurability = iota
 	// commitDurable: its writer waits until it is durable (a start, a
-	// run's end).
+	// run's end), at once: the file journal leaves the write to that wait.
 	commitDurable
 	// commitHistory: history, not state (a chat turn's record, shown by
 	// the runs API): the file journal lets it wait up to 10 ms for company

@@ -69,10 +69,14 @@ type engineStoreFileLog struct{ j *journal }
 
 // append queues the record for the next group commit, every record
 // fsynced with its batch; a record of history may wait for company
-// (journal.AppendLazy).
+// (journal.AppendLazy); a durable one, whose writer waits at once, is
+// written by that wait (journal.AppendWaited).
 func (l engineStoreFileLog) append(payload []byte, d engineDurability) engineCommit {
-	if d == commitHistory {
+	switch d {
+	case commitHistory:
 		return l.j.AppendLazy(payload)
+	case commitDurable:
+		return l.j.AppendWaited(payload)
 	}
 	return l.j.Append(payload)
 }

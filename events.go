@@ -203,11 +203,11 @@ func (e *engine) applyRun(ev *journalEvent, at time.Time) (after []func(), ok bo
 		}
 		owned := e.owns(r) // on a shared log, the owner says so, not every replica
 		after = append(after, func() {
+			e.runDone(r) // first: its waiters need not wait for the line
 			if owned {
 				e.log.Info("run ended", "workflow", r.WorkflowName, "run", r.RunID, "status", r.Status,
 					"duration", r.EndedAt.Sub(r.CreatedAt).Round(time.Millisecond))
 			}
-			e.runDone(r)
 		})
 	}
 	return after, true

@@ -33,3 +33,28 @@ func journalFdatasync(f *os.File) error {
 	}
 	return nil
 }
+
+// journalPreallocate extends f to size bytes with allocated, unwritten
+// blocks that read as zeros (fallocate, mode 0), so that writing a batch
+// into them does not change the file's size or its block map, and the
+// batch's fdatasync need not commit the file system's journal too (a
+// quarter of its time on ext4 here). An error (a file system without
+// fallocate) leaves the file as it was.
+func journalPreallocate(f *os.File, from, size int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			ferr = syscall.Fallocate(int(fd), 0, from, size-from)
+			if ferr != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return ferr
+}

@@ -32,6 +32,13 @@ package main
 //     it meets a frame with the commit flag followed by non-zero bytes, or a
 //     bad header with a valid header somewhere after it.
 //
+// Preallocation. The committer preallocates the current segment a step
+// ahead of its last batch (zeros, journalPreallocStep), so that a batch's
+// fdatasync does not also commit a change of the file's size; it cuts the
+// zeros off when it starts the next segment or closes. After a crash the
+// last segment may end in such zeros: a tail of nothing but zero bytes is
+// a torn tail like any other.
+//
 // Corruption fails open with a *journalCorruptError naming the file and the
 // offset of the bad frame, and nothing is modified. In words: the damage must
 // lie in the final write, and no trace of a later write may follow it. This
@@ -179,16 +186,25 @@ type journal struct {
 
 	wake    chan struct{} // capacity 1; sent to when idle is cleared
 	stopped chan struct{} // closed when the committer has exited
+	// writer holds the right to write the current segment (capacity 1,
+	// full when nobody writes): the committer takes it for each batch, and
+	// so does a waiter that commits its own batch (commitWaited).
+	writer chan struct{}
 
 	size    atomic.Int64 // bytes appended since the last snapshot
 	syncs   atomic.Int64
 	records atomic.Int64
 
-	// Owned by the committer (by openJournal before it starts).
-	seg      *os.File
-	seq      uint64 // sequence number of seg
-	segSize  int64  // bytes in seg
-	closeErr error  // from closing seg; read after stopped is closed
+	// Owned by the holder of writer (by openJournal before it starts).
+	seg     *os.File
+	seq     uint64 // sequence number of seg
+	segSize int64  // bytes in seg
+	// segAlloc is seg's size on disk: segSize and the zeros preallocated
+	// after it (journalPreallocate), which its next batches overwrite;
+	// noAlloc is set once the file system refused to preallocate.
+	segAlloc int64
+	noAlloc  bool
+	closeErr error // from closing seg; read after stopped is closed
 }
 
 // journalPending is a batch of appends: every Append whose record rides the
@@ -196,6 +212,7 @@ type journal struct {
 type journalPending struct {
 	done chan struct{} // closed once the batch is durable or failed
 	err  error         // set before done is closed
+	j    *journal      // the journal it is appended to; nil for a batch that failed at once
 
 	// Owned by the journal's queue until written.
 	buf  []byte // the encoded frames
@@ -236,7 +253,9 @@ func openJournal(dir string, opts journalOptions, onSnapshot func([]byte) error,
 		opts:    opts,
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
+		writer:  make(chan struct{}, 1),
 	}
+	j.writer <- struct{}{}
 	if err := journalMkdir(dir); err != nil {
 		return nil, fmt.Errorf("open journal %q: %w", dir, err)
 	}
@@ -327,8 +346,8 @@ func (j *journal) recover(onSnapshot, onRecord func([]byte) error) error {
 		return j.createSegment(first)
 	}
 	j.seq = live[len(live)-1]
-	j.segSize = end
-	j.seg, err = os.OpenFile(j.path(j.seq, journalSegmentExt), os.O_WRONLY|os.O_APPEND, 0)
+	j.segSize, j.segAlloc = end, end
+	j.seg, err = os.OpenFile(j.path(j.seq, journalSegmentExt), os.O_WRONLY, 0)
 	return err
 }
 
@@ -337,7 +356,7 @@ func (j *journal) recover(onSnapshot, onRecord func([]byte) error) error {
 // The record rides the next batch whether or not anyone waits for it; call
 // Wait on the result to block until it is durable. After Close, or once the
 // journal has failed, the result carries that error.
-func (j *journal) Append(payload []byte) *journalPending { return j.append(payload, false) }
+func (j *journal) Append(payload []byte) *journalPending { return j.append(payload, journalNow) }
 
 // AppendLazy is Append for a record that is history, not state (a chat
 // turn's record, which nobody waits for): when no batch is due, it waits up
@@ -345,10 +364,29 @@ func (j *journal) Append(payload []byte) *journalPending { return j.append(paylo
 // fdatasync per delay instead of one each (each also costs the Go runtime's
 // monitor a burst of polling while the sync blocks). A record appended with
 // Append, a compaction's cut and Close take it along at once.
-func (j *journal) AppendLazy(payload []byte) *journalPending { return j.append(payload, true) }
+func (j *journal) AppendLazy(payload []byte) *journalPending { return j.append(payload, journalLazy) }
 
-// append is Append, or AppendLazy when lazy.
-func (j *journal) append(payload []byte, lazy bool) *journalPending {
+// AppendWaited is Append for a caller that calls Wait at once: the
+// committer is not woken for it, since Wait writes the batch itself unless
+// the committer is writing (commitWaited). This spares a durable append the
+// two hand-offs between goroutines (to the committer and back), each a
+// thread's wake-up when the process was idle: a sequential start-and-wait
+// run has two of them.
+func (j *journal) AppendWaited(payload []byte) *journalPending {
+	return j.append(payload, journalWaited)
+}
+
+// journalUrgency is how soon an append's batch is handed to the committer.
+type journalUrgency int
+
+const (
+	journalNow    journalUrgency = iota // at once (Append)
+	journalLazy                         // after LazyDelay, unless company comes (AppendLazy)
+	journalWaited                       // never: its caller's Wait writes it (AppendWaited)
+)
+
+// append is Append, AppendLazy or AppendWaited, as urgency says.
+func (j *journal) append(payload []byte, urgency journalUrgency) *journalPending {
 	if len(payload) > journalMaxPayload {
 		return journalFailed(fmt.Errorf("journal append: record of %d bytes exceeds the %d-byte limit", len(payload), journalMaxPayload))
 	}
@@ -364,18 +402,21 @@ func (j *journal) append(payload []byte, lazy bool) *journalPending {
 	b := j.open
 	switch {
 	case b == nil:
-		b = &journalPending{done: make(chan struct{}), buf: j.spare}
+		b = &journalPending{done: make(chan struct{}), buf: j.spare, j: j}
 		j.spare = nil
 		j.open = b
-		if lazy {
+		switch urgency {
+		case journalLazy:
 			j.lazy = true
 			time.AfterFunc(j.opts.LazyDelay, func() { j.due(b) })
-		} else {
+		case journalNow:
 			j.wakeLocked()
 		}
-	case j.lazy && !lazy:
+	case j.lazy && urgency != journalLazy:
 		j.lazy = false
-		j.wakeLocked()
+		if urgency == journalNow {
+			j.wakeLocked()
+		}
 	}
 	b.last = len(b.buf)
 	b.buf = journalAppendFrame(b.buf, payload, crc)
@@ -397,14 +438,59 @@ func (j *journal) due(b *journalPending) {
 
 // AppendDurable appends payload and waits until it is on disk.
 func (j *journal) AppendDurable(payload []byte) error {
-	return j.Append(payload).Wait()
+	return j.AppendWaited(payload).Wait()
 }
 
 // Wait blocks until the batch holding the record is durable, and with it
-// every record appended before, or returns why it never will be.
+// every record appended before, or returns why it never will be. When the
+// committer is not writing, it writes the batch itself (commitWaited).
 func (p *journalPending) Wait() error {
+	if p.j != nil {
+		p.j.commitWaited(p)
+	}
 	<-p.done
 	return p.err
+}
+
+// commitWaited writes p, on its waiter's goroutine, once nobody else
+// writes, unless p is done by then or is not the open batch any more (the
+// committer took it, or it waits behind a compaction's cut, which the
+// committer writes first).
+func (j *journal) commitWaited(p *journalPending) {
+	select {
+	case <-p.done:
+		return
+	case <-j.writer:
+	}
+	defer func() { j.writer <- struct{}{} }()
+	j.mu.Lock()
+	if j.open != p || j.cut != nil {
+		j.mu.Unlock()
+		return
+	}
+	j.open, j.lazy = nil, false
+	failed := j.err
+	j.mu.Unlock()
+	j.finish(p, failed)
+}
+
+// finish writes batch b, unless the journal failed already, tells its
+// waiters and returns its failure; the holder of writer calls it.
+func (j *journal) finish(b *journalPending, failed error) error {
+	if failed == nil {
+		failed = j.fail(j.commit(b))
+	}
+	b.err = failed
+	close(b.done)
+	if cap(b.buf) <= journalSpareLimit {
+		j.mu.Lock()
+		if j.spare == nil {
+			j.spare = b.buf[:0]
+		}
+		j.mu.Unlock()
+	}
+	b.buf = nil
+	return failed
 }
 
 // journalFailed returns a batch that already failed with err.
@@ -611,23 +697,30 @@ func (j *journal) wakeLocked() {
 // one write and one fdatasync each, until Close and the queue is empty.
 func (j *journal) run() {
 	defer close(j.stopped)
-	var free []byte
+	// idle reports whether there is nothing to write yet: a batch of lazy
+	// records waits for its delay, unless closing. j.mu must be held.
+	idle := func() bool { return j.cut == nil && (j.open == nil || j.lazy && !j.closed) }
 	for {
 		j.mu.Lock()
-		if free != nil {
-			j.spare, free = free, nil
-		}
-		// A batch of lazy records waits for its delay, unless closing.
-		for j.cut == nil && (j.open == nil || j.lazy && !j.closed) {
+		for idle() {
 			if j.closed {
 				j.mu.Unlock()
-				j.closeErr = j.seg.Close()
+				<-j.writer // a waiter writing its own batch finishes first
+				j.closeErr = errors.Join(j.trimSegment(), j.seg.Close())
 				return
 			}
 			j.idle = true
 			j.mu.Unlock()
 			<-j.wake
 			j.mu.Lock()
+		}
+		j.mu.Unlock()
+		<-j.writer
+		j.mu.Lock()
+		if idle() { // a waiter wrote the batch meanwhile
+			j.mu.Unlock()
+			j.writer <- struct{}{}
+			continue
 		}
 		b, cut := j.open, j.cut
 		if cut != nil {
@@ -639,15 +732,7 @@ func (j *journal) run() {
 		j.mu.Unlock()
 
 		if b != nil {
-			if failed == nil {
-				failed = j.fail(j.commit(b))
-			}
-			b.err = failed
-			close(b.done)
-			if cap(b.buf) <= journalSpareLimit {
-				free = b.buf[:0]
-			}
-			b.buf = nil
+			failed = j.finish(b, failed)
 		}
 		if cut != nil {
 			if failed == nil && j.segSize > 0 {
@@ -656,6 +741,7 @@ func (j *journal) run() {
 			cut.seq, cut.err = j.seq, failed
 			close(cut.done)
 		}
+		j.writer <- struct{}{}
 	}
 }
 
@@ -684,7 +770,8 @@ func (j *journal) commit(b *journalPending) error {
 	}
 	journalMarkCommit(b.buf[b.last:])
 	start := j.segSize
-	_, err := j.seg.Write(b.buf)
+	j.preallocate(start + int64(len(b.buf)))
+	_, err := j.seg.WriteAt(b.buf, start)
 	var syncStart time.Time
 	if err == nil {
 		if j.opts.syncHook != nil {
@@ -701,6 +788,7 @@ func (j *journal) commit(b *journalPending) error {
 		if terr := j.seg.Truncate(start); terr != nil {
 			err = fmt.Errorf("%w (and truncating the failed write: %v)", err, terr)
 		}
+		j.segAlloc = start
 		return err
 	}
 	j.segSize += int64(len(b.buf))
@@ -710,8 +798,47 @@ func (j *journal) commit(b *journalPending) error {
 	return nil
 }
 
+// journalPreallocStep is how far past a batch's end a segment is
+// preallocated at a time: a file-system journal commit per this much of
+// log, not per batch; at most this much of zeros to read at the next open
+// after a crash.
+const journalPreallocStep = 1 << 20
+
+// preallocate makes sure seg has blocks up to end, preallocating a step
+// beyond it when it has not (journalPreallocate); the committer calls it
+// before writing a batch that ends at end.
+func (j *journal) preallocate(end int64) {
+	if end <= j.segAlloc || j.noAlloc {
+		return
+	}
+	want := min(end+journalPreallocStep, max(j.opts.SegmentSize, end))
+	if err := journalPreallocate(j.seg, j.segAlloc, want); err != nil {
+		j.noAlloc = true // the batches extend the file instead
+		return
+	}
+	j.segAlloc = want
+}
+
+// trimSegment cuts the zeros preallocated after seg's last batch and
+// makes that durable, so that a segment that is not the last, or the last
+// after Close, ends with its last record (the recovery rule at the top of
+// this file).
+func (j *journal) trimSegment() error {
+	if j.segAlloc <= j.segSize {
+		return nil
+	}
+	if err := j.seg.Truncate(j.segSize); err != nil {
+		return err
+	}
+	j.segAlloc = j.segSize
+	return journalFdatasync(j.seg)
+}
+
 // roll closes the current segment, already synced, and starts the next.
 func (j *journal) roll() error {
+	if err := j.trimSegment(); err != nil {
+		return err
+	}
 	old := j.seg
 	if err := j.createSegment(j.seq + 1); err != nil {
 		return err
@@ -722,7 +849,7 @@ func (j *journal) roll() error {
 // createSegment creates segment seq, makes its name durable and makes it the
 // current segment.
 func (j *journal) createSegment(seq uint64) error {
-	f, err := os.OpenFile(j.path(seq, journalSegmentExt), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, privateFileMode)
+	f, err := os.OpenFile(j.path(seq, journalSegmentExt), os.O_WRONLY|os.O_CREATE|os.O_EXCL, privateFileMode)
 	if err != nil {
 		return err
 	}
@@ -731,7 +858,7 @@ func (j *journal) createSegment(seq uint64) error {
 		os.Remove(f.Name())
 		return err
 	}
-	j.seg, j.seq, j.segSize = f, seq, 0
+	j.seg, j.seq, j.segSize, j.segAlloc = f, seq, 0, 0
 	return nil
 }
 
@@ -867,6 +994,9 @@ func journalScan(path string, data []byte, last bool, onRecord func([]byte) erro
 // is the remains of the final write (see the recovery rule at the top of
 // this file).
 func journalTornTail(tail []byte) bool {
+	if journalAllZero(tail) { // the zeros preallocated after the last batch
+		return true
+	}
 	for pos := 0; pos < len(tail); {
 		fr := journalDecodeFrame(tail[pos:])
 		switch {
