@@ -12,26 +12,7 @@ import (
 // modification time, which saves a file-system journal commit per append when
 // the size has not changed.
 func journalFdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var syncErr error
-	// Control keeps the descriptor from being closed while the call runs.
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			syncErr = syscall.Fdatasync(int(fd))
-			if syncErr != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	if syncErr != nil {
-		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: syncErr}
-	}
-	return nil
+	return journalFileCall(f, "fdatasync", syscall.Fdatasync)
 }
 
 // journalPreallocate extends f to size bytes with allocated, unwritten
@@ -41,20 +22,29 @@ func journalFdatasync(f *os.File) error {
 // quarter of its time on ext4 here). An error (a file system without
 // fallocate) leaves the file as it was.
 func journalPreallocate(f *os.File, from, size int64) error {
+	return journalFileCall(f, "fallocate", func(fd int) error { return syscall.Fallocate(fd, 0, from, size-from) })
+}
+
+// journalFileCall calls call on f's descriptor, again while it is
+// interrupted (EINTR); Control keeps the descriptor from being closed while
+// the call runs.
+func journalFileCall(f *os.File, op string, call func(fd int) error) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var ferr error
+	var callErr error
 	if err := rc.Control(func(fd uintptr) {
 		for {
-			ferr = syscall.Fallocate(int(fd), 0, from, size-from)
-			if ferr != syscall.EINTR {
+			if callErr = call(int(fd)); callErr != syscall.EINTR {
 				return
 			}
 		}
 	}); err != nil {
 		return err
 	}
-	return ferr
+	if callErr != nil {
+		return &os.PathError{Op: op, Path: f.Name(), Err: callErr}
+	}
+	return nil
 }
