@@ -313,7 +313,7 @@ func (s *server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{Code: "run_not_found", Message: "run " + id + " not found"})
 		return
 	}
-	if run.Agent == "" {
+	if run.Agent == "" && s.rt.engine.rerunsStarted() {
 		reruns, _, _, err := s.rt.engine.listRuns(r.Context(), runQuery{RerunOf: run.RunID, Summary: true, Limit: runRerunsShown})
 		if s.historyFailed(w, "get run", err) {
 			return

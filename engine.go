@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -291,6 +292,8 @@ type engine struct {
 
 	// hooks are the features' hooks by event type (engine_hooks.go).
 	hooks map[string][]engineHook
+	// reruns is set once any run may have reruns (engine_rerun.go).
+	reruns atomic.Bool
 	// advancing holds the buckets an advanceQueue call admits from (engine_queue.go).
 	advancing map[string]bool
 	// pending counts, on a shared log, this process's starts of limited
@@ -370,6 +373,7 @@ func (e *engine) restoreSnapshot(b []byte) error {
 	restoreStreams(&st)
 	e.st = st
 	e.recountActiveLocked()
+	e.noteRerunsLocked()
 	return nil
 }
 

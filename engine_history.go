@@ -123,6 +123,7 @@ func (e *engine) startHistory() {
 	if e.opts.History == nil {
 		return
 	}
+	e.noteArchivedReruns()
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()

@@ -38,6 +38,7 @@ var engineFeatures = []func(e *engine){
 	(*engine).registerSchedules,   // schedule_engine.go: schedules and their fires
 	(*engine).registerVersions,    // engine_versions.go: the code versions of active runs
 	(*engine).registerStreams,     // engine_stream.go: what steps write to their run's stream
+	(*engine).registerReruns,      // engine_rerun.go: whether any run was rerun
 	(*engine).registerReplicas,    // engine_replica.go: owners and takeovers on a shared log
 	(*engine).registerTelemetry,   // otel_engine.go: metrics and spans of runs and steps
 }

@@ -20,6 +20,53 @@ import (
 	"time"
 )
 
+// registerReruns hangs reruns off the engine (engine_hooks.go): once a
+// rerun starts or queues, GET /api/runs/{runId} looks up the reruns of the
+// runs it shows (rerunsStarted).
+func (e *engine) registerReruns() {
+	e.on(engineHook{apply: func(ev *journalEvent, _ time.Time) []func() {
+		if ev.RerunOf != "" {
+			e.reruns.Store(true)
+		}
+		return nil
+	}}, evStart, evQueue)
+}
+
+// rerunsStarted reports whether any run may have reruns: one was started
+// since this engine opened, its snapshot or log holds one, or the history
+// did when it opened. Until then, showing a run asks nothing of the
+// history for its reruns.
+func (e *engine) rerunsStarted() bool { return e.reruns.Load() }
+
+// noteRerunsLocked marks that reruns exist when the restored state holds
+// one. mu must be held (or the engine not yet shared).
+func (e *engine) noteRerunsLocked() {
+	for _, r := range e.st.Runs {
+		if r.RerunOf != "" {
+			e.reruns.Store(true)
+			return
+		}
+	}
+	for _, q := range e.st.Queues {
+		for _, t := range q {
+			if t.RerunOf != "" {
+				e.reruns.Store(true)
+				return
+			}
+		}
+	}
+}
+
+// noteArchivedReruns marks that reruns exist when the history holds one
+// (or cannot say).
+func (e *engine) noteArchivedReruns() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if found, err := e.opts.History.hasReruns(ctx); err != nil || found {
+		e.reruns.Store(true)
+	}
+}
+
 // rerunRequest asks for a rerun of RunID; FromStep 0 runs it again from the
 // start with nothing reused.
 type rerunRequest struct {

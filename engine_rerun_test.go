@@ -21,6 +21,9 @@ func testEngineRerun(t *testing.T, store string) {
 	if string(first.Output) != `{"sum":3}` {
 		t.Fatalf("first run = %s", first.Output)
 	}
+	if te.rerunsStarted() {
+		t.Fatal("rerunsStarted before any rerun: showing a run would ask the history for reruns there are none of")
+	}
 	rerun := func(id string, from int) runRecord {
 		t.Helper()
 		rc, err := te.rerun(ctx, rerunRequest{RunID: id, FromStep: from, Trigger: triggerCLI})
@@ -34,6 +37,9 @@ func testEngineRerun(t *testing.T, store string) {
 	}
 	// Retry from step 3: steps 1 and 2 are not called again.
 	fork := rerun(first.RunID, 3)
+	if !te.rerunsStarted() {
+		t.Fatal("rerunsStarted after a rerun = false: GET /api/runs/{runId} would not name it")
+	}
 	if fork.Status != runCompleted || string(fork.Output) != `{"sum":4}` {
 		t.Fatalf("retry from step 3 = %s %s; want {\"sum\":4} (1+1 reused, x-c called a second time)", fork.Status, fork.Output)
 	}
@@ -118,6 +124,9 @@ func testEngineRerun(t *testing.T, store string) {
 	// The journal rebuilds the rerun as it was: reused calls and links.
 	te.close()
 	te.open(t)
+	if !te.rerunsStarted() {
+		t.Error("rerunsStarted after a reopen = false; the log holds reruns")
+	}
 	back, ok := te.get(fork.RunID)
 	if !ok || string(back.Output) != `{"sum":4}` || back.RerunOf != first.RunID || back.RetryFromStep != 3 || !back.Steps[0].Reused || back.Steps[2].Reused {
 		t.Fatalf("fork after reopen = %+v", back)

@@ -82,7 +82,9 @@
 //	             wire_responses.go (OpenAI Responses), wire_params.go (the request parameters each wire
 //	             refuses), console.go (the web console: console/*
 //	             embedded), contract.go
-//	engine       engine.go (state, events applied, start and cancel), engine_journal.go (journal
+//	engine       engine.go (state, start and cancel), events.go (journal records; apply, the state
+//	             machine of runs), engine_hooks.go (how each feature below hangs off apply: one hook per
+//	             event type it cares about), engine_children.go (child runs), engine_journal.go (journal
 //	             failures, recovery), engine_replica.go (replicas on one log: ownership, claims, void
 //	             events, delivery), engine_history.go (archive, prune, compaction), engine_queue.go (queued
 //	             starts), engine_concurrency.go (serial and per-key concurrency limits), engine_versions.go (run pinning), engine_idem.go (idempotent starts),
@@ -90,9 +92,9 @@
 //	             pause, catch-up), schedule_api.go (their HTTP routes and svc schedules),
 //	             engine_store.go (the store seam, SVC_ENGINE), engine_store_file.go (on the journal),
 //	             engine_store_pg.go (on PostgreSQL: svc_engine, one ordered log, fenced replica leases), engine_stream.go (run streams:
-//	             getWritable(), chunks as events, readers), events.go (journal records), execution.go
+//	             getWritable(), chunks as events, readers), execution.go
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
-//	             (segments, snapshots, fsync), workflow_history.go (ended runs in PostgreSQL),
+//	             (segments preallocated, snapshots, fsync; a durable append written by its waiter), workflow_history.go (ended runs in PostgreSQL),
 //	             workflow_stream.go (their streams, svc.run_streams), json_limits.go (what can be journaled), metrics.go (what the engine, stores and
 //	             wires record) and metrics_text.go (the Prometheus text format)
 //	user code    jsruntime.go (goja VMs), bundle.go (esbuild: packages, Node built-ins, the drizzle

@@ -73,6 +73,8 @@ type runHistory interface {
 	list(ctx context.Context, q runQuery) ([]runRecord, error)
 	// prune deletes the runs that ended before endedBefore and returns how many.
 	prune(ctx context.Context, endedBefore time.Time) (int64, error)
+	// hasReruns reports whether any stored run reruns another.
+	hasReruns(ctx context.Context) (bool, error)
 	// stream returns an archived run's stream (workflow_stream.go).
 	stream(ctx context.Context, runID string) ([]streamEntry, error)
 	// stats is its part of the overview of the runs created since
@@ -602,6 +604,14 @@ func (h *pgRunHistory) list(ctx context.Context, q runQuery) ([]runRecord, error
 		return nil, fmt.Errorf("list archived runs: %w", err)
 	}
 	return runs, nil
+}
+
+// hasReruns reports whether any stored run reruns another (an index scan of
+// runs_rerun_of_idx, which holds only reruns).
+func (h *pgRunHistory) hasReruns(ctx context.Context) (bool, error) {
+	var found bool
+	err := h.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM svc.runs WHERE rerun_of IS NOT NULL)`).Scan(&found)
+	return found, err
 }
 
 // prune deletes the runs that ended before endedBefore, runHistoryPruneBatch

@@ -215,8 +215,20 @@ func TestRunHistoryListPaging(t *testing.T) {
 			runs[i].SessionID = []string{"s1", "s2"}[(i/8)%2]
 		}
 	}
+	if found, err := h.hasReruns(ctx); err != nil || found {
+		t.Fatalf("hasReruns of an empty history = %v %v; want false", found, err)
+	}
+	if err := h.archive(ctx, runs[:3]); err != nil { // no rerun among them
+		t.Fatal(err)
+	}
+	if found, err := h.hasReruns(ctx); err != nil || found {
+		t.Fatalf("hasReruns without a rerun stored = %v %v; want false", found, err)
+	}
 	if err := h.archive(ctx, runs); err != nil {
 		t.Fatal(err)
+	}
+	if found, err := h.hasReruns(ctx); err != nil || !found {
+		t.Fatalf("hasReruns with reruns stored = %v %v; want true", found, err)
 	}
 	newestFirst := slices.Clone(runs)
 	slices.SortFunc(newestFirst, func(a, b runRecord) int {
