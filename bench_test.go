@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -152,6 +153,7 @@ func BenchmarkWorkflowsProfile(b *testing.B) {
 type benchWorkflowClient struct {
 	base   string
 	client *http.Client
+	key    string // the dev key sent with every request; "": none (the owner check admits the client)
 }
 
 // newBenchWorkflowClient is a client of the svc dev at base (its URL).
@@ -162,7 +164,7 @@ func newBenchWorkflowClient(base string) *benchWorkflowClient {
 // startAndWait starts wf with input and waits for its end in a long-polled
 // GET: two requests.
 func (w *benchWorkflowClient) startAndWait(wf, input string) error {
-	resp, err := w.client.Post(w.base+"/api/workflows/"+wf+"/start", "application/json", strings.NewReader(input))
+	resp, err := w.do("POST", "/api/workflows/"+wf+"/start", input)
 	if err != nil {
 		return err
 	}
@@ -173,7 +175,7 @@ func (w *benchWorkflowClient) startAndWait(wf, input string) error {
 	if err := json.Unmarshal(buf.Bytes(), &rc); err != nil || rc.RunID == "" {
 		return fmt.Errorf("start: %s", buf.String())
 	}
-	resp, err = w.client.Get(w.base + "/api/runs/" + rc.RunID + "?wait=60s")
+	resp, err = w.do("GET", "/api/runs/"+rc.RunID+"?wait=60s", "")
 	if err != nil {
 		return err
 	}
@@ -189,7 +191,7 @@ func (w *benchWorkflowClient) startAndWait(wf, input string) error {
 // startSync starts wf with input and waits for its end in the same
 // request (POST start ?wait=).
 func (w *benchWorkflowClient) startSync(wf, input string) error {
-	resp, err := w.client.Post(w.base+"/api/workflows/"+wf+"/start?wait=60s", "application/json", strings.NewReader(input))
+	resp, err := w.do("POST", "/api/workflows/"+wf+"/start?wait=60s", input)
 	if err != nil {
 		return err
 	}
@@ -199,6 +201,61 @@ func (w *benchWorkflowClient) startSync(wf, input string) error {
 		return fmt.Errorf("start?wait: %d %.300s", resp.StatusCode, body)
 	}
 	return nil
+}
+
+// do sends a request, with the dev key when w has one.
+func (w *benchWorkflowClient) do(method, path, body string) (*http.Response, error) {
+	req, err := http.NewRequest(method, w.base+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if w.key != "" {
+		req.Header.Set("Authorization", "Bearer "+w.key)
+	}
+	return w.client.Do(req)
+}
+
+// benchW1Floor reports W1's floor on this machine: two fdatasyncs of a
+// record into preallocated blocks on the disk the journal is on (dir), and
+// one HTTP round trip to the server (GET /api/health, 200 times); p50s.
+func benchW1Floor(b *testing.B, w *benchWorkflowClient, dir string) {
+	f, err := os.CreateTemp(dir, "floor")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := journalPreallocate(f, 0, journalPreallocStep); err != nil {
+		b.Logf("no preallocation (%v): the floor's fdatasyncs extend the file", err)
+	}
+	rec := make([]byte, journalBenchRecordSize)
+	var syncs, trips []time.Duration
+	for i := range 200 {
+		t0 := time.Now()
+		if _, err := f.WriteAt(rec, int64(i*len(rec))); err != nil {
+			b.Fatal(err)
+		}
+		if err := journalFdatasync(f); err != nil {
+			b.Fatal(err)
+		}
+		syncs = append(syncs, time.Since(t0))
+		t0 = time.Now()
+		resp, err := w.do("GET", "/api/health", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		trips = append(trips, time.Since(t0))
+	}
+	sort.Slice(syncs, func(i, k int) bool { return syncs[i] < syncs[k] })
+	sort.Slice(trips, func(i, k int) bool { return trips[i] < trips[k] })
+	b.ReportMetric(percentile(syncs, 50), "fdatasync-p50-ms")
+	b.ReportMetric(percentile(trips, 50), "round-trip-p50-ms")
+	b.ReportMetric(2*percentile(syncs, 50)+percentile(trips, 50), "W1-floor-ms")
 }
 
 // benchW1Way is one way of starting and awaiting a run, named for the
@@ -265,11 +322,26 @@ func benchW2Measured(b *testing.B, startAndWait func(wf, input string) error) {
 	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/1000, "W2-allocs/run")
 }
 
-// benchWorkflows runs W1-W3 over HTTP against svc dev with env added.
+// benchWorkflows runs W1-W3 over HTTP against svc dev with env added,
+// keyless (the owner check admits the client) and with the dev key, and
+// reports W1's floor beside them.
 func benchWorkflows(b *testing.B, env ...string) {
 	dir := benchProject(b, 4, 1)
 	d := startDev(b, dir, baseEnv(append([]string{"SVC_DATABASE_URL=" + testPostgresURL(b), "OPENAI_API_KEY=sk-bench"}, env...)...))
-	w := newBenchWorkflowClient(d.url(""))
+	keyless := newBenchWorkflowClient(d.url(""))
+	keyed := newBenchWorkflowClient(d.url(""))
+	keyRaw, err := os.ReadFile(filepath.Join(dir, ".svc", devAPIKeyFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyed.key = strings.TrimSpace(string(keyRaw))
+	b.Run("floor", func(b *testing.B) { benchW1Floor(b, keyless, filepath.Join(dir, ".svc")) })
+	b.Run("keyless", func(b *testing.B) { benchWorkflowsOn(b, keyless, d) })
+	b.Run("keyed", func(b *testing.B) { benchWorkflowsOn(b, keyed, d) })
+}
+
+// benchWorkflowsOn is benchWorkflows's W1-W3 through w.
+func benchWorkflowsOn(b *testing.B, w *benchWorkflowClient, d *devProcess) {
 	for range b.N {
 		benchWorkflowLoad(b, w, d.cmd.Process.Pid)
 		t0 := time.Now()
