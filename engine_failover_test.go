@@ -220,7 +220,13 @@ func TestEnginePGFailover(t *testing.T) {
 		}
 		if !completed() {
 			lost++
-			t.Errorf("acknowledged run %s (%s) never completed on either replica", run, id)
+			var seen []string
+			for i, te := range []*testEngine{a, b} {
+				r, ok, err := te.find(ctx, run)
+				seen = append(seen, fmt.Sprintf("replica %d (%s, journal %+v, store %+v): found %v (%v), status %q, owner %q, %d calls",
+					i, te.self, te.journalHealth(), te.storeHealth(), ok, err, r.Status, r.Owner, len(r.Steps)))
+			}
+			t.Errorf("acknowledged run %s (%s) never completed on either replica:\n%s", run, id, strings.Join(seen, "\n"))
 		}
 	}
 	for _, te := range []*testEngine{a, b} {

@@ -154,7 +154,12 @@ func (e *engine) applyClaim(ev *journalEvent) (after []func()) {
 		if len(ev.Owners) > 0 {
 			r.Owner = ev.Owners[i%len(ev.Owners)]
 		}
-		r.settling = r.Owner == e.self && e.self != ""
+		// Settled once live: the claim's follow-up (resumeRuns) does it.
+		// A replayed claim has no follow-up: settleReplay settles every
+		// run this replica owns after the replay, so a replay (a reopen
+		// after the log failed, with this replica's own claims in it)
+		// leaves nothing waiting to be settled.
+		r.settling = r.Owner == e.self && e.self != "" && e.j != nil
 		if r.settling {
 			mine = append(mine, id)
 		}

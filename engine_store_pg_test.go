@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -564,5 +565,41 @@ WHERE query = 'LISTEN `+engineStorePGChannel+`' AND pid <> pg_backend_pid()`); e
 	}
 	if r := other.await(t, cancelled.RunID); r.Status != runCancelled {
 		t.Errorf("the run cancelled through the deaf replica = %s", r.Status)
+	}
+}
+
+// TestEnginePGReplayedClaimResumes: a run this replica claimed from
+// another still runs after this replica's own log fails without releasing
+// anything (a dropped connection, a database failover) and recovery
+// reopens it. Replaying the claim must not leave the run waiting to be
+// settled, which nothing would then do: it stayed pending for good.
+func TestEnginePGReplayedClaimResumes(t *testing.T) {
+	a := newTestEngineOn(t, engineKindPostgres)
+	b := &testEngine{dir: a.dir, cat: a.cat, counter: a.counter, store: engineKindPostgres, pool: a.pool}
+	b.open(t)
+	rc, err := b.start(startRequest{Workflow: "hooked", Input: json.RawMessage(`{}`), Trigger: triggerHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := <-a.counter.tokens
+	b.close() // it releases its runs, and a claims them
+	eventually(t, 10*time.Second, "a owns b's run", func() bool {
+		r, ok := a.get(rc.RunID)
+		return ok && r.Owner == a.self && r.Status == runWaiting
+	})
+	a.mu.Lock()
+	l := a.j.(*engineStorePGLog)
+	a.mu.Unlock()
+	l.fail(errors.New("injected: the connection to the database dropped"))
+	eventually(t, 20*time.Second, "a's log reopened", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.failed == nil && a.j != nil && a.j != engineLog(l)
+	})
+	if _, err := a.resumeHook(token, json.RawMessage(`{"approved":true}`)); err != nil {
+		t.Fatalf("resume after the reopen: %v", err)
+	}
+	if r := a.await(t, rc.RunID); r.Status != runCompleted || string(r.Output) != `{"approved":true}` {
+		t.Fatalf("the claimed run after a's log was reopened = %s %s; want completed", r.Status, r.Output)
 	}
 }
