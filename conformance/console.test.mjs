@@ -291,8 +291,12 @@ test("the workflows page lists the schedules; Pause and Resume change them, dura
   noConsoleErrors();
 });
 
-/** say sends text from the chat page's message box with Enter. */
+/**
+ * say sends text from the chat page's message box with Enter, once the turn
+ * before it has ended: the form ignores Enter while a turn runs.
+ */
 async function say(text) {
+  await page.locator(".chat-form button[type=submit]:enabled").waitFor();
   await page.getByLabel("Message").fill(text);
   await page.getByLabel("Message").press("Enter");
 }

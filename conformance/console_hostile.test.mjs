@@ -22,8 +22,12 @@ before(async () => {
 
 const shot = (name) => shotOf(page, name);
 
-/** say sends text (newlines kept) from the message box. */
+/**
+ * say sends text (newlines kept) from the message box, once the turn before
+ * it has ended: the form ignores Enter while a turn runs (Send disabled).
+ */
 async function say(text) {
+  await page.locator(".chat-form button[type=submit]:enabled").waitFor();
   await page.getByLabel("Message").fill(text);
   await page.getByLabel("Message").press("Enter");
 }

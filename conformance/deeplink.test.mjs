@@ -129,6 +129,7 @@ if (step === "console") {
     await page.locator("#chat-agent").selectOption("assistant");
     await page.waitForURL(/#\/chat\/assistant$/);
     const say = async (text) => {
+      await page.locator(".chat-form button[type=submit]:enabled").waitFor(); // the turn before has ended
       await page.getByLabel("Message").fill(text);
       await page.getByLabel("Message").press("Enter");
     };
