@@ -23,9 +23,11 @@ type engineHook struct {
 	// and applied to its runs, and returns the follow-up actions (run once
 	// the event is durable; replay ignores them). mu is held.
 	apply func(ev *journalEvent, at time.Time) []func()
-	// committed tells the feature that ev is durable, once, in the process
-	// that wrote it (a step's outcome on a shared log: in the run's owner,
-	// as it applies it; appendLocked, deliver). mu is held.
+	// committed tells the feature, once and only in the process that wrote
+	// ev, that the log has it: on the file journal as soon as it is
+	// appended and applied (durable with its batch), on a shared log once
+	// delivered (a step's outcome: in the run's owner, as it applies it);
+	// appendLocked, deliver. mu is held.
 	committed func(ev *journalEvent, r *runRecord)
 }
 
