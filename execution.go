@@ -54,13 +54,18 @@ func (e *engine) schedule(id string) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.execute(ctx, r)
+		used := e.execute(ctx, r)
 		cancel()
 		e.mu.Lock()
 		r.executing, r.cancel = false, nil
 		again := r.rerun && !terminal(r.Status)
 		r.rerun = false
 		e.mu.Unlock()
+		if used != nil {
+			// The run holds nothing now: make the VM a later execution of
+			// its workflow will take.
+			e.warmWorkflowVM(used)
+		}
 		if again {
 			e.schedule(id)
 		}
@@ -107,23 +112,24 @@ type execution struct {
 	guidance string
 }
 
-// execute runs one execution of r.
-func (e *engine) execute(ctx context.Context, r *runRecord) {
+// execute runs one execution of r and returns the workflow it ran (nil:
+// none), whose VM pool the caller tops up once the run is let go.
+func (e *engine) execute(ctx context.Context, r *runRecord) *workflowDef {
 	def, err := e.defFor(r)
 	if err != nil {
 		e.log.Error("run waits: its workflow version cannot be loaded", "run", r.RunID, "workflow", r.WorkflowName, "version", r.Version, "err", err)
-		return
+		return nil
 	}
 	if def == nil {
 		if e.opts.Catalog() != nil {
 			e.log.Warn("run waits for its workflow to compile", "run", r.RunID, "workflow", r.WorkflowName)
 		}
-		return
+		return nil
 	}
 	e.mu.Lock()
 	if terminal(r.Status) { // cancelled between scheduling and now
 		e.mu.Unlock()
-		return
+		return nil
 	}
 	r.Status = runRunning
 	logs := 0
@@ -149,7 +155,6 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 		err = x.nondet
 		e.log.Error("run failed: its replay made a different call than the journal holds", "run", r.RunID, "workflow", r.WorkflowName, "version", r.Version, "err", err)
 	}
-	defer e.warmWorkflowVM(def)
 	e.mu.Lock()
 	switch {
 	case terminal(r.Status):
@@ -169,6 +174,7 @@ func (e *engine) execute(ctx context.Context, r *runRecord) {
 		}
 		e.commitLocked(ev, true)
 	}
+	return def
 }
 
 // armTimerLocked sets a timer for the earliest unfinished sleep of r.
