@@ -77,12 +77,7 @@ func (e *engine) childEnded(ev *journalEvent, at time.Time) []func() {
 // cancelled before its turn, and schedules the parent. It runs before the
 // concurrency queue drops the entry. mu must be held.
 func (e *engine) childDequeued(ev *journalEvent, at time.Time) []func() {
-	var t *queuedTrigger
-	for _, q := range e.st.Queues[concurrencyBucket(ev.Workflow, ev.Key)] {
-		if q.QueueID == ev.Queue {
-			t = q
-		}
-	}
+	t := e.queuedLocked(ev.Queue)
 	if t == nil {
 		return nil
 	}
