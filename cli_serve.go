@@ -172,6 +172,9 @@ func bootBox(ctx context.Context, c *cmd, opts boxOptions, proj *project) (_ *bo
 	}
 	ro := runtimeOptions{Command: "svc serve", PostgresURL: pgURL, StateDir: opts.dataDir, MasterKey: opts.masterKey, Getenv: c.getenv, Verbose: verbose,
 		Engine: opts.engine}
+	if ro.FleetAddress, err = fleetAddress(c.getenv("SVC_FLEET_ADDRESS"), ln.Addr()); err != nil {
+		return nil, failf(codeGeneric, "set SVC_FLEET_ADDRESS to this replica's URL, such as http://10.0.0.5:8080", "svc serve: %v", err)
+	}
 	if ext := opts.s3Endpoint; ext != "" {
 		ro.S3Endpoint = ext
 		ro.S3Keys = [2]string{c.getenv("SVC_S3_ACCESS_KEY_ID"), c.getenv("SVC_S3_SECRET_ACCESS_KEY")}

@@ -36,6 +36,8 @@ var envVars = []envVar{
 	{"SVC_ENGINE_LEASE", []string{"dev", "serve"}, "a PostgreSQL engine replica's lease (default 8s)"},
 	{"SVC_ENGINE_LEASE_RENEW", []string{"dev", "serve"}, "how often the lease is renewed (default 3s)"},
 	{"SVC_ENGINE_POLL", []string{"dev", "serve"}, "how often an idle replica reads the log without a notification (default 1s)"},
+	{"SVC_ENGINE_PARTITIONS", []string{"dev", "serve"}, "how many partitions a new PostgreSQL engine log is split into, each owned by one replica at a time (default 16; fixed when the log is made)"},
+	{"SVC_FLEET_ADDRESS", []string{"serve"}, "the URL the other replicas reach this one at, for calls about runs it holds (default http:// and --addr, this host's name for 0.0.0.0)"},
 	{"SVC_RUN_RETENTION", []string{"dev", "serve"}, "how long ended runs stay in the run history: 30d (default), 720h, or 0 to keep them"},
 	{"SVC_IDEMPOTENCY_RETENTION", []string{"dev", "serve"}, "how long start idempotency keys are kept: 24h (default), 7d"},
 	{"SVC_RESPONSE_RETENTION", []string{"dev", "serve"}, "how long kept Responses-wire responses stay: 30d (default), or 0 to keep them"},

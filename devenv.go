@@ -328,8 +328,14 @@ func bootDev(ctx context.Context, c *cmd, opts devOptions, proj *project) (_ *de
 	rt.pg.logUndid(rt.log)
 
 	// 2. and 3. Migrations, engine, secrets, object storage, agents, gate.
+	// Other svc dev processes on the same PostgreSQL engine (rare) reach
+	// this one over plain HTTP on its API port.
+	fleetAddr, err := fleetAddress("", apiLn.Addr())
+	if err != nil {
+		return nil, err
+	}
 	if err := rt.open(ctx, runtimeOptions{Command: "svc dev", PostgresURL: rt.pg.URL, StateDir: proj.stateDir(), Getenv: c.getenv,
-		Verbose: verbose, S3Listener: s3Ln, S3Endpoint: s3Endpoint, Engine: opts.engine}); err != nil {
+		Verbose: verbose, S3Listener: s3Ln, S3Endpoint: s3Endpoint, Engine: opts.engine, FleetAddress: fleetAddr}); err != nil {
 		return nil, err
 	}
 	rt.onGateOpen = rt.announce

@@ -257,6 +257,10 @@ type engineOptions struct {
 	IdemRetention time.Duration
 	Metrics       *metrics    // what GET /metrics shows of runs, steps and the store; nil records nothing
 	Tracer        *otelTracer // spans of runs, steps, sleeps and hooks (otel_engine.go); nil: none
+	// Partition is the partition of the fleet's log this engine holds, of
+	// Partitions (engine_fleet.go); the ids it makes carry it. Zero values:
+	// the one partition of the file journal.
+	Partition, Partitions int
 }
 
 // engine is the durable workflow engine (DESIGN §3). Every state change is
@@ -343,7 +347,11 @@ func openEngine(opts engineOptions) (*engine, error) {
 	e.mu.Lock() // a shared log may deliver already
 	e.j = j
 	e.mu.Unlock()
-	e.opts.Store.removeVersions(func(v string) bool { return e.versions[v] != nil })
+	if opts.Partitions <= 1 {
+		// This engine holds every run: what it does not pin, nothing does.
+		// (A partition's engine cannot tell: engine_fleet.go removes them.)
+		e.opts.Store.removeVersions(func(v string) bool { return e.versions[v] != nil })
+	}
 	e.settleReplay(poisoned)
 	e.resumeAll()
 	e.startHistory()
@@ -486,7 +494,12 @@ func (e *startError) Unwrap() error { return e.Err }
 // validateStart resolves the workflow and validates the input against its
 // inputSchema. Nothing is written.
 func (e *engine) validateStart(name string, input json.RawMessage) (*workflowDef, error) {
-	cat := e.opts.Catalog()
+	return validateStartIn(e.opts.Catalog, name, input)
+}
+
+// validateStartIn is validateStart in the catalog current returns.
+func validateStartIn(current func() *catalog, name string, input json.RawMessage) (*workflowDef, error) {
+	cat := current()
 	if cat == nil {
 		return nil, &startError{Code: "gate_closed", Message: errGateClosed.Error(), Err: errGateClosed}
 	}
@@ -576,10 +589,10 @@ func (e *engine) start(req startRequest) (startReceipt, error) {
 		}
 		ev.Run, ev.WRun, ev.Ver, ev.Queue = "", "", "", ""
 		if e.mustQueueLocked(bucket, def.Concurrency.Limit) {
-			ev.Type, ev.Queue = evQueue, queueIDPrefix+uuid.NewString()
+			ev.Type, ev.Queue = evQueue, queueIDPrefix+e.newRunID()
 			rc.Status, rc.QueueID = "queued", ev.Queue
 		} else {
-			ev.Type, ev.Run, ev.WRun, ev.Ver = evStart, uuid.NewString(), newWorldRunID(), def.Module.Hash
+			ev.Type, ev.Run, ev.WRun, ev.Ver = evStart, e.newRunID(), newWorldRunID(), def.Module.Hash
 			rc.Status, rc.RunID, rc.WorldRunID = "started", ev.Run, ev.WRun
 		}
 		e.pendLocked(ev, bucket, 1)
@@ -1040,7 +1053,7 @@ func (e *engine) recordTurn(t agentTurn) (string, error) {
 	case t.Error != nil:
 		status = runFailed
 	}
-	ev := &journalEvent{Type: evTurn, Run: uuid.NewString(), WRun: newWorldRunID(), Status: status, Input: t.Input, Result: t.Output,
+	ev := &journalEvent{Type: evTurn, Run: e.newRunID(), WRun: newWorldRunID(), Status: status, Input: t.Input, Result: t.Output,
 		Error: t.Error, Agent: t.Agent, Wire: t.Wire, Session: t.SessionID, Conv: t.ConversationID,
 		StartedAt: t.StartedAt.UnixMicro(), Calls: t.ToolCalls}
 	e.mu.Lock()

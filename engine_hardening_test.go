@@ -164,7 +164,7 @@ func post(t *testing.T, h http.Handler, path, body string) (int, map[string]any)
 // testServer serves te's engine through the real route table.
 func (te *testEngine) server(t testing.TB) http.Handler {
 	t.Helper()
-	s, err := newTestServer(&runtimeCore{log: discardLogger(), engine: te.engine, proj: &project{Dir: te.dir}})
+	s, err := newTestServer(&runtimeCore{log: discardLogger(), engine: soloFleet(te.engine), proj: &project{Dir: te.dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

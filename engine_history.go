@@ -274,7 +274,15 @@ func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
 // on the last page. The queued triggers of the matching workflows come with
 // the first page.
 func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, queued []queuedTrigger, next *runCursor, err error) {
+	runs, qs := e.memoryRuns(q)
+	return mergeRunPages(ctx, e.opts.History, q, runs, qs)
+}
+
+// memoryRuns returns the runs in memory that match q and, on the first
+// page, the queued starts of the matching workflows.
+func (e *engine) memoryRuns(q runQuery) (page []runRecord, queued []queuedTrigger) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, r := range e.st.Runs {
 		if q.matches(r) {
 			page = append(page, snapshotRun(r))
@@ -289,17 +297,29 @@ func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, qu
 			}
 		}
 	}
-	e.mu.Unlock()
-	if e.opts.History != nil {
+	return page, queued
+}
+
+// mergeRunPages merges the runs in memory that match q (of one engine, or
+// of every replica's) with the history's (nil: none), each run once,
+// newest first, and cuts the page at q.Limit: next is the cursor of the
+// following page, or nil on the last.
+func mergeRunPages(ctx context.Context, h runHistory, q runQuery, page []runRecord, queued []queuedTrigger) ([]runRecord, []queuedTrigger, *runCursor, error) {
+	seen := make(map[string]bool, len(page))
+	mem := page
+	page = page[:0:0]
+	for _, r := range mem {
+		if !seen[r.RunID] {
+			seen[r.RunID] = true
+			page = append(page, r)
+		}
+	}
+	if h != nil {
 		hq := q
 		hq.Limit++ // one more than the page tells whether another follows
-		hist, err := e.opts.History.list(ctx, hq)
+		hist, err := h.list(ctx, hq)
 		if err != nil {
 			return nil, nil, nil, err
-		}
-		seen := make(map[string]bool, len(page))
-		for _, r := range page {
-			seen[r.RunID] = true
 		}
 		for _, r := range hist {
 			if !seen[r.RunID] { // a run that ended while we read is in both
@@ -313,6 +333,7 @@ func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, qu
 		}
 		return 1
 	})
+	var next *runCursor
 	if len(page) > q.Limit {
 		page = page[:q.Limit]
 		c := runCursorOf(&page[len(page)-1])

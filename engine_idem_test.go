@@ -186,7 +186,7 @@ func TestStartRouteIdempotencyKey(t *testing.T) {
 // outside the charset is refused by the tool's schema.
 func TestMCPStartWorkflowIdempotencyKey(t *testing.T) {
 	te := newTestEngine(t)
-	tools := &mcpTools{rt: &runtimeCore{log: discardLogger(), engine: te.engine, proj: &project{Dir: te.dir}}}
+	tools := &mcpTools{rt: &runtimeCore{log: discardLogger(), engine: soloFleet(te.engine), proj: &project{Dir: te.dir}}}
 	call := func(args string) (map[string]any, string) {
 		res := tools.call(t.Context(), mcpFindTool("start_workflow"), json.RawMessage(args))
 		b, _ := json.Marshal(res)

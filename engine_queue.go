@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 )
 
 // queueIDPrefix starts the id of a queued trigger.
@@ -167,7 +166,7 @@ func (e *engine) advanceQueue(workflow, bucket string) {
 			return
 		}
 		head := q[0]
-		ev := &journalEvent{Type: evStart, Run: uuid.NewString(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
+		ev := &journalEvent{Type: evStart, Run: e.newRunID(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
 			Trigger: head.Trigger, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
 			Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent, RerunOf: head.RerunOf, Seq: head.RetryFrom, Calls: head.Reuse}
 		ev.setConcurrency(head.concurrencyLimit(), head.LimitKey)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -120,6 +121,9 @@ type engineStoreHealth struct {
 	Owner    string `json:"owner,omitempty"`    // postgres: this replica's name, the owner of the runs it executes
 	Epoch    int64  `json:"epoch,omitempty"`    // postgres: the fencing token of its lease
 	Replicas int    `json:"replicas,omitempty"` // postgres: replicas holding a lease, as of the last renewal
+	// Partitions are, on PostgreSQL, the partitions of the log this
+	// replica holds (engine_fleet.go).
+	Partitions []int `json:"partitions,omitempty"`
 }
 
 // errEngineLeaseLost is the failure of a PostgreSQL log whose replica lease
@@ -152,17 +156,20 @@ type engineSettings struct {
 	Lease time.Duration // how long a lease lasts unless renewed
 	Renew time.Duration // how often the holder renews it
 	Poll  time.Duration // how often an idle replica reads the log without a notification
+	// Partitions is how many partitions a new PostgreSQL log is split
+	// into (SVC_ENGINE_PARTITIONS); a log keeps the number it was made with.
+	Partitions int
 	// LocalStorageOK is SVC_STORAGE_LOCAL_OK=1: svc serve may run the
 	// PostgreSQL engine with the built-in object storage.
 	LocalStorageOK bool
 }
 
 // readEngineSettings reads SVC_ENGINE, SVC_ENGINE_LEASE,
-// SVC_ENGINE_LEASE_RENEW, SVC_ENGINE_POLL and SVC_STORAGE_LOCAL_OK (the one
+// SVC_ENGINE_LEASE_RENEW, SVC_ENGINE_POLL, SVC_ENGINE_PARTITIONS and SVC_STORAGE_LOCAL_OK (the one
 // place they are read). An unknown engine or a bad duration is an error naming the
 // variable and what it accepts.
 func readEngineSettings(getenv func(string) string) (engineSettings, error) {
-	s := engineSettings{Kind: engineKindFile, Lease: engineLeaseDefault, Renew: engineLeaseRenewDefault, Poll: enginePollDefault,
+	s := engineSettings{Kind: engineKindFile, Lease: engineLeaseDefault, Renew: engineLeaseRenewDefault, Poll: enginePollDefault, Partitions: enginePartitionsDefault,
 		LocalStorageOK: getenv("SVC_STORAGE_LOCAL_OK") == "1"}
 	switch v := strings.TrimSpace(getenv("SVC_ENGINE")); v {
 	case "", engineKindFile:
@@ -185,6 +192,13 @@ func readEngineSettings(getenv func(string) string) (engineSettings, error) {
 			return s, fmt.Errorf("%s is %q: it must be a duration such as 10s, between %v and %v", d.name, truncateForMessage(v), engineLeaseMin/4, engineLeaseMax)
 		}
 		*d.dst = n
+	}
+	if v := strings.TrimSpace(getenv("SVC_ENGINE_PARTITIONS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > enginePartitionsMax {
+			return s, fmt.Errorf("SVC_ENGINE_PARTITIONS is %q: it must be a whole number from 1 to %d (it is read when the log is first made)", truncateForMessage(v), enginePartitionsMax)
+		}
+		s.Partitions = n
 	}
 	if s.Lease < engineLeaseMin || 2*s.Renew > s.Lease {
 		return s, fmt.Errorf("SVC_ENGINE_LEASE (%v) must be at least %v and at least twice SVC_ENGINE_LEASE_RENEW (%v), so a renewal that fails once does not lose the lease", s.Lease, engineLeaseMin, s.Renew)

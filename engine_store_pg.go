@@ -1,30 +1,43 @@
 package main
 
 // The engine's store on PostgreSQL (SVC_ENGINE=postgres, DESIGN §12): the
-// events, the snapshot and the pinned versions live in schema svc_engine
+// events, the snapshots and the pinned versions live in schema svc_engine
 // of the runtime's database, so nothing of the engine's state is on the
 // replica's disk, and several replicas share them, active/active.
 //
+// Partitions. The log is split into a fixed number of partitions, as a
+// history service splits its history into shards: svc_engine.config holds
+// the number, fixed when the schema is first created (partitions). Each
+// partition is the shared log described below, scoped by its number part:
+// its own order of events, snapshot, replicas' rows (leases, fencing,
+// claims, reaping), append lock and notification channel; nothing of one
+// partition waits for or reads another's. A process opens one log per
+// partition it owns (engine_fleet.go), each on the store partition returns,
+// and the engine on it sees that partition as the log.
+//
 // Tables (created by ensureSchema, idempotent, under an advisory lock so
 // that replicas booting together do not race): events (seq from one
-// identity sequence, the encoded event), snapshot (one row: the state as of
-// seq upto; replay reads it, then the events after it, so boot time follows
-// active work, not history), versions (compiled workflow versions by
-// content hash, so a replica on a newer image continues an older run),
-// replicas (one row per live replica: its name, epoch, lease_until and the
-// seq it has applied).
+// identity sequence across partitions, the partition, the encoded event),
+// snapshots (one row per partition: its state as of seq upto; replay reads
+// it, then the partition's events after it, so boot time follows active
+// work, not history), versions (compiled workflow versions by content
+// hash, so a replica on a newer image continues an older run; one set for
+// every partition), replicas (one row per live replica of a partition: its
+// name, epoch, lease_until and the seq it has applied), config (the number
+// of partitions).
 //
-// One log, one order. Every replica appends to the same events table and
-// applies every event in seq order, its own included, so every replica's
-// state is the same function of the same log (engine_replica.go). An
-// append transaction takes one advisory lock before it inserts, so seqs
-// become visible in commit order: a reader that saw seq n never later finds
-// a smaller one. In the same transaction the appender reads the events
-// others committed since its last delivery, and delivers them, then its
-// own, to the engine. The transaction is one pipelined batch, one round
-// trip, unless it reaps or leaves. Idle replicas learn of new events by
-// LISTEN/NOTIFY (channel svc_engine, the payload naming the writer, which
-// skips its own) and a jittered poll about every second.
+// One log, one order. Every replica of a partition appends to its events
+// and applies every one of them in seq order, its own included, so every
+// replica's state is the same function of the same log (engine_replica.go).
+// An append transaction takes the partition's advisory lock before it
+// inserts, so the partition's seqs become visible in commit order: a reader
+// that saw seq n never later finds a smaller one there. In the same
+// transaction the appender reads the events others committed since its last
+// delivery, and delivers them, then its own, to the engine. The transaction
+// is one pipelined batch, one round trip, unless it reaps or leaves. Idle
+// replicas learn of new events by LISTEN/NOTIFY (channel svc_engine_<part>,
+// the payload naming the writer, which skips its own) and a jittered poll
+// about every second.
 //
 // Leases, fenced. A replica's row is its lease: it renews lease_until every
 // Renew in one statement. Every append locks the writer's row FOR SHARE
@@ -45,7 +58,7 @@ package main
 //
 // Compaction: any replica writes the snapshot of the state it applied up
 // to seq upto (only if newer than the one stored) and deletes the events
-// every live replica has applied.
+// every live replica of the partition has applied.
 
 import (
 	"bytes"
@@ -70,32 +83,62 @@ import (
 
 // engineStorePGSchemaSQL creates the schema; it runs as one implicit
 // transaction holding an advisory lock, so concurrent boots do not race.
-// The engine-wide lease of the active/passive version is dropped: stop
-// processes of that version before replicas of this one start.
+// It upgrades the one-log schema of the version before partitions: its
+// events become partition 0's (the column's default), and so does its
+// snapshot; its replicas table is dropped and made again keyed by
+// partition, so stop the processes of that version before replicas of this
+// one start (as the engine-wide lease of the active/passive version, also
+// dropped, needed). The upgrade's steps look at the catalog first, so on a
+// schema already up to date it takes no lock on a table, which would hold
+// up the running replicas' appends.
 const engineStorePGSchemaSQL = `SELECT pg_advisory_xact_lock(hashtext('svc_engine schema'));
 CREATE SCHEMA IF NOT EXISTS svc_engine;
-CREATE TABLE IF NOT EXISTS svc_engine.events (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, data bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS svc_engine.snapshot (id int PRIMARY KEY CHECK (id = 1), upto bigint NOT NULL, data bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS svc_engine.config (id int PRIMARY KEY CHECK (id = 1), partitions int NOT NULL);
+CREATE TABLE IF NOT EXISTS svc_engine.events (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, part int NOT NULL DEFAULT 0, data bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS svc_engine.snapshots (part int PRIMARY KEY, upto bigint NOT NULL, data bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS svc_engine.versions (hash text PRIMARY KEY, data bytea NOT NULL, saved_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS svc_engine.replicas (owner text PRIMARY KEY, epoch bigint NOT NULL, lease_until timestamptz NOT NULL,
-    applied bigint NOT NULL DEFAULT 0, joined_at timestamptz NOT NULL DEFAULT now());
 CREATE SEQUENCE IF NOT EXISTS svc_engine.epochs;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass('svc_engine.events') AND attname = 'part' AND NOT attisdropped) THEN
+        ALTER TABLE svc_engine.events ADD COLUMN part int NOT NULL DEFAULT 0;
+    END IF;
+    IF to_regclass('svc_engine.events_part_seq') IS NULL THEN
+        CREATE INDEX events_part_seq ON svc_engine.events (part, seq);
+    END IF;
+    IF to_regclass('svc_engine.snapshot') IS NOT NULL THEN
+        EXECUTE 'INSERT INTO svc_engine.snapshots (part, upto, data) SELECT 0, upto, data FROM svc_engine.snapshot ON CONFLICT (part) DO NOTHING';
+        EXECUTE 'DROP TABLE svc_engine.snapshot';
+    END IF;
+    IF to_regclass('svc_engine.replicas') IS NOT NULL
+        AND NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass('svc_engine.replicas') AND attname = 'part' AND NOT attisdropped) THEN
+        EXECUTE 'DROP TABLE svc_engine.replicas';
+    END IF;
+END
+$$;
+CREATE TABLE IF NOT EXISTS svc_engine.replicas (part int NOT NULL DEFAULT 0, owner text NOT NULL, epoch bigint NOT NULL, lease_until timestamptz NOT NULL,
+    applied bigint NOT NULL DEFAULT 0, joined_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (part, owner));
 DROP TABLE IF EXISTS svc_engine.lease;`
 
-// engineStorePGJoinSQL registers this replica under a new epoch.
-const engineStorePGJoinSQL = `INSERT INTO svc_engine.replicas (owner, epoch, lease_until)
-VALUES ($1, nextval('svc_engine.epochs'), now() + $2 * interval '1 millisecond')
-ON CONFLICT (owner) DO UPDATE SET epoch = excluded.epoch, lease_until = excluded.lease_until, applied = 0, joined_at = now()
+// engineStorePGPartitionsMax bounds the number of partitions.
+const engineStorePGPartitionsMax = 256
+
+// engineStorePGJoinSQL registers this replica in partition $1 under a new
+// epoch.
+const engineStorePGJoinSQL = `INSERT INTO svc_engine.replicas (part, owner, epoch, lease_until)
+VALUES ($1, $2, nextval('svc_engine.epochs'), now() + $3 * interval '1 millisecond')
+ON CONFLICT (part, owner) DO UPDATE SET epoch = excluded.epoch, lease_until = excluded.lease_until, applied = 0, joined_at = now()
 RETURNING epoch`
 
-// engineStorePGRenewSQL extends this replica's lease while it holds it at
-// its epoch, reports what it applied, counts the live replicas, and says
-// in how many milliseconds the first other replica's lease expires (0 or
-// less: already; a day when there is none), so its runs are claimed then.
-const engineStorePGRenewSQL = `WITH u AS (UPDATE svc_engine.replicas SET lease_until = now() + $3 * interval '1 millisecond', applied = $4
-    WHERE owner = $1 AND epoch = $2 RETURNING 1)
-SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM svc_engine.replicas WHERE lease_until > now()),
-    coalesce(floor(extract(epoch FROM (SELECT min(lease_until) FROM svc_engine.replicas WHERE owner <> $1) - now()) * 1000), 86400000)::bigint`
+// engineStorePGRenewSQL extends this replica's lease in partition $1 while
+// it holds it at its epoch, reports what it applied, counts the
+// partition's live replicas, and says in how many milliseconds the first
+// other replica's lease there expires (0 or less: already; a day when
+// there is none), so its runs are claimed then.
+const engineStorePGRenewSQL = `WITH u AS (UPDATE svc_engine.replicas SET lease_until = now() + $4 * interval '1 millisecond', applied = $5
+    WHERE part = $1 AND owner = $2 AND epoch = $3 RETURNING 1)
+SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM svc_engine.replicas WHERE part = $1 AND lease_until > now()),
+    coalesce(floor(extract(epoch FROM (SELECT min(lease_until) FROM svc_engine.replicas WHERE part = $1 AND owner <> $2) - now()) * 1000), 86400000)::bigint`
 
 // engineStorePGTxSQL opens every transaction of the store that takes a
 // lock: synchronous_commit as its batch needs ($1), and an
@@ -107,32 +150,42 @@ SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM svc_engine.replicas WHERE
 // a round trip.
 const engineStorePGTxSQL = `SELECT set_config('synchronous_commit', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`
 
-// engineStorePGOrderSQL makes appends take turns: seqs become visible in
-// the order they were drawn.
-const engineStorePGOrderSQL = `SELECT pg_advisory_xact_lock(hashtext('svc_engine append'))`
+// engineStorePGOrderSQL makes the appends to partition $1 take turns:
+// its seqs become visible in the order they were drawn.
+const engineStorePGOrderSQL = `SELECT pg_advisory_xact_lock(hashtext('svc_engine append'), $1)`
 
 // engineStorePGHeldSQL is the fence of every write: a share lock on this
-// replica's row, which exists only while it holds its lease at its epoch.
-const engineStorePGHeldSQL = `SELECT 1 FROM svc_engine.replicas WHERE owner = $2 AND epoch = $3 AND lease_until > now() FOR SHARE`
+// replica's row in partition $1, which exists only while it holds its lease
+// at its epoch.
+const engineStorePGHeldSQL = `SELECT 1 FROM svc_engine.replicas WHERE part = $1 AND owner = $3 AND epoch = $4 AND lease_until > now() FOR SHARE`
 
-// engineStorePGAppendSQL inserts a batch, in order, only under the fence;
-// it returns how many events it inserted and the last seq.
+// engineStorePGAppendSQL inserts a batch ($2) into partition $1, in order,
+// only under the fence; it returns how many events it inserted and the
+// last seq.
 const engineStorePGAppendSQL = `WITH held AS (` + engineStorePGHeldSQL + `),
-ins AS (INSERT INTO svc_engine.events (data)
-    SELECT d FROM unnest($1::bytea[]) WITH ORDINALITY AS t(d, n) WHERE EXISTS (SELECT FROM held) ORDER BY n RETURNING seq)
+ins AS (INSERT INTO svc_engine.events (part, data)
+    SELECT $1::int, d FROM unnest($2::bytea[]) WITH ORDINALITY AS t(d, n) WHERE EXISTS (SELECT FROM held) ORDER BY n RETURNING seq)
 SELECT count(*), coalesce(max(seq), 0) FROM ins`
 
-// engineStorePGReadSQL reads the events after a seq, in order.
-const engineStorePGReadSQL = `SELECT seq, data FROM svc_engine.events WHERE seq > $1 ORDER BY seq LIMIT $2`
+// engineStorePGReadSQL reads the events of partition $1 after a seq, in
+// order.
+const engineStorePGReadSQL = `SELECT seq, data FROM svc_engine.events WHERE part = $1 AND seq > $2 ORDER BY seq LIMIT $3`
 
 // engineStorePGNotifySQL tells the other replicas of an append; the
 // payload names the writer, whose listener skips it (the writer delivers
 // its own events when the append commits).
 const engineStorePGNotifySQL = `SELECT pg_notify($1, $2)`
 
-// engineStorePGReapSQL deletes the rows of replicas whose lease expired
-// (waiting for an append of theirs in flight), naming them.
-const engineStorePGReapSQL = `DELETE FROM svc_engine.replicas WHERE lease_until <= now() RETURNING owner`
+// engineStorePGReapSQL deletes the rows of partition $1's replicas whose
+// lease expired (waiting for an append of theirs in flight), naming them.
+const engineStorePGReapSQL = `DELETE FROM svc_engine.replicas WHERE part = $1 AND lease_until <= now() RETURNING owner`
+
+// engineStorePGLiveSQL names partition $1's live replicas, in order.
+const engineStorePGLiveSQL = `SELECT owner FROM svc_engine.replicas WHERE part = $1 AND lease_until > now() ORDER BY owner`
+
+// engineStorePGLeaveSQL deletes this replica's row in partition $1 at its
+// epoch, if it is still there.
+const engineStorePGLeaveSQL = `DELETE FROM svc_engine.replicas WHERE part = $1 AND owner = $2 AND epoch = $3`
 
 // Bounds of the PostgreSQL store's statements and loops.
 const (
@@ -145,8 +198,9 @@ const (
 	engineStorePGReadAll = 1 << 30
 )
 
-// engineStorePGChannel is the NOTIFY channel of new events.
-const engineStorePGChannel = "svc_engine"
+// engineStorePGChannel starts the NOTIFY channel of a partition's new
+// events: svc_engine_0, svc_engine_1 and so on (engineStorePG.channel).
+const engineStorePGChannel = "svc_engine_"
 
 // Lease states of the health route.
 const (
@@ -155,16 +209,17 @@ const (
 	engineLeaseReleased = "released"
 )
 
-// engineStorePG is the engine's store in db's schema svc_engine.
+// engineStorePG is the engine's store in db's schema svc_engine: the log
+// of partition part. The stores of one process's partitions (partition)
+// share everything but the partition and its lease.
 type engineStorePG struct {
 	db           *pgxpool.Pool
 	owner        string // this replica: host, pid and a random suffix
 	lease, renew time.Duration
 	poll         time.Duration // SVC_ENGINE_POLL
 	log          *slog.Logger
-
-	schemaMu sync.Mutex
-	schemaOK bool
+	schema       *engineStorePGSchema
+	part         int // the partition, in [0, partitions)
 
 	mu       sync.Mutex // guards state, epoch and replicas
 	state    string
@@ -174,12 +229,58 @@ type engineStorePG struct {
 	metrics *metrics // each batch's commit; nil records nothing
 }
 
-// newEngineStorePG returns the store on db with the lease settings of s.
+// engineStorePGSchema is whether this process made sure of svc_engine,
+// shared by its partitions' stores: once per process.
+type engineStorePGSchema struct {
+	mu sync.Mutex
+	ok bool
+}
+
+// newEngineStorePG returns the store of partition 0 on db with the lease
+// settings of s.
 func newEngineStorePG(db *pgxpool.Pool, s engineSettings, log *slog.Logger) *engineStorePG {
 	host, _ := os.Hostname()
 	owner := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
-	return &engineStorePG{db: db, owner: owner, lease: s.Lease, renew: s.Renew, poll: cmp.Or(s.Poll, enginePollDefault), log: log, state: engineLeaseReleased}
+	return &engineStorePG{db: db, owner: owner, lease: s.Lease, renew: s.Renew, poll: cmp.Or(s.Poll, enginePollDefault), log: log,
+		schema: &engineStorePGSchema{}, state: engineLeaseReleased}
 }
+
+// partition returns the store of partition p (in [0, partitions)) of this
+// process: the same database, replica name, settings, logger and metrics,
+// a lease of its own.
+func (s *engineStorePG) partition(p int) *engineStorePG {
+	return &engineStorePG{db: s.db, owner: s.owner, lease: s.lease, renew: s.renew, poll: s.poll, log: s.log,
+		schema: s.schema, part: p, state: engineLeaseReleased, metrics: s.metrics}
+}
+
+// partitionNumber is the partition this store's log is.
+func (s *engineStorePG) partitionNumber() int { return s.part }
+
+// partitions returns the number of partitions of the log, making sure of
+// the schema first: the stored one, or want when none is stored yet, which
+// it stores. The number is fixed when the first process asks for it (a
+// schema upgraded from the one-log version included: its events are
+// partition 0's, which exists whatever the number); a later one asking
+// another is told the stored one.
+func (s *engineStorePG) partitions(ctx context.Context, want int) (int, error) {
+	if want < 1 || want > engineStorePGPartitionsMax {
+		return 0, fmt.Errorf("the engine's partitions: %d is not between 1 and %d", want, engineStorePGPartitionsMax)
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		return 0, err
+	}
+	if _, err := s.db.Exec(ctx, `INSERT INTO svc_engine.config (id, partitions) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, want); err != nil {
+		return 0, s.fault("store the engine's partitions", err)
+	}
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT partitions FROM svc_engine.config WHERE id = 1`).Scan(&n); err != nil {
+		return 0, s.fault("read the engine's partitions", err)
+	}
+	return n, nil
+}
+
+// channel is the NOTIFY channel of this partition's new events.
+func (s *engineStorePG) channel() string { return fmt.Sprint(engineStorePGChannel, s.part) }
 
 // kind names the store.
 func (s *engineStorePG) kind() string { return engineKindPostgres }
@@ -231,19 +332,20 @@ func (s *engineStorePG) idleInTx() time.Duration {
 
 // ensureSchema creates svc_engine once per process.
 func (s *engineStorePG) ensureSchema(ctx context.Context) error {
-	s.schemaMu.Lock()
-	defer s.schemaMu.Unlock()
-	if s.schemaOK {
+	s.schema.mu.Lock()
+	defer s.schema.mu.Unlock()
+	if s.schema.ok {
 		return nil
 	}
 	if _, err := s.db.Exec(ctx, engineStorePGSchemaSQL); err != nil {
 		return s.fault("create schema svc_engine", err)
 	}
-	s.schemaOK = true
+	s.schema.ok = true
 	return nil
 }
 
-// open joins the replicas under a new epoch and replays the log. The row
+// open joins the partition's replicas under a new epoch and replays its
+// log. The row
 // is written before the replay reads, so no compaction deletes an event
 // this replica has yet to read.
 func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
@@ -254,7 +356,7 @@ func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 	}
 	sent := time.Now()
 	var epoch int64
-	if err := s.db.QueryRow(ctx, engineStorePGJoinSQL, s.owner, s.lease.Milliseconds()).Scan(&epoch); err != nil {
+	if err := s.db.QueryRow(ctx, engineStorePGJoinSQL, s.part, s.owner, s.lease.Milliseconds()).Scan(&epoch); err != nil {
 		return nil, s.fault("join the engine's replicas", err)
 	}
 	l := &engineStorePGLog{s: s, epoch: epoch, h: h, wake: make(chan struct{}, 1), stopped: make(chan struct{}), progress: make(chan struct{}),
@@ -265,7 +367,7 @@ func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 		return nil, err
 	}
 	s.setState(engineLeaseHeld, epoch)
-	s.log.Info("engine replica joined: it executes the runs it starts or claims", "owner", s.owner, "epoch", epoch)
+	s.log.Info("engine replica joined: it executes the runs it starts or claims", "owner", s.owner, "partition", s.part, "epoch", epoch)
 	go l.run()
 	go l.renewLoop()
 	go l.listen()
@@ -310,12 +412,13 @@ func pgCheckSession(ctx context.Context, db *pgxpool.Pool) error {
 	return nil
 }
 
-// leave deletes this replica's row at epoch, if it is still there.
+// leave deletes this replica's row in the partition at epoch, if it is
+// still there.
 func (s *engineStorePG) leave(epoch int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, `DELETE FROM svc_engine.replicas WHERE owner = $1 AND epoch = $2`, s.owner, epoch); err != nil {
-		s.log.Warn("leave the engine's replicas; the others claim this one's runs when its lease expires", "err", err)
+	if _, err := s.db.Exec(ctx, engineStorePGLeaveSQL, s.part, s.owner, epoch); err != nil {
+		s.log.Warn("leave the engine's replicas; the others claim this one's runs when its lease expires", "partition", s.part, "err", err)
 	}
 }
 
@@ -366,8 +469,9 @@ func (s *engineStorePG) removeVersions(keep func(string) bool) {
 		}
 	}
 	if len(drop) > 0 {
-		// Another live replica may have just saved one for a start it
-		// is writing: then only versions older than two leases go.
+		// Another live replica (of any partition: versions are shared)
+		// may have just saved one for a start it is writing: then only
+		// versions older than two leases go.
 		if _, err := s.db.Exec(ctx, `DELETE FROM svc_engine.versions WHERE hash = ANY($1) AND (saved_at < now() - $2 * interval '1 millisecond'
     OR NOT EXISTS (SELECT FROM svc_engine.replicas WHERE owner <> $3 AND lease_until > now()))`,
 			drop, 2*s.lease.Milliseconds(), s.owner); err != nil {
@@ -427,13 +531,13 @@ func engineStorePGFailed(err error) *engineStorePGBatch {
 	return b
 }
 
-// replay reads the snapshot and the later events in one consistent
-// snapshot of the database.
+// replay reads the partition's snapshot and its later events in one
+// consistent snapshot of the database.
 func (l *engineStorePGLog) replay(ctx context.Context) error {
 	return pgx.BeginTxFunc(ctx, l.s.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var snap []byte
 		var upto int64
-		err := tx.QueryRow(ctx, `SELECT upto, data FROM svc_engine.snapshot WHERE id = 1`).Scan(&upto, &snap)
+		err := tx.QueryRow(ctx, `SELECT upto, data FROM svc_engine.snapshots WHERE part = $1`, l.s.part).Scan(&upto, &snap)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -443,7 +547,7 @@ func (l *engineStorePGLog) replay(ctx context.Context) error {
 				return fmt.Errorf("replay the engine snapshot: %w", err)
 			}
 		}
-		rows, err := tx.Query(ctx, `SELECT seq, data FROM svc_engine.events WHERE seq > $1 ORDER BY seq`, upto)
+		rows, err := tx.Query(ctx, `SELECT seq, data FROM svc_engine.events WHERE part = $1 AND seq > $2 ORDER BY seq`, l.s.part, upto)
 		if err != nil {
 			return l.s.fault("read the engine events", err)
 		}
@@ -632,10 +736,10 @@ func (l *engineStorePGLog) appendBatch(ctx context.Context, recs [][]byte, after
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(engineStorePGTxSQL, commitMode, l.s.idleInTxSetting())
-	b.Queue(engineStorePGOrderSQL)
-	b.Queue(engineStorePGReadSQL, after, engineStorePGReadAll)
-	b.Queue(engineStorePGAppendSQL, recs, l.s.owner, l.epoch)
-	b.Queue(engineStorePGNotifySQL, engineStorePGChannel, l.s.owner)
+	b.Queue(engineStorePGOrderSQL, l.s.part)
+	b.Queue(engineStorePGReadSQL, l.s.part, after, engineStorePGReadAll)
+	b.Queue(engineStorePGAppendSQL, l.s.part, recs, l.s.owner, l.epoch)
+	b.Queue(engineStorePGNotifySQL, l.s.channel(), l.s.owner)
 	b.Queue("COMMIT")
 	br := l.s.db.SendBatch(ctx, b)
 	defer func() {
@@ -692,7 +796,7 @@ func engineStorePGOutcomeUnknown(err error) bool {
 }
 
 // resolve finds out whether recs, whose commit failed with cause, are in
-// the log after seq after: read back on whatever server the pool reaches
+// the partition's log after seq after: read back on whatever server the pool reaches
 // now (the new primary, with a multi-host DATABASE_URL), for up to
 // engineStorePGResolveTimeout. In it (appends take turns, so a batch is
 // contiguous): they are delivered as committed. Absent from a log that
@@ -703,7 +807,7 @@ func (l *engineStorePGLog) resolve(recs [][]byte, after int64, cause error) (for
 	deadline := time.Now().Add(engineStorePGResolveTimeout)
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
-		rows, qerr := l.s.db.Query(ctx, `SELECT seq, data FROM svc_engine.events WHERE seq > $1 ORDER BY seq`, after)
+		rows, qerr := l.s.db.Query(ctx, engineStorePGReadSQL, l.s.part, after, engineStorePGReadAll)
 		var seqs []int64
 		var datas [][]byte
 		if qerr == nil {
@@ -742,11 +846,11 @@ func (l *engineStorePGLog) appendTx(ctx context.Context, recs [][]byte, commitMo
 		if err := l.s.beginTx(ctx, tx, commitMode); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, engineStorePGOrderSQL); err != nil {
+		if _, err := tx.Exec(ctx, engineStorePGOrderSQL, l.s.part); err != nil {
 			return err
 		}
 		if reap {
-			rows, err := tx.Query(ctx, engineStorePGReapSQL)
+			rows, err := tx.Query(ctx, engineStorePGReapSQL, l.s.part)
 			if err != nil {
 				return err
 			}
@@ -756,7 +860,7 @@ func (l *engineStorePGLog) appendTx(ctx context.Context, recs [][]byte, commitMo
 			}
 			var live []string
 			if len(dead) > 0 {
-				rows, err := tx.Query(ctx, `SELECT owner FROM svc_engine.replicas WHERE lease_until > now() ORDER BY owner`)
+				rows, err := tx.Query(ctx, engineStorePGLiveSQL, l.s.part)
 				if err != nil {
 					return err
 				}
@@ -765,7 +869,7 @@ func (l *engineStorePGLog) appendTx(ctx context.Context, recs [][]byte, commitMo
 				}
 			}
 			for _, d := range dead {
-				l.s.log.Warn("engine replica's lease expired: its runs are dealt out over the live replicas", "expired", d, "owner", l.s.owner, "live", len(live))
+				l.s.log.Warn("engine replica's lease expired: its runs are dealt out over the live replicas", "expired", d, "owner", l.s.owner, "partition", l.s.part, "live", len(live))
 				recs = append(recs, l.h.claim(d, l.s.owner, live))
 			}
 		}
@@ -773,7 +877,7 @@ func (l *engineStorePGLog) appendTx(ctx context.Context, recs [][]byte, commitMo
 			recs = append(recs, l.h.claim(l.s.owner, "", nil))
 		}
 		after := l.delivered.Load()
-		rows, err := tx.Query(ctx, engineStorePGReadSQL, after, engineStorePGReadAll)
+		rows, err := tx.Query(ctx, engineStorePGReadSQL, l.s.part, after, engineStorePGReadAll)
 		if err != nil {
 			return err
 		}
@@ -784,7 +888,7 @@ func (l *engineStorePGLog) appendTx(ctx context.Context, recs [][]byte, commitMo
 			return nil
 		}
 		var n int64
-		if err := tx.QueryRow(ctx, engineStorePGAppendSQL, recs, l.s.owner, l.epoch).Scan(&n, &upto); err != nil {
+		if err := tx.QueryRow(ctx, engineStorePGAppendSQL, l.s.part, recs, l.s.owner, l.epoch).Scan(&n, &upto); err != nil {
 			return err
 		}
 		if n != int64(len(recs)) {
@@ -792,11 +896,11 @@ func (l *engineStorePGLog) appendTx(ctx context.Context, recs [][]byte, commitMo
 			return errEngineLeaseLost
 		}
 		if leave {
-			if _, err := tx.Exec(ctx, `DELETE FROM svc_engine.replicas WHERE owner = $1 AND epoch = $2`, l.s.owner, l.epoch); err != nil {
+			if _, err := tx.Exec(ctx, engineStorePGLeaveSQL, l.s.part, l.s.owner, l.epoch); err != nil {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, engineStorePGNotifySQL, engineStorePGChannel, l.s.owner)
+		_, err = tx.Exec(ctx, engineStorePGNotifySQL, l.s.channel(), l.s.owner)
 		return err
 	})
 	if lost {
@@ -811,7 +915,7 @@ func (l *engineStorePGLog) read() error {
 	defer cancel()
 	for {
 		after := l.delivered.Load()
-		rows, err := l.s.db.Query(ctx, engineStorePGReadSQL, after, engineStorePGReadBatch)
+		rows, err := l.s.db.Query(ctx, engineStorePGReadSQL, l.s.part, after, engineStorePGReadBatch)
 		var recs [][]byte
 		var upto int64
 		if err == nil {
@@ -866,7 +970,7 @@ func (l *engineStorePGLog) deliver(recs [][]byte, upto int64) {
 // it has delivered every event committed before the call.
 func (l *engineStorePGLog) catchUp(ctx context.Context) bool {
 	var head int64
-	if err := l.s.db.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM svc_engine.events`).Scan(&head); err != nil {
+	if err := l.s.db.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM svc_engine.events WHERE part = $1`, l.s.part).Scan(&head); err != nil {
 		return false
 	}
 	from := l.delivered.Load()
@@ -905,7 +1009,7 @@ func (l *engineStorePGLog) fail(err error) error {
 	if first {
 		if errors.Is(err, errEngineLeaseLost) {
 			l.s.setState(engineLeaseLost, 0)
-			l.s.log.Error("engine lease lost: another replica took over this one's runs; it writes nothing more and rejoins", "owner", l.s.owner, "epoch", l.epoch)
+			l.s.log.Error("engine lease lost: another replica took over this one's runs; it writes nothing more and rejoins", "owner", l.s.owner, "partition", l.s.part, "epoch", l.epoch)
 		}
 		if l.h.onFail != nil {
 			go l.h.onFail(err)
@@ -935,7 +1039,7 @@ func (l *engineStorePGLog) renewLoop() {
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), l.s.renew)
 		var held, live, expiresMs int64
-		err := l.s.db.QueryRow(ctx, engineStorePGRenewSQL, l.s.owner, l.epoch, l.s.lease.Milliseconds(), l.delivered.Load()).Scan(&held, &live, &expiresMs)
+		err := l.s.db.QueryRow(ctx, engineStorePGRenewSQL, l.s.part, l.s.owner, l.epoch, l.s.lease.Milliseconds(), l.delivered.Load()).Scan(&held, &live, &expiresMs)
 		cancel()
 		switch {
 		case err == nil && held == 1:
@@ -955,13 +1059,13 @@ func (l *engineStorePGLog) renewLoop() {
 			l.fail(fmt.Errorf("%w (%v)", errEngineLeaseLost, l.s.fault("renew the engine lease", err)))
 			return
 		default:
-			l.s.log.Warn("renew the engine lease; retrying", "err", err)
+			l.s.log.Warn("renew the engine lease; retrying", "partition", l.s.part, "err", err)
 		}
 	}
 }
 
-// listen turns notifications on the channel into reads, on a connection of
-// its own, reconnecting after a failure; the poll covers what it misses.
+// listen turns notifications on the partition's channel into reads, on a
+// connection of its own, reconnecting after a failure; the poll covers what it misses.
 func (l *engineStorePGLog) listen() {
 	defer close(l.listenDone)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -969,7 +1073,7 @@ func (l *engineStorePGLog) listen() {
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, l.s.db.Config().ConnConfig.Copy())
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+engineStorePGChannel)
+			_, err = conn.Exec(ctx, "LISTEN "+l.s.channel())
 			for err == nil {
 				var n *pgconn.Notification
 				if n, err = conn.WaitForNotification(ctx); err == nil && n.Payload != l.s.owner {
@@ -1010,8 +1114,9 @@ type engineStorePGCompaction struct {
 	covered int64
 }
 
-// Finish writes snap as the state as of seq upto, unless a newer snapshot
-// is stored, and deletes the events every live replica has applied. It
+// Finish writes snap as the partition's state as of seq upto, unless a
+// newer snapshot of it is stored, and deletes the partition's events every
+// live replica of it has applied. It
 // needs no fence: every replica's state at upto is the same function of
 // the same events, so even a replica that lost its lease writes a true
 // snapshot, and holding a lock on its row would hold up its renewals.
@@ -1023,13 +1128,13 @@ func (c *engineStorePGCompaction) Finish(snap []byte) error {
 		if err := l.s.beginTx(ctx, tx, "on"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO svc_engine.snapshot (id, upto, data) VALUES (1, $1, $2)
-ON CONFLICT (id) DO UPDATE SET upto = excluded.upto, data = excluded.data WHERE svc_engine.snapshot.upto < excluded.upto`, c.upto, snap); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO svc_engine.snapshots (part, upto, data) VALUES ($1, $2, $3)
+ON CONFLICT (part) DO UPDATE SET upto = excluded.upto, data = excluded.data WHERE svc_engine.snapshots.upto < excluded.upto`, l.s.part, c.upto, snap); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM svc_engine.events WHERE seq <= LEAST($1,
-    (SELECT min(applied) FROM svc_engine.replicas WHERE lease_until > now() AND owner <> $2),
-    (SELECT upto FROM svc_engine.snapshot WHERE id = 1))`, c.upto, l.s.owner)
+		_, err := tx.Exec(ctx, `DELETE FROM svc_engine.events WHERE part = $1 AND seq <= LEAST($2,
+    (SELECT min(applied) FROM svc_engine.replicas WHERE part = $1 AND lease_until > now() AND owner <> $3),
+    (SELECT upto FROM svc_engine.snapshots WHERE part = $1))`, l.s.part, c.upto, l.s.owner)
 		return err
 	})
 	if err != nil {

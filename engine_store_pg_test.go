@@ -531,7 +531,7 @@ func TestReplicaCatchUp(t *testing.T) {
 	// End every listener's session: the deaf replica listens again only
 	// after its poll interval.
 	if _, err := db.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-WHERE query = 'LISTEN `+engineStorePGChannel+`' AND pid <> pg_backend_pid()`); err != nil {
+WHERE query LIKE 'LISTEN `+engineStorePGChannel+`%' AND pid <> pg_backend_pid()`); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "the deaf replica says it lost its listener", func() bool {

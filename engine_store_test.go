@@ -62,7 +62,7 @@ func (te *testEngine) records(t *testing.T, fn func([]byte)) {
 		j.Close()
 		return
 	}
-	rows, err := te.pool.Query(context.Background(), `SELECT data FROM svc_engine.events ORDER BY seq`)
+	rows, err := te.pool.Query(context.Background(), `SELECT data FROM svc_engine.events WHERE part = 0 ORDER BY seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func (te *testEngine) lastSnapshot(t *testing.T) []byte {
 		return b
 	}
 	var b []byte
-	err := te.pool.QueryRow(context.Background(), `SELECT data FROM svc_engine.snapshot WHERE id = 1`).Scan(&b)
+	err := te.pool.QueryRow(context.Background(), `SELECT data FROM svc_engine.snapshots WHERE part = 0`).Scan(&b)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestEngineStorePGStalledInTx(t *testing.T) {
 	if err := s.beginTx(ctx, stalled, "on"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stalled.Exec(ctx, engineStorePGOrderSQL); err != nil {
+	if _, err := stalled.Exec(ctx, engineStorePGOrderSQL, s.part); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stalled.Exec(ctx, `INSERT INTO svc_engine.events (data) VALUES ('{"t":"probe","n":0}')`); err != nil {
@@ -285,6 +285,193 @@ func TestEngineStorePGStalledInTx(t *testing.T) {
 	pool.QueryRow(ctx, `SELECT count(*) FROM svc_engine.events WHERE convert_from(data, 'UTF8') LIKE '%"n":0%'`).Scan(&n)
 	if n != 0 {
 		t.Error("the stalled session's insert landed")
+	}
+}
+
+// engineTestLog is what a log of the PostgreSQL store delivered, by
+// engineTestHooks: the records as strings, and the last seq.
+type engineTestLog struct {
+	mu   sync.Mutex
+	recs []string
+	upto int64
+}
+
+// delivered returns the records delivered so far and the last seq.
+func (g *engineTestLog) delivered() ([]string, int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.recs), g.upto
+}
+
+// engineTestHooks are the hooks of a log whose deliveries g collects and
+// whose replay calls snap and rec.
+func engineTestHooks(g *engineTestLog, snap, rec func([]byte) error) engineLogHooks {
+	return engineLogHooks{onFail: func(error) {}, onSnapshot: snap, onRecord: rec, claim: claimRecord,
+		deliver: func(recs [][]byte, upto int64) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			for _, r := range recs {
+				g.recs = append(g.recs, string(r))
+			}
+			g.upto = upto
+		}}
+}
+
+// engineTestReplay opens a log of a new replica on s's partition p, and
+// returns the snapshot and the records its replay read; the log stays open
+// until the test ends (closing it would append its release).
+func engineTestReplay(t *testing.T, s *engineStorePG, p int) (snap string, recs []string) {
+	t.Helper()
+	fresh := newEngineStorePG(s.db, engineTestLease, discardLogger()).partition(p)
+	l, err := fresh.open(engineTestHooks(&engineTestLog{},
+		func(b []byte) error { snap = string(b); return nil },
+		func(b []byte) error { recs = append(recs, string(b)); return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.close() })
+	return snap, recs
+}
+
+// TestEngineStorePGPartitions: the partitions of the PostgreSQL store are
+// independent logs on one database. Two replicas append to partitions 0
+// and 1 (one of them to both); each log is delivered only its partition's
+// events, in their order, and counts only its partition's replicas; a
+// compaction of partition 0 writes its snapshot and deletes its events
+// and leaves partition 1's alone; a new replica of each partition replays
+// exactly that partition's snapshot and events. The number of partitions
+// is the one the first process asked for.
+func TestEngineStorePGPartitions(t *testing.T) {
+	pool := historyTestDB(t)
+	ctx := context.Background()
+	nop := func([]byte) error { return nil }
+	a := newEngineStorePG(pool, engineTestLease, discardLogger())
+	b := newEngineStorePG(pool, engineTestLease, discardLogger())
+	for _, bad := range []int{0, -1, engineStorePGPartitionsMax + 1} {
+		if n, err := a.partitions(ctx, bad); err == nil {
+			t.Errorf("partitions(%d) = %d; want it refused", bad, n)
+		}
+	}
+	if n, err := a.partitions(ctx, 8); err != nil || n != 8 {
+		t.Fatalf("first partitions(8) = %d %v; want 8", n, err)
+	}
+	if n, err := b.partitions(ctx, 4); err != nil || n != 8 {
+		t.Fatalf("a later partitions(4) = %d %v; want the stored 8", n, err)
+	}
+	a1 := a.partition(1)
+	if a.partitionNumber() != 0 || a1.partitionNumber() != 1 || a1.replica() != a.replica() {
+		t.Fatalf("partitions %d and %d of replica %s, %s; want 0 and 1 of one replica", a.partitionNumber(), a1.partitionNumber(), a.replica(), a1.replica())
+	}
+	var g0, g1, gb1 engineTestLog
+	open := func(s *engineStorePG, g *engineTestLog) engineLog {
+		l, err := s.open(engineTestHooks(g, nop, nop))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.close() })
+		return l
+	}
+	l0, l1, lb1 := open(a, &g0), open(a1, &g1), open(b.partition(1), &gb1)
+	if a.health().Epoch == a1.health().Epoch || a1.health().Lease != engineLeaseHeld {
+		t.Fatalf("partition 0 %+v, partition 1 %+v; want a lease of each, at its own epoch", a.health(), a1.health())
+	}
+	write := func(l engineLog, rec string) {
+		t.Helper()
+		if err := l.append([]byte(rec), commitDurable).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(l0, "p0-1")
+	write(l1, "p1-1")
+	write(lb1, "p1-2")
+	write(l0, "p0-2")
+	write(l1, "p1-3")
+	if got, _ := g0.delivered(); !slices.Equal(got, []string{"p0-1", "p0-2"}) {
+		t.Errorf("partition 0's log was delivered %q; want its own two events", got)
+	}
+	if got, _ := g1.delivered(); !slices.Equal(got, []string{"p1-1", "p1-2", "p1-3"}) {
+		t.Errorf("partition 1's log on a was delivered %q; want partition 1's three events, in order", got)
+	}
+	eventually(t, 10*time.Second, "b's log of partition 1 delivered a's later event", func() bool {
+		got, _ := gb1.delivered()
+		return slices.Equal(got, []string{"p1-1", "p1-2", "p1-3"})
+	})
+	eventually(t, 10*time.Second, "each partition's renewal counting its own replicas", func() bool {
+		return a.health().Replicas == 1 && a1.health().Replicas == 2
+	})
+	var listening int
+	pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN `+engineStorePGChannel+`1'`).Scan(&listening)
+	if listening != 2 {
+		t.Errorf("%d sessions listen on partition 1's channel; want its two replicas'", listening)
+	}
+
+	// Compacting partition 0 leaves partition 1 whole.
+	_, upto := g0.delivered()
+	c, err := l0.beginCompact(upto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish([]byte("snap-0")); err != nil {
+		t.Fatal(err)
+	}
+	var events0, events1, snaps1 int
+	pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE part = 0), count(*) FILTER (WHERE part = 1) FROM svc_engine.events`).Scan(&events0, &events1)
+	pool.QueryRow(ctx, `SELECT count(*) FROM svc_engine.snapshots WHERE part = 1`).Scan(&snaps1)
+	if events0 != 0 || events1 != 3 || snaps1 != 0 {
+		t.Errorf("after compacting partition 0: %d events of it, %d of partition 1, %d snapshots of partition 1; want 0, 3, 0", events0, events1, snaps1)
+	}
+	write(l0, "p0-3")
+	if snap, recs := engineTestReplay(t, a, 0); snap != "snap-0" || !slices.Equal(recs, []string{"p0-3"}) {
+		t.Errorf("a new replica of partition 0 replayed snapshot %q and %q; want snap-0, then p0-3", snap, recs)
+	}
+	if snap, recs := engineTestReplay(t, a, 1); snap != "" || !slices.Equal(recs, []string{"p1-1", "p1-2", "p1-3"}) {
+		t.Errorf("a new replica of partition 1 replayed snapshot %q and %q; want none, then partition 1's three events", snap, recs)
+	}
+}
+
+// TestEngineStorePGUpgradesOneLog: a database of the version before
+// partitions (events with no partition, one snapshot row, replicas keyed by
+// name alone) becomes partition 0 of the partitioned schema: its snapshot
+// and later events replay there, partition 1 is empty, the old version's
+// replica rows are gone, the number of partitions is the one first asked
+// for, and making sure of the schema again changes nothing.
+func TestEngineStorePGUpgradesOneLog(t *testing.T) {
+	pool := historyTestDB(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA svc_engine;
+CREATE TABLE svc_engine.events (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, data bytea NOT NULL);
+CREATE TABLE svc_engine.snapshot (id int PRIMARY KEY CHECK (id = 1), upto bigint NOT NULL, data bytea NOT NULL);
+CREATE TABLE svc_engine.versions (hash text PRIMARY KEY, data bytea NOT NULL, saved_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE svc_engine.replicas (owner text PRIMARY KEY, epoch bigint NOT NULL, lease_until timestamptz NOT NULL,
+    applied bigint NOT NULL DEFAULT 0, joined_at timestamptz NOT NULL DEFAULT now());
+CREATE SEQUENCE svc_engine.epochs;
+INSERT INTO svc_engine.events (data) VALUES ('old-1'), ('old-2'), ('old-3');
+INSERT INTO svc_engine.snapshot (id, upto, data) VALUES (1, 1, 'old-snap');
+INSERT INTO svc_engine.replicas (owner, epoch, lease_until) VALUES ('old/1/x', nextval('svc_engine.epochs'), now() + interval '1 hour');`); err != nil {
+		t.Fatal(err)
+	}
+	s := newEngineStorePG(pool, engineTestLease, discardLogger())
+	if n, err := s.partitions(ctx, 4); err != nil || n != 4 {
+		t.Fatalf("partitions(4) on the one-log schema = %d %v; want 4", n, err)
+	}
+	if snap, recs := engineTestReplay(t, s, 0); snap != "old-snap" || !slices.Equal(recs, []string{"old-2", "old-3"}) {
+		t.Errorf("partition 0 after the upgrade replayed snapshot %q and %q; want the old snapshot and events", snap, recs)
+	}
+	if snap, recs := engineTestReplay(t, s, 1); snap != "" || len(recs) != 0 {
+		t.Errorf("partition 1 after the upgrade replayed snapshot %q and %q; want nothing", snap, recs)
+	}
+	var old, snapshot int
+	pool.QueryRow(ctx, `SELECT count(*) FROM svc_engine.replicas WHERE owner = 'old/1/x'`).Scan(&old)
+	pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'svc_engine' AND tablename = 'snapshot'`).Scan(&snapshot)
+	if old != 0 || snapshot != 0 {
+		t.Errorf("after the upgrade: %d rows of the old version's replica, %d old snapshot tables; want none", old, snapshot)
+	}
+	again := newEngineStorePG(pool, engineTestLease, discardLogger())
+	if n, err := again.partitions(ctx, 2); err != nil || n != 4 {
+		t.Fatalf("partitions(2) on the upgraded schema = %d %v; want the stored 4", n, err)
+	}
+	if snap, recs := engineTestReplay(t, again, 0); snap != "old-snap" || !slices.Equal(recs, []string{"old-2", "old-3"}) {
+		t.Errorf("partition 0 after making sure of the schema again replayed snapshot %q and %q; want the same", snap, recs)
 	}
 }
 

@@ -176,3 +176,10 @@ func (e *engine) loadVersion(v string) (*workflowDef, error) {
 	}
 	return def, nil
 }
+
+// pins reports whether an active run of e runs version v.
+func (e *engine) pins(v string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.versions[v] != nil
+}

@@ -114,7 +114,7 @@ func (fr *fuzzRuntime) tryOpen() error {
 	if err != nil {
 		return fmt.Errorf("open the engine on %s: %w", fr.dir, err)
 	}
-	rt := &runtimeCore{log: discardLogger(), engine: e, proj: &project{Dir: fr.parent}, apiURL: "http://127.0.0.1:4242"}
+	rt := &runtimeCore{log: discardLogger(), engine: soloFleet(e), proj: &project{Dir: fr.parent}, apiURL: "http://127.0.0.1:4242"}
 	rt.catalog.Store(fr.cat)
 	rt.gate.Store(&gateState{Open: true, Reason: gateProviderEnv})
 	rt.provider.Store(&modelProvider{Kind: providerOpenAI, APIKey: "sk-test"})
@@ -350,7 +350,7 @@ func (fr *fuzzRuntime) waitingHook(t *testing.T) (runID, token string) {
 	}
 	deadline := time.Now().Add(fuzzWaitLimit)
 	for time.Now().Before(deadline) {
-		e := fr.rt.engine
+		e := fr.rt.engine.held(0)
 		e.mu.Lock()
 		for tok, ref := range e.st.Hooks {
 			if ref.RunID == rc.RunID {

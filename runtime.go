@@ -35,7 +35,7 @@ type runtimeCore struct {
 	proj     *project
 	db       *pgxpool.Pool
 	secrets  *secretStore
-	engine   *engine
+	engine   *fleet
 	metrics  *metrics    // what GET /metrics shows (metrics.go)
 	sched    *scheduler  // the workflows' schedules (schedule_engine.go)
 	agents   *agentHost  // chat wires: model clients, sessions, credentials (wires.go)
@@ -100,6 +100,9 @@ type runtimeOptions struct {
 	S3Listener net.Listener
 	S3Endpoint string
 	S3Keys     [2]string
+	// FleetAddress is the base URL the other replicas of a fleet reach
+	// this process at (SVC_FLEET_ADDRESS, else its listener's address).
+	FleetAddress string
 	// Engine selects the engine's store (readEngineSettings); the zero
 	// value is the file journal under StateDir.
 	Engine engineSettings
@@ -176,6 +179,7 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 	}
 	journal := filepath.Join(o.StateDir, "journal")
 	var store engineStore = engineStoreFile{dir: journal, metrics: rt.metrics}
+	var pg *engineStorePG
 	hint := "the journal under " + journal + " is damaged before its tail; move it aside to start fresh"
 	if o.Engine.Kind == engineKindPostgres {
 		// A pool of its own: lease renewals and commits never queue behind
@@ -185,17 +189,17 @@ func (rt *runtimeCore) open(ctx context.Context, o runtimeOptions) error {
 			return fmt.Errorf("connect PostgreSQL for the engine: %w", err)
 		}
 		rt.closers = append(rt.closers, func(context.Context) error { engineDB.Close(); return nil })
-		pg := newEngineStorePG(engineDB, o.Engine, rt.log)
+		pg = newEngineStorePG(engineDB, o.Engine, rt.log)
 		pg.metrics = rt.metrics
 		store = pg
 		hint = "check that the database accepts connections and that schema svc_engine is the engine's"
 		rt.log.Info("engine on PostgreSQL (SVC_ENGINE=postgres): schema svc_engine, replicas active/active", "lease", o.Engine.Lease, "renew", o.Engine.Renew, "poll", o.Engine.Poll)
 	}
-	rt.engine, err = openEngine(engineOptions{
+	rt.engine, err = openFleet(engineOptions{
 		Store: store, Catalog: rt.openCatalog, Env: rt.vmEnv, Platform: rt.platform, Log: rt.log,
 		OnRunDone: func(*runRecord) { rt.markFirstRun() },
 		History:   newPGRunHistory(rt.db), Retention: retention, IdemRetention: idemRetention, Metrics: rt.metrics, Tracer: rt.tracer,
-	})
+	}, pg, o.FleetAddress, o.Engine.Partitions)
 	if err != nil {
 		if errors.Is(err, errJournalLocked) {
 			hint = "another " + o.Command + " serves this state; stop it first"

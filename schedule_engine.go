@@ -282,9 +282,11 @@ func scheduleIdemKey(workflow string, fire time.Time) string {
 	return "schedule:" + hex.EncodeToString(sum[:])
 }
 
-// scheduler starts the fires of the catalog's schedules on an engine.
+// scheduler starts the fires of the catalog's schedules. A workflow's
+// schedule lives in one partition (schedulePartition): the replica that
+// owns it fires it, and the others forward pauses and reads to it.
 type scheduler struct {
-	e    *engine
+	f    *fleet
 	now  func() time.Time // the scheduler's clock
 	boot time.Time        // fires before this were missed while svc was down
 	log  *slog.Logger
@@ -296,9 +298,22 @@ type scheduler struct {
 	closer sync.Once
 }
 
-// newScheduler returns a scheduler of e on the clock now; run starts it.
-func newScheduler(e *engine, now func() time.Time) *scheduler {
-	return &scheduler{e: e, now: now, boot: now(), log: e.log, said: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+// newScheduler returns a scheduler of f on the clock now; run starts it.
+func newScheduler(f *fleet, now func() time.Time) *scheduler {
+	s := &scheduler{f: f, now: now, boot: now(), log: f.log, said: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	f.sched = s
+	return s
+}
+
+// schedulePartition is the partition of def's schedule: its queue's when
+// it has a limit (a fire input is {}), so held fires queue where its other
+// starts do.
+func (s *scheduler) schedulePartition(def *workflowDef) int {
+	bucket, ok := limitBucket(def, nil)
+	if !ok {
+		bucket = concurrencyBucket(def.Name, "")
+	}
+	return hashPartition(bucket, s.f.parts)
 }
 
 // run ticks every interval until close.
@@ -327,7 +342,7 @@ func (s *scheduler) close() {
 // scheduled returns the workflows of the current catalog that declare a
 // schedule, by name.
 func (s *scheduler) scheduled() []*workflowDef {
-	cat := s.e.opts.Catalog()
+	cat := s.f.opts.Catalog()
 	if cat == nil {
 		return nil
 	}
@@ -346,7 +361,11 @@ func (s *scheduler) tick() {
 	defer s.mu.Unlock()
 	now := s.now()
 	for _, def := range s.scheduled() {
-		err := s.handle(def, now)
+		e := s.f.held(s.schedulePartition(def))
+		if e == nil {
+			continue // another replica owns it
+		}
+		err := s.handle(e, def, now)
 		if msg := fmt.Sprint(err); err != nil && s.said[def.Name] != msg {
 			s.log.Warn("schedule", "workflow", def.Name, "err", err)
 			s.said[def.Name] = msg
@@ -356,17 +375,17 @@ func (s *scheduler) tick() {
 	}
 }
 
-// handle arms def's schedule when its declaration is new, then starts,
-// skips or holds its due fire: the latest one not yet handled. mu must be
-// held.
-func (s *scheduler) handle(def *workflowDef, now time.Time) error {
+// handle arms def's schedule, in e, when its declaration is new, then
+// starts, skips or holds its due fire: the latest one not yet handled. mu
+// must be held.
+func (s *scheduler) handle(e *engine, def *workflowDef, now time.Time) error {
 	d := def.Schedule
-	st, ok := s.e.scheduleSnapshot(def.Name)
+	st, ok := e.scheduleSnapshot(def.Name)
 	if !ok || st.Spec != d.spec() {
-		if err := s.e.recordSchedule(def.Name, scheduleEvArmed, d.spec(), now); err != nil {
+		if err := e.recordSchedule(def.Name, scheduleEvArmed, d.spec(), now); err != nil {
 			return err
 		}
-		st, _ = s.e.scheduleSnapshot(def.Name)
+		st, _ = e.scheduleSnapshot(def.Name)
 	}
 	after := st.after()
 	if st.Paused {
@@ -380,16 +399,16 @@ func (s *scheduler) handle(def *workflowDef, now time.Time) error {
 		return nil
 	}
 	if d.CatchUp == scheduleCatchUpNone && fire.Before(s.boot) {
-		return s.e.recordSchedule(def.Name, scheduleEvSkipped, "", fire)
+		return e.recordSchedule(def.Name, scheduleEvSkipped, "", fire)
 	}
-	if d.Overlap != scheduleOverlapAllow && s.e.scheduleActive(def.Name) {
+	if d.Overlap != scheduleOverlapAllow && e.scheduleActive(def.Name) {
 		if d.Overlap == scheduleOverlapQueue {
 			return nil // held until the active run ends
 		}
 		s.log.Info("schedule fire skipped: a run of an earlier fire is active", "workflow", def.Name, "fire", fire)
-		return s.e.recordSchedule(def.Name, scheduleEvSkipped, "", fire)
+		return e.recordSchedule(def.Name, scheduleEvSkipped, "", fire)
 	}
-	rc, err := s.e.start(startRequest{Workflow: def.Name, Input: json.RawMessage("{}"), Trigger: triggerSchedule,
+	rc, err := e.start(startRequest{Workflow: def.Name, Input: json.RawMessage("{}"), Trigger: triggerSchedule,
 		IdemKey: scheduleIdemKey(def.Name, fire), Fire: fire})
 	if err != nil {
 		return err
@@ -427,16 +446,39 @@ type scheduleLastRun struct {
 func (s *scheduler) list(ctx context.Context) []scheduleItem {
 	items := []scheduleItem{}
 	for _, def := range s.scheduled() {
-		items = append(items, s.item(ctx, def))
+		it, err := s.at(ctx, def, nil)
+		if err != nil {
+			s.log.Warn("read a schedule's state from the replica that holds it; shown without it", "workflow", def.Name, "err", err)
+			it = s.item(ctx, nil, def)
+		}
+		items = append(items, it)
 	}
 	return items
 }
 
-// item describes def's schedule at the clock's now.
-func (s *scheduler) item(ctx context.Context, def *workflowDef) scheduleItem {
+// at describes def's schedule, pausing or resuming it first when paused
+// says so, where it lives: here, or on the replica that holds its
+// partition.
+func (s *scheduler) at(ctx context.Context, def *workflowDef, paused *bool) (scheduleItem, error) {
+	p := s.schedulePartition(def)
+	a := fleetScheduleArgs{Workflow: def.Name, Paused: paused}
+	if e := s.f.engineFor(ctx, p); e != nil {
+		return s.serveLocal(ctx, e, a)
+	}
+	var it scheduleItem
+	err := s.f.m.call(ctx, p, fleetOpSchedule, a, &it)
+	return it, err
+}
+
+// item describes def's schedule, as e holds it (nil: its declaration
+// only), at the clock's now.
+func (s *scheduler) item(ctx context.Context, e *engine, def *workflowDef) scheduleItem {
 	d := def.Schedule
 	it := scheduleItem{Workflow: def.Name, Cron: d.Cron, Timezone: d.Timezone, Overlap: d.Overlap, CatchUp: d.CatchUp, DST: d.DST, NextFires: []time.Time{}}
-	st, _ := s.e.scheduleSnapshot(def.Name)
+	var st scheduleState
+	if e != nil {
+		st, _ = e.scheduleSnapshot(def.Name)
+	}
 	it.Paused = st.Paused
 	loc := d.cron.loc
 	if !st.Paused {
@@ -458,10 +500,10 @@ func (s *scheduler) item(ctx context.Context, def *workflowDef) scheduleItem {
 	if st.LastRun != "" {
 		it.LastRun = &scheduleLastRun{RunID: st.LastRun, ScheduledAt: st.LastRunFire.In(loc)}
 		if isQueueID(st.LastRun) {
-			if r, ok := s.e.findQueued(st.LastRun); ok {
+			if r, ok := e.findQueued(st.LastRun); ok {
 				it.LastRun.RunID, it.LastRun.Status = r.RunID, r.Status
 			}
-		} else if r, ok, err := s.e.find(ctx, st.LastRun); err == nil && ok {
+		} else if r, ok, err := e.find(ctx, st.LastRun); err == nil && ok {
 			it.LastRun.Status = r.Status
 		}
 	}
@@ -473,26 +515,40 @@ func (s *scheduler) item(ctx context.Context, def *workflowDef) scheduleItem {
 // now. Pausing a paused schedule (or resuming a running one) records
 // nothing.
 func (s *scheduler) setPaused(ctx context.Context, workflow string, paused bool) (scheduleItem, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var def *workflowDef
-	for _, d := range s.scheduled() {
-		if d.Name == workflow {
-			def = d
-		}
-	}
+	def := s.declared(workflow)
 	if def == nil {
 		return scheduleItem{}, fmt.Errorf("%w: workflow %q declares no schedule (or is not compiled)", errScheduleNotFound, workflow)
 	}
-	st, _ := s.e.scheduleSnapshot(workflow)
-	if st.Paused != paused {
+	return s.at(ctx, def, &paused)
+}
+
+// declared returns workflow's definition when it declares a schedule.
+func (s *scheduler) declared(workflow string) *workflowDef {
+	for _, d := range s.scheduled() {
+		if d.Name == workflow {
+			return d
+		}
+	}
+	return nil
+}
+
+// serveLocal describes a schedule e holds, pausing or resuming it first
+// when a.Paused says so: for this replica, or for another that asked.
+func (s *scheduler) serveLocal(ctx context.Context, e *engine, a fleetScheduleArgs) (scheduleItem, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	def := s.declared(a.Workflow)
+	if def == nil {
+		return scheduleItem{}, fmt.Errorf("%w: workflow %q declares no schedule (or is not compiled)", errScheduleNotFound, a.Workflow)
+	}
+	if st, _ := e.scheduleSnapshot(a.Workflow); a.Paused != nil && st.Paused != *a.Paused {
 		status := scheduleEvResumed
-		if paused {
+		if *a.Paused {
 			status = scheduleEvPaused
 		}
-		if err := s.e.recordSchedule(workflow, status, "", s.now()); err != nil {
+		if err := e.recordSchedule(a.Workflow, status, "", s.now()); err != nil {
 			return scheduleItem{}, err
 		}
 	}
-	return s.item(ctx, def), nil
+	return s.item(ctx, e, def), nil
 }

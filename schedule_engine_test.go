@@ -52,7 +52,7 @@ func newScheduleTestEngine(t *testing.T, store, now string) *scheduleTestEngine 
 // scheduler returns a scheduler of the engine as it is now (a new one
 // stands for a process that has just started), on the fake clock.
 func (se *scheduleTestEngine) scheduler() *scheduler {
-	return newScheduler(se.engine, func() time.Time { return se.now })
+	return newScheduler(soloFleet(se.engine), func() time.Time { return se.now })
 }
 
 // at moves the fake clock to the time of day hh:mm:ss of its day.
@@ -262,7 +262,7 @@ func TestScheduleReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.close()
-	s2 := newScheduler(second, func() time.Time { return se.now })
+	s2 := newScheduler(soloFleet(second), func() time.Time { return se.now })
 	s.tick()
 	s2.tick()
 	for _, at := range []string{"09:01:00", "09:01:30", "09:02:00"} {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -98,7 +99,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w, r, traced := s.otelRequest(w, r)
 	mw := &metricsResponse{ResponseWriter: w, m: s.rt.metrics}
 	defer mw.served(r, start)
-	s.guard.ServeHTTP(mw, r)
+	if strings.HasPrefix(r.URL.Path, fleetRPCPath) && s.rt.engine != nil {
+		s.rt.engine.serveRPC(mw, r) // its own credential: the fleet's token (engine_fleet_rpc.go)
+	} else {
+		s.guard.ServeHTTP(mw, r)
+	}
 	traced()
 	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "dur", time.Since(start))
 }

@@ -154,7 +154,7 @@ func newAgentHost(rt *runtimeCore) *agentHost {
 		env:      rt.vmEnv,
 		platform: rt.platform,
 		models:   func(p *modelProvider) modelClient { return newModelClient(p, hc) },
-		sessions: newSessionStore(rt.db, rt.engine != nil && rt.engine.self != ""),
+		sessions: newSessionStore(rt.db, rt.engine != nil && rt.engine.shared()),
 		record:   rt.engine.recordTurn,
 		tracer:   rt.tracer,
 	}

@@ -38,7 +38,7 @@ func newWiresEnv(t *testing.T, dbURL string) *wiresEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.close() })
-	rt := &runtimeCore{log: discardLogger(), engine: e, proj: &project{Dir: t.TempDir()}, apiURL: "http://127.0.0.1:4242"}
+	rt := &runtimeCore{log: discardLogger(), engine: soloFleet(e), proj: &project{Dir: t.TempDir()}, apiURL: "http://127.0.0.1:4242"}
 	rt.catalog.Store(cat)
 	rt.gate.Store(&gateState{Open: true, Reason: gateProviderEnv})
 	rt.provider.Store(&modelProvider{Kind: providerOpenAI, APIKey: "sk-test"})

@@ -202,33 +202,47 @@ func runStatsOf(q runStatsQuery, now time.Time, active map[string]int, parts ...
 // runStats is the overview of the runs created since q.Since: the engine's
 // runs in memory and the history's.
 func (e *engine) runStats(ctx context.Context, q runStatsQuery) (runStats, error) {
-	now := time.Now()
-	mem := newRunStatsPart()
-	active := e.activeByStatus()
+	return runStatsFrom(ctx, e.opts.History, q, e.activeByStatus(), e.memoryRunsSince(q.Since))
+}
+
+// memoryRunsSince returns the runs in memory created at or after since,
+// each without its input, output and timeline (what the overview counts).
+func (e *engine) memoryRunsSince(since time.Time) []runRecord {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []runRecord
 	for _, r := range e.st.Runs {
-		if r.CreatedAt.Before(q.Since) {
-			continue
+		if !r.CreatedAt.Before(since) {
+			out = append(out, runRecord{RunID: r.RunID, WorkflowName: r.WorkflowName, Status: r.Status, Agent: r.Agent, Error: r.Error, CreatedAt: r.CreatedAt})
 		}
+	}
+	return out
+}
+
+// runStatsFrom is the overview of the runs in memory mem (of one engine,
+// or of every replica's), active, and the history h's (nil: none).
+func runStatsFrom(ctx context.Context, h runHistory, q runStatsQuery, active map[string]int, mem []runRecord) (runStats, error) {
+	now := time.Now()
+	part := newRunStatsPart()
+	for _, r := range mem {
 		wf := r.WorkflowName
 		if r.Agent != "" {
 			wf = "" // an agent's turn: in the buckets, not among the workflows
 		}
-		mem.count(int64(r.CreatedAt.Sub(q.Since)/q.Bucket), wf, r.Status, 1)
+		part.count(int64(r.CreatedAt.Sub(q.Since)/q.Bucket), wf, r.Status, 1)
 		q.inMemory = append(q.inMemory, r.RunID)
 		if r.Status == runFailed && r.Error != nil {
-			mem.failure(runErrorWords(r.Error), r.WorkflowName, 1, r.RunID, r.CreatedAt)
+			part.failure(runErrorWords(r.Error), r.WorkflowName, 1, r.RunID, r.CreatedAt)
 		}
 	}
-	e.mu.Unlock()
-	if e.opts.History == nil {
-		return runStatsOf(q, now, active, mem), nil
+	if h == nil {
+		return runStatsOf(q, now, active, part), nil
 	}
-	hist, err := e.opts.History.stats(ctx, q)
+	hist, err := h.stats(ctx, q)
 	if err != nil {
 		return runStats{}, err
 	}
-	return runStatsOf(q, now, active, mem, hist), nil
+	return runStatsOf(q, now, active, part, hist), nil
 }
 
 // stats is the history's part of an overview: three grouped statements on
