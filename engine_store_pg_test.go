@@ -166,6 +166,27 @@ func TestEngineReplicas(t *testing.T) {
 	if len(owners) != 3 {
 		t.Fatalf("replica names %v; want three", owners)
 	}
+	// The log's partitions are dealt out: each replica holds its share
+	// and executes only its partitions' runs (issue 39, items 2 and 3).
+	shared := func(live []*pgBox) bool {
+		held := map[int]int{}
+		for _, x := range live {
+			_, h := x.engineHealth(t)
+			if len(h.Partitions) > (enginePartitionsDefault+len(live)-1)/len(live) {
+				return false
+			}
+			for _, p := range h.Partitions {
+				held[p]++
+			}
+		}
+		for p := range enginePartitionsDefault {
+			if held[p] != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, 20*time.Second, "each of the log's partitions held by one replica, a fair share each", func() bool { return shared(boxes) })
 	ownerOf := func(x *pgBox) string {
 		_, h := x.engineHealth(t)
 		return h.Owner
@@ -326,6 +347,7 @@ func TestEngineReplicas(t *testing.T) {
 	if dealt[ownerOf(b)] != 3 || dealt[ownerOf(c)] != 3 {
 		t.Errorf("a's six runs were dealt out %v; want three to each survivor", dealt)
 	}
+	eventually(t, 20*time.Second, "a's partitions spread over the two survivors", func() bool { return shared([]*pgBox{b, c}) })
 	for _, id := range naps {
 		if r := b.await(t, id); r.Status != runCompleted {
 			t.Fatalf("a napper after its replica died = %s %+v", r.Status, r.Error)
@@ -380,6 +402,18 @@ func TestEngineReplicas(t *testing.T) {
 	}
 	if r := b.await(t, rest.RunID); r.Status != runCompleted {
 		t.Errorf("the released run = %s", r.Status)
+	}
+	eventually(t, 20*time.Second, "b alone holds every partition", func() bool { return shared([]*pgBox{b}) })
+
+	// A replica that joins takes its share, and runs started on it are its
+	// own (issue 39, item 3).
+	joined := time.Now()
+	d := start()
+	eventually(t, 30*time.Second, "the joining replica took its share of the partitions", func() bool { return shared([]*pgBox{b, d}) })
+	t.Logf("a joining replica held its share %v after its process started", time.Since(joined).Round(time.Millisecond))
+	late := d.start(t, "chain", `{"id":"late"}`)
+	if r := b.await(t, late.RunID); r.Status != runCompleted || r.Owner != ownerOf(d) {
+		t.Errorf("a run started on the joined replica, read on b = %s owner %q; want completed, owned by it", r.Status, r.Owner)
 	}
 }
 
