@@ -10,7 +10,6 @@ import (
 	"errors"
 	"strings"
 	"time"
-
 )
 
 // queueIDPrefix starts the id of a queued trigger.

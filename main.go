@@ -91,7 +91,10 @@
 //	             schedule_cron.go (cron expressions, time zones, DST), schedule_engine.go (schedules: fires,
 //	             pause, catch-up), schedule_api.go (their HTTP routes and svc schedules),
 //	             engine_store.go (the store seam, SVC_ENGINE), engine_store_file.go (on the journal),
-//	             engine_store_pg.go (on PostgreSQL: svc_engine, one ordered log, fenced replica leases), engine_stream.go (run streams:
+//	             engine_store_pg.go (on PostgreSQL: svc_engine, a log in partitions, fenced replica leases),
+//	             engine_fleet.go (the engine the runtime calls: one engine per partition held, runs routed by
+//	             the partition in their ids), engine_fleet_members.go (who holds which partition),
+//	             engine_fleet_rpc.go (calls forwarded to the replica that holds a run), engine_stream.go (run streams:
 //	             getWritable(), chunks as events, readers), execution.go
 //	             (a run in its workflow VM), steps.go (step VMs, attempts, timeouts), journal.go
 //	             (segments preallocated, snapshots, fsync; a durable append written by its waiter), workflow_history.go (ended runs in PostgreSQL),
