@@ -261,6 +261,10 @@ type engineOptions struct {
 	// Partitions (engine_fleet.go); the ids it makes carry it. Zero values:
 	// the one partition of the file journal.
 	Partition, Partitions int
+	// Fleet is the engine of every partition, for a child run whose
+	// partition is another's (engine_children.go); nil when this engine
+	// holds the whole state.
+	Fleet *fleet
 }
 
 // engine is the durable workflow engine (DESIGN §3). Every state change is
@@ -298,6 +302,9 @@ type engine struct {
 	hooks map[string][]engineHook
 	// reruns is set once any run may have reruns (engine_rerun.go).
 	reruns atomic.Bool
+	// watching holds the parent calls (run:seq) whose child in another
+	// partition is being waited on (engine_children.go).
+	watching map[string]bool
 	// advancing holds the buckets an advanceQueue call admits from (engine_queue.go).
 	advancing map[string]bool
 	// pending counts, on a shared log, this process's starts of limited
@@ -399,9 +406,13 @@ func (e *engine) resumeAll() {
 	for _, q := range e.st.Queues {
 		heads = append(heads, q[0])
 	}
+	parents, seqs := e.watchChildrenLocked()
 	e.mu.Unlock()
 	for _, id := range ids {
 		e.schedule(id)
+	}
+	for i, id := range parents {
+		e.watchChild(id, seqs[i])
 	}
 	for _, t := range heads {
 		e.advanceQueue(t.WorkflowName, t.bucket())
@@ -794,7 +805,7 @@ var errRunEnded = errors.New("run has already ended")
 // (and so must not follow its end).
 func runScoped(t string) bool {
 	switch t {
-	case evAttempt, evStep, evSleep, evHook, evResume, evEnd, evLog, evStream:
+	case evAttempt, evStep, evSleep, evHook, evResume, evEnd, evLog, evStream, evChildEnd:
 		return true
 	}
 	return false
@@ -925,11 +936,16 @@ func (e *engine) cancelRun(id string) (runRecord, error) {
 		e.mu.Unlock()
 		return e.mustGet(id), errRunEnded
 	}
-	var children []string
+	var children, elsewhere []string
 	for _, c := range r.Steps {
-		if c.ChildRunID != "" {
+		switch {
+		case c.ChildRunID != "" && e.elsewhere(c.ChildRunID):
+			elsewhere = append(elsewhere, c.ChildRunID)
+		case c.ChildRunID != "":
 			children = append(children, c.ChildRunID)
-		} else if c.QueueID != "" && e.queuedLocked(c.QueueID) != nil {
+		case c.QueueID != "" && e.elsewhere(c.QueueID):
+			elsewhere = append(elsewhere, c.QueueID, queuedRunID(c.QueueID)) // queued there, or started since
+		case c.QueueID != "" && e.queuedLocked(c.QueueID) != nil:
 			children = append(children, c.QueueID)
 		}
 	}
@@ -941,6 +957,11 @@ func (e *engine) cancelRun(id string) (runRecord, error) {
 	}
 	for _, child := range children {
 		if _, err := e.cancelRun(child); err != nil && !errors.Is(err, errRunEnded) {
+			return runRecord{}, err
+		}
+	}
+	for _, child := range elsewhere {
+		if _, err := e.opts.Fleet.cancelRun(child); err != nil && !errors.Is(err, errRunEnded) && !errors.Is(err, errRunNotFound) {
 			return runRecord{}, err
 		}
 	}

@@ -116,7 +116,7 @@ func (f *fleet) openPartition(p int) error {
 	f.opening[p] = done
 	f.mu.Unlock()
 	opts := f.opts
-	opts.Store, opts.Partition, opts.Partitions = f.m.pg.partition(p), p, f.parts
+	opts.Store, opts.Partition, opts.Partitions, opts.Fleet = f.m.pg.partition(p), p, f.parts, f
 	e, err := openEngine(opts)
 	f.mu.Lock()
 	delete(f.opening, p)
@@ -336,6 +336,11 @@ func (f *fleet) start(req startRequest) (startReceipt, error) {
 			p = hashPartition(uuid.NewString(), f.parts) // this replica owns none: any will do
 		}
 	}
+	return f.startIn(p, req)
+}
+
+// startIn records req in partition p, here or on its holder.
+func (f *fleet) startIn(p int, req startRequest) (startReceipt, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), fleetCallTimeout)
 	defer cancel()
 	if e := f.engineFor(ctx, p); e != nil {
@@ -367,6 +372,27 @@ func (f *fleet) wait(ctx context.Context, id string) error {
 		return e.wait(ctx, id)
 	}
 	return f.m.call(ctx, p, fleetOpWait, fleetIDArgs{ID: id}, nil)
+}
+
+// awaitEnd waits until run id ends (a queued start's id: the run it
+// becomes, queuedRunID) and returns it as it ended, or as it is when ctx
+// ends first, or why it could not be read. A queued start cancelled
+// before its turn comes back as cancelled.
+func (f *fleet) awaitEnd(ctx context.Context, id string) (runRecord, error) {
+	if err := f.wait(ctx, id); err != nil && !errors.Is(err, errRunNotFound) {
+		return runRecord{}, err
+	}
+	r, ok, err := f.find(ctx, queuedRunID(id))
+	if err != nil || ok || !isQueueID(id) {
+		if err == nil && !ok {
+			err = errRunNotFound
+		}
+		return r, err
+	}
+	if r, ok, err = f.find(ctx, id); err != nil || ok {
+		return r, err // still queued (ctx ended)
+	}
+	return runRecord{RunID: id, Status: runCancelled, Error: &runError{Name: "Cancelled", Message: "cancelled before its turn"}}, nil
 }
 
 // cancelRun cancels run id durably in its partition.

@@ -58,8 +58,8 @@ const (
 	// fleetCallTries bounds the tries of a call whose partition moved.
 	fleetCallTries = 5
 	// fleetMaxBody bounds a call's body and its answer: a start carries
-	// at most its input and the calls a retry reuses.
-	fleetMaxBody = 2*maxRequestBody + journalMaxRecord
+	// at most its input (4 MiB) and the calls a retry reuses.
+	fleetMaxBody = 16 << 20
 )
 
 // Arguments and answers of the calls.
@@ -213,12 +213,8 @@ func (m *fleetMembers) call(ctx context.Context, p int, op string, args, out any
 			}
 			if e := m.f.engineFor(ctx, p); e != nil {
 				// It came here meanwhile: serve it as the owner would.
-				res, err := m.f.serveOp(ctx, e, op, body)
-				b, merr := json.Marshal(res)
-				if merr != nil {
-					return merr
-				}
-				return decodeFleetResult(b, err, out)
+				a := fleetAnswerOf(m.f.serveOp(ctx, e, op, body))
+				return decodeFleetResult(a.Result, a.Error.decode(), out)
 			}
 		}
 		owner, ok := m.view().ownerOf(p)
@@ -320,38 +316,37 @@ func fleetFanOut[T any](ctx context.Context, m *fleetMembers, op string, args an
 	return out, nil
 }
 
-// serveRPC answers a call from another replica (see the file's comment).
-func (f *fleet) serveRPC(w http.ResponseWriter, r *http.Request) {
-	if f.m == nil || r.Method != http.MethodPost {
-		http.NotFound(w, r)
-		return
+// errFleetBadCall is a call between replicas that names no partition of
+// this fleet.
+var errFleetBadCall = errors.New("p must be a partition of this fleet")
+
+// serveCall answers a call from another replica whose token checked (see
+// the file's comment): op about partition ps ("": from every partition
+// held here), from body. errFleetNotOwner when this replica does not hold
+// the partition.
+func (f *fleet) serveCall(ctx context.Context, op, ps string, body []byte) (any, error) {
+	if ps == "" {
+		return f.serveAll(ctx, op, body)
 	}
-	if subtle.ConstantTimeCompare([]byte(r.Header.Get(fleetTokenHeader)), []byte(f.m.token)) != 1 {
-		writeAPIError(w, http.StatusUnauthorized, apiError{Code: "auth", Message: "calls between replicas need the fleet's token"})
-		return
+	p, err := strconv.Atoi(ps)
+	if err != nil || p < 0 || p >= f.parts {
+		return nil, errFleetBadCall
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, fleetMaxBody+1))
-	if err != nil || len(body) > fleetMaxBody {
-		writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_body", Message: "the call's body could not be read, or is too large"})
-		return
+	e := f.engineFor(ctx, p)
+	if e == nil {
+		return nil, errFleetNotOwner
 	}
-	op := strings.TrimPrefix(r.URL.Path, fleetRPCPath)
-	var res any
-	if ps := r.URL.Query().Get("p"); ps == "" {
-		res, err = f.serveAll(r.Context(), op, body)
-	} else {
-		p, perr := strconv.Atoi(ps)
-		if perr != nil || p < 0 || p >= f.parts {
-			writeAPIError(w, http.StatusBadRequest, apiError{Code: "invalid_partition", Message: "p must be a partition of this fleet"})
-			return
-		}
-		e := f.engineFor(r.Context(), p)
-		if e == nil {
-			writeAPIError(w, http.StatusConflict, apiError{Code: "not_owner", Message: errFleetNotOwner.Error()})
-			return
-		}
-		res, err = f.serveOp(r.Context(), e, op, body)
-	}
+	return f.serveOp(ctx, e, op, body)
+}
+
+// fleetTokenValid reports whether token is the fleet's (in constant time);
+// never on the file journal, which has no calls between replicas.
+func (f *fleet) fleetTokenValid(token string) bool {
+	return f.m != nil && subtle.ConstantTimeCompare([]byte(token), []byte(f.m.token)) == 1
+}
+
+// fleetAnswerOf is the answer of a served call.
+func fleetAnswerOf(res any, err error) fleetAnswer {
 	a := fleetAnswer{Error: encodeFleetError(err)}
 	if res != nil {
 		if b, merr := json.Marshal(res); merr == nil {
@@ -360,7 +355,7 @@ func (f *fleet) serveRPC(w http.ResponseWriter, r *http.Request) {
 			a.Error = encodeFleetError(merr)
 		}
 	}
-	writeJSON(w, http.StatusOK, a)
+	return a
 }
 
 // serveOp serves op about one of e's runs, from body, as the owner.

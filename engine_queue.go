@@ -99,6 +99,11 @@ func (e *engine) cancelQueued(id string) (runRecord, error) {
 	return rec, nil
 }
 
+// queuedRunID is the id of the run a queued start becomes: its queue id's
+// UUID, so whoever holds the queue id can find the run after it ended
+// (engine_fleet.go awaitEnd), and the run stays in the entry's partition.
+func queuedRunID(queueID string) string { return strings.TrimPrefix(queueID, queueIDPrefix) }
+
 // isQueueID reports whether id names a queued trigger rather than a run.
 func isQueueID(id string) bool { return strings.HasPrefix(id, queueIDPrefix) }
 
@@ -165,7 +170,7 @@ func (e *engine) advanceQueue(workflow, bucket string) {
 			return
 		}
 		head := q[0]
-		ev := &journalEvent{Type: evStart, Run: e.newRunID(), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
+		ev := &journalEvent{Type: evStart, Run: queuedRunID(head.QueueID), WRun: newWorldRunID(), Workflow: workflow, Input: head.Input,
 			Trigger: head.Trigger, Queue: head.QueueID, Parent: head.ParentRunID, ParentSeq: head.ParentSeq, Kind: head.ParentKind, Ver: ver,
 			Fire: scheduleMicros(head.ScheduledAt), TraceParent: head.TraceParent, RerunOf: head.RerunOf, Seq: head.RetryFrom, Calls: head.Reuse}
 		ev.setConcurrency(head.concurrencyLimit(), head.LimitKey)

@@ -125,6 +125,15 @@ func pgReplicaProject(t *testing.T) (dir string, counter *stepCounter, dbURL str
 	return dir, counter, dbURL, secret, env
 }
 
+// laneParentWorkflow waits on a serial lane run as its child.
+const laneParentWorkflow = `
+import { workflows } from "svc";
+export default async function laneparent(input: { i: number }) {
+  "use workflow";
+  const child: any = await workflows.startAndWait("lane", { i: input.i });
+  return { child };
+}`
+
 // TestEngineReplicas runs three `svc serve` replicas with
 // SVC_ENGINE=postgres on one database, active/active (DESIGN §12). Each
 // executes the runs it starts; any replica reads, long-polls, resumes and
@@ -142,6 +151,7 @@ func TestEngineReplicas(t *testing.T) {
 	}
 	dir, counter, dbURL, secret, env := pgReplicaProject(t)
 	writeFile(t, dir, "workflows/lane.workflow.ts", crashWorkflows["workflows/lane.workflow.ts"])
+	writeFile(t, dir, "workflows/laneparent.workflow.ts", laneParentWorkflow)
 	writeFile(t, dir, "workflows/perkey.workflow.ts", perkeyWorkflow)
 	const lease = 3 * time.Second
 	env = append(env, "SVC_ENGINE_LEASE=3s", "SVC_ENGINE_LEASE_RENEW=1s")
@@ -234,14 +244,24 @@ func TestEngineReplicas(t *testing.T) {
 		t.Errorf("cancelled run on its owner = %s", r.Status)
 	}
 
-	// A serial workflow started on all three at once: one at a time, every
-	// start acknowledged runs once.
+	// A serial workflow started on all three at once, and as the child of
+	// a run on each (whose partitions are others than the lane's): one at
+	// a time, every start acknowledged runs once.
+	const lanes, childLanes = 9, 3
 	var wg sync.WaitGroup
-	for i := range 9 {
+	for i := range lanes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			boxes[i%3].start(t, "lane", fmt.Sprintf(`{"i":%d}`, i))
+		}()
+	}
+	var parents [childLanes]string
+	for i := range childLanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parents[i] = boxes[i].start(t, "laneparent", fmt.Sprintf(`{"i":%d}`, lanes+i)).RunID
 		}()
 	}
 	// A workflow limited to two runs per key, started on all three at once.
@@ -272,8 +292,13 @@ func TestEngineReplicas(t *testing.T) {
 	eventually(t, 60*time.Second, "every lane run ended", func() bool {
 		var active int
 		db.QueryRow(context.Background(), `SELECT count(*) FROM svc.runs WHERE workflow_name = 'lane' AND status = 'completed'`).Scan(&active)
-		return active == 9
+		return active == lanes+childLanes
 	})
+	for i, id := range parents {
+		if r := c.await(t, id); r.Status != runCompleted || string(r.Output) != fmt.Sprintf(`{"child":{"i":%d}}`, lanes+i) {
+			t.Errorf("a parent of a lane = %s %s; want completed with its child's output", r.Status, r.Output)
+		}
+	}
 	type span struct{ from, to time.Time }
 	var spans []span
 	var list struct{ Items []runRecord }
@@ -286,7 +311,7 @@ func TestEngineReplicas(t *testing.T) {
 		seen[string(r.Input)] = true
 		spans = append(spans, span{r.CreatedAt, *r.EndedAt})
 	}
-	for i := range 9 {
+	for i := range lanes + childLanes {
 		if n := counter.count(fmt.Sprintf("lane-%d-2", i)); n != 1 || !seen[fmt.Sprintf(`{"i":%d}`, i)] {
 			t.Errorf("lane %d: listed %v, its last step ran %d times; want listed, once", i, seen[fmt.Sprintf(`{"i":%d}`, i)], n)
 		}

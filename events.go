@@ -12,19 +12,20 @@ const schemaVersion = 1
 
 // Journal event types. Each is applied by engine.apply, live and on replay.
 const (
-	evQueue   = "queue"   // a start of a limited workflow waiting for a free slot of its key
-	evStart   = "start"   // a run was created (possibly from a queued trigger)
-	evAttempt = "attempt" // a step attempt that waits on I/O began (ended by its evStep)
-	evStep    = "step"    // one attempt of a step; Final settles it
-	evSleep   = "sleep"   // a durable sleep until Until
-	evHook    = "hook"    // a hook was created with Token
-	evResume  = "resume"  // a hook was resumed with Result as payload
-	evEnd     = "end"     // a run reached Status (completed, failed, cancelled)
-	evTurn    = "turn"    // an agent's chat turn, recorded as a finished run
-	evLog     = "log"     // a console line of the run (Seq/Name/Attempt: the step attempt; 0: workflow code)
-	evLink    = "link"    // a workflow's keyed start answered by its idempotency key: the call settles with the first receipt
-	evClaim   = "claim"   // the runs replica From owned become By's (engine_replica.go)
-	evStream  = "stream"  // a chunk a step attempt wrote to its run's stream (Seq/Name/Attempt; Result: JSON, else Message: text; engine_stream.go)
+	evQueue    = "queue"   // a start of a limited workflow waiting for a free slot of its key
+	evStart    = "start"   // a run was created (possibly from a queued trigger)
+	evAttempt  = "attempt" // a step attempt that waits on I/O began (ended by its evStep)
+	evStep     = "step"    // one attempt of a step; Final settles it
+	evSleep    = "sleep"   // a durable sleep until Until
+	evHook     = "hook"    // a hook was created with Token
+	evResume   = "resume"  // a hook was resumed with Result as payload
+	evEnd      = "end"     // a run reached Status (completed, failed, cancelled)
+	evTurn     = "turn"    // an agent's chat turn, recorded as a finished run
+	evLog      = "log"     // a console line of the run (Seq/Name/Attempt: the step attempt; 0: workflow code)
+	evLink     = "link"    // a workflow's keyed start answered by its idempotency key, or a child started in another partition: the call learns the child
+	evChildEnd = "cend"    // a child run in another partition ended (Status, Result, Error): the parent's startAndWait call Seq settles (engine_children.go)
+	evClaim    = "claim"   // the runs replica From owned become By's (engine_replica.go)
+	evStream   = "stream"  // a chunk a step attempt wrote to its run's stream (Seq/Name/Attempt; Result: JSON, else Message: text; engine_stream.go)
 )
 
 // journalEvent is one journal record (JSON-encoded; short keys keep the log

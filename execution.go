@@ -733,8 +733,7 @@ func (x *execution) child(kind, name string, input, opts goja.Value) goja.Value 
 				return x.rejected(err)
 			}
 		}
-		_, err := x.e.start(startRequest{Workflow: name, Input: raw, Trigger: triggerWorkflow, ParentRun: x.r.RunID, ParentSeq: seq, ParentKind: kind, IdemKey: key})
-		if err != nil {
+		if err := x.e.startChild(startRequest{Workflow: name, Input: raw, Trigger: triggerWorkflow, ParentRun: x.r.RunID, ParentSeq: seq, ParentKind: kind, IdemKey: key}); err != nil {
 			return x.rejected(err)
 		}
 		x.e.mu.Lock()

@@ -100,7 +100,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mw := &metricsResponse{ResponseWriter: w, m: s.rt.metrics}
 	defer mw.served(r, start)
 	if strings.HasPrefix(r.URL.Path, fleetRPCPath) && s.rt.engine != nil {
-		s.rt.engine.serveRPC(mw, r) // its own credential: the fleet's token (engine_fleet_rpc.go)
+		s.handleFleetCall(mw, r) // its own credential: the fleet's token (api_fleet.go)
 	} else {
 		s.guard.ServeHTTP(mw, r)
 	}
