@@ -134,6 +134,22 @@ export default async function laneparent(input: { i: number }) {
   return { child };
 }`
 
+// streamerWorkflow writes a chunk to its stream, waits on a hook (its
+// token to the counter), then writes another.
+const streamerWorkflow = `
+import { createHook, getWritable } from "svc";
+async function say(v: string) { "use step"; const w = getWritable().getWriter(); await w.write(v); w.releaseLock(); }
+async function announce(key: string, token: string) { "use step"; await fetch(process.env.COUNTER + "?k=" + key + "&token=" + token); }
+export default async function streamer(input: { id: string }) {
+  "use workflow";
+  await say("first");
+  const hook = createHook();
+  await announce(input.id + "-announce", hook.token);
+  await hook;
+  await say("second");
+  return { id: input.id };
+}`
+
 // TestEngineReplicas runs three `svc serve` replicas with
 // SVC_ENGINE=postgres on one database, active/active (DESIGN §12). Each
 // executes the runs it starts; any replica reads, long-polls, resumes and
@@ -152,6 +168,7 @@ func TestEngineReplicas(t *testing.T) {
 	dir, counter, dbURL, secret, env := pgReplicaProject(t)
 	writeFile(t, dir, "workflows/lane.workflow.ts", crashWorkflows["workflows/lane.workflow.ts"])
 	writeFile(t, dir, "workflows/laneparent.workflow.ts", laneParentWorkflow)
+	writeFile(t, dir, "workflows/streamer.workflow.ts", streamerWorkflow)
 	writeFile(t, dir, "workflows/perkey.workflow.ts", perkeyWorkflow)
 	const lease = 3 * time.Second
 	env = append(env, "SVC_ENGINE_LEASE=3s", "SVC_ENGINE_LEASE_RENEW=1s")
@@ -234,6 +251,25 @@ func TestEngineReplicas(t *testing.T) {
 	if r := b.await(t, g.RunID); r.Status != runCompleted || string(r.Output) != `{"id":"g1","ok":true}` {
 		t.Errorf("hooked run = %s %s", r.Status, r.Output)
 	}
+	// A live stream read through a replica that does not hold the run:
+	// what the run writes after the read began reaches the reader too.
+	sr := c.start(t, "streamer", `{"id":"s1"}`)
+	streamToken := <-counter.tokens
+	streamed := make(chan boxReply, 1)
+	go func() { streamed <- boxDo(t, "GET", a.url+"/api/runs/"+sr.RunID+"/stream", nil, a.secret, time.Now(), "", nil) }()
+	time.Sleep(300 * time.Millisecond) // the reader has the first chunk and waits
+	if code := b.do(t, "POST", "/api/hooks/"+streamToken, `{}`, nil); code != 202 {
+		t.Errorf("resume the streamer = %d", code)
+	}
+	select {
+	case rep := <-streamed:
+		if body := string(rep.body); rep.status != 200 || !strings.Contains(body, `"first"`) || !strings.Contains(body, `"second"`) || !strings.Contains(body, "event: end") {
+			t.Errorf("a live stream through another replica = %d %q; want both chunks and its end", rep.status, body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("a live stream through another replica did not end with its run")
+	}
+
 	// A cancel through another replica reaches the owner.
 	g2 := c.start(t, "gated", `{"id":"g2"}`)
 	<-counter.tokens
