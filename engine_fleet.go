@@ -54,7 +54,8 @@ type fleet struct {
 	opening map[int]chan struct{} // partitions being opened here: closed when open (or given up)
 	closed  bool
 
-	rr atomic.Uint64 // round robin of unkeyed starts over the local partitions
+	rr    atomic.Uint64             // round robin of unkeyed starts over the local partitions
+	order atomic.Pointer[[]*engine] // local's engines by partition, rebuilt (under mu) when it changes
 }
 
 // Bounds of the partitions.
@@ -101,7 +102,23 @@ func openFleet(opts engineOptions, pg *engineStorePG, addr string, want int) (*f
 // soloFleet is the fleet of one engine that holds the whole state (the
 // file journal's).
 func soloFleet(e *engine) *fleet {
-	return &fleet{opts: e.opts, parts: 1, log: e.log, local: map[int]*engine{0: e}, opening: map[int]chan struct{}{}}
+	f := &fleet{opts: e.opts, parts: 1, log: e.log, local: map[int]*engine{0: e}, opening: map[int]chan struct{}{}}
+	f.heldChangedLocked()
+	return f
+}
+
+// heldChangedLocked rebuilds order from local. mu must be held.
+func (f *fleet) heldChangedLocked() {
+	ps := make([]int, 0, len(f.local))
+	for p := range f.local {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	es := make([]*engine, len(ps))
+	for i, p := range ps {
+		es[i] = f.local[p]
+	}
+	f.order.Store(&es)
 }
 
 // openPartition opens the engine of partition p, unless it is open or
@@ -129,6 +146,7 @@ func (f *fleet) openPartition(p int) error {
 		return nil
 	default:
 		f.local[p] = e
+		f.heldChangedLocked()
 	}
 	f.mu.Unlock()
 	if err != nil {
@@ -144,6 +162,7 @@ func (f *fleet) closePartition(p int) {
 	f.mu.Lock()
 	e := f.local[p]
 	delete(f.local, p)
+	f.heldChangedLocked()
 	f.mu.Unlock()
 	if e == nil {
 		return
@@ -214,20 +233,13 @@ func (f *fleet) held(p int) *engine {
 	return f.local[p]
 }
 
-// engines returns the open engines, by partition.
+// engines returns the open engines, by partition (the caller must not
+// change the slice).
 func (f *fleet) engines() []*engine {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ps := make([]int, 0, len(f.local))
-	for p := range f.local {
-		ps = append(ps, p)
+	if es := f.order.Load(); es != nil {
+		return *es
 	}
-	slices.Sort(ps)
-	out := make([]*engine, len(ps))
-	for i, p := range ps {
-		out[i] = f.local[p]
-	}
-	return out
+	return nil
 }
 
 // shared reports whether other processes share the engine's state.
@@ -612,6 +624,7 @@ func (f *fleet) closeLocal() error {
 	wg.Wait()
 	f.mu.Lock()
 	clear(f.local)
+	f.heldChangedLocked()
 	f.mu.Unlock()
 	return errors.Join(errs...)
 }
