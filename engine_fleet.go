@@ -492,8 +492,11 @@ func (f *fleet) recordTurn(t agentTurn) (string, error) {
 	return id, err
 }
 
-// listRuns returns one page of the runs matching q, newest first: every
-// replica's active runs merged with the history.
+// listRuns returns one page of the runs matching q, newest first: the
+// runs in memory (active, and ended ones not yet archived) of every
+// replica merged with the history, each run once; next is the cursor of
+// the following page, or nil on the last. The queued starts of the
+// matching workflows come with the first page.
 func (f *fleet) listRuns(ctx context.Context, q runQuery) (page []runRecord, queued []queuedTrigger, next *runCursor, err error) {
 	for _, e := range f.engines() {
 		runs, qs := e.memoryRuns(q)

@@ -268,16 +268,6 @@ func (e *engine) find(ctx context.Context, id string) (runRecord, bool, error) {
 	return e.opts.History.get(ctx, id)
 }
 
-// listRuns returns one page of the runs matching q, newest first: the runs
-// in memory (active, and ended ones not yet archived) merged with the
-// history, each run once. next is the cursor of the following page, or nil
-// on the last page. The queued triggers of the matching workflows come with
-// the first page.
-func (e *engine) listRuns(ctx context.Context, q runQuery) (page []runRecord, queued []queuedTrigger, next *runCursor, err error) {
-	runs, qs := e.memoryRuns(q)
-	return mergeRunPages(ctx, e.opts.History, q, runs, qs)
-}
-
 // memoryRuns returns the runs in memory that match q and, on the first
 // page, the queued starts of the matching workflows.
 func (e *engine) memoryRuns(q runQuery) (page []runRecord, queued []queuedTrigger) {

@@ -61,7 +61,7 @@ func testEngineRerun(t *testing.T, store string) {
 		t.Errorf("run again = %s reused %v; want {\"sum\":7} with nothing reused", again.Output, again.Steps[0].Reused)
 	}
 	// The old run finds its reruns, newest first.
-	runs, _, _, err := te.listRuns(ctx, runQuery{RerunOf: first.RunID, Limit: 10})
+	runs, _, _, err := soloFleet(te.engine).listRuns(ctx, runQuery{RerunOf: first.RunID, Limit: 10})
 	if err != nil || len(runs) != 2 || runs[0].RunID != again.RunID || runs[1].RunID != fork.RunID {
 		t.Errorf("reruns of the first run = %d %v", len(runs), err)
 	}

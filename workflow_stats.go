@@ -199,12 +199,6 @@ func runStatsOf(q runStatsQuery, now time.Time, active map[string]int, parts ...
 	return st
 }
 
-// runStats is the overview of the runs created since q.Since: the engine's
-// runs in memory and the history's.
-func (e *engine) runStats(ctx context.Context, q runStatsQuery) (runStats, error) {
-	return runStatsFrom(ctx, e.opts.History, q, e.activeByStatus(), e.memoryRunsSince(q.Since))
-}
-
 // memoryRunsSince returns the runs in memory created at or after since,
 // each without its input, output and timeline (what the overview counts).
 func (e *engine) memoryRunsSince(since time.Time) []runRecord {
