@@ -167,5 +167,7 @@ func (m *metrics) write(out io.Writer, sc metricsScrape) error {
 			[]metricsSample{{value: float64(sc.Store.Epoch)}})
 		metricsWriteGauge(w, "svc_engine_replicas", "Replicas of the box holding a lease on the PostgreSQL engine, as of this replica's last renewal.", nil,
 			[]metricsSample{{value: float64(sc.Store.Replicas)}})
+		metricsWriteGauge(w, "svc_engine_partitions_held", "Partitions of the PostgreSQL engine's log this replica holds: it executes their runs.", nil,
+			[]metricsSample{{value: float64(len(sc.Store.Partitions))}})
 	})
 }

@@ -220,6 +220,7 @@ export default async function slow() { "use workflow"; await sleep("1h"); return
 		want[`svc_engine_lease_state{state="held"}`] = -1
 	case engineKindPostgres:
 		want[`svc_engine_lease_state{state="held"}`] = 1
+		want[`svc_engine_partitions_held`] = enginePartitionsDefault // alone: every partition
 	}
 	for series, w := range want {
 		v, ok := got[series]
