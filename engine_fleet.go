@@ -349,8 +349,18 @@ func (f *fleet) start(req startRequest) (startReceipt, error) {
 			p = hashPartition(uuid.NewString(), f.parts) // this replica owns none: any will do
 		}
 	}
+	if req.IdemKey != "" && f.parts > 1 && checkIdemKey(req.IdemKey) == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
+		var err error
+		p, err = f.m.claimIdemKey(ctx, req.IdemKey, p, f.opts.idemRetention())
+		cancel()
+		if err != nil {
+			return startReceipt{}, err
+		}
+	}
 	return f.startIn(p, req)
 }
+
 
 // startIn records req in partition p, here or on its holder.
 func (f *fleet) startIn(p int, req startRequest) (startReceipt, error) {

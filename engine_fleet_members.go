@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -40,7 +41,17 @@ import (
 const fleetMembersSchemaSQL = `SELECT pg_advisory_xact_lock(hashtext('svc_engine schema'));
 CREATE TABLE IF NOT EXISTS svc_engine.members (owner text PRIMARY KEY, address text NOT NULL, lease_until timestamptz NOT NULL,
     joined_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS svc_engine.fleet (id int PRIMARY KEY CHECK (id = 1), token text NOT NULL);`
+CREATE TABLE IF NOT EXISTS svc_engine.fleet (id int PRIMARY KEY CHECK (id = 1), token text NOT NULL);
+CREATE TABLE IF NOT EXISTS svc_engine.idem_keys (key text PRIMARY KEY, part int NOT NULL, at timestamptz NOT NULL DEFAULT now());`
+
+// fleetIdemClaimSQL gives an idempotency key ($1) a partition: $2 when the
+// key is new or its claim older than the retention ($3 ms), else the one
+// it has. It returns no row when another start claimed the key at once
+// and committed after this statement's snapshot (then it runs again).
+const fleetIdemClaimSQL = `WITH ins AS (INSERT INTO svc_engine.idem_keys (key, part) VALUES ($1, $2)
+    ON CONFLICT (key) DO UPDATE SET part = excluded.part, at = now()
+    WHERE svc_engine.idem_keys.at < now() - $3 * interval '1 millisecond' RETURNING part)
+SELECT part FROM ins UNION ALL SELECT part FROM svc_engine.idem_keys WHERE key = $1 AND NOT EXISTS (SELECT FROM ins)`
 
 // fleetMembersRenewSQL writes this replica's row (a join, or a renewal)
 // and returns the other live members and, in ms, how soon the first of
@@ -49,6 +60,10 @@ const fleetMembersRenewSQL = `WITH u AS (INSERT INTO svc_engine.members (owner, 
     ON CONFLICT (owner) DO UPDATE SET address = excluded.address, lease_until = excluded.lease_until RETURNING 1)
 SELECT owner, address, floor(extract(epoch FROM lease_until - now()) * 1000)::bigint FROM svc_engine.members
 WHERE owner <> $1 AND lease_until > now() AND EXISTS (SELECT FROM u) ORDER BY owner`
+
+// fleetIdemPruneInterval is how often expired idempotency keys' claims
+// are deleted.
+const fleetIdemPruneInterval = time.Hour
 
 // fleetMembersChannel is the NOTIFY channel of joins and leaves.
 const fleetMembersChannel = "svc_engine_members"
@@ -166,6 +181,7 @@ func (m *fleetMembers) run() {
 	go m.listen()
 	t := time.NewTimer(m.pg.renew)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-m.stop:
@@ -183,8 +199,13 @@ func (m *fleetMembers) run() {
 			if next < wait {
 				wait = max(next+20*time.Millisecond, 50*time.Millisecond) // past it by a little: the database decides
 			}
-			if err := m.f.rebalance(m.view()); err != nil {
+			v := m.view()
+			if err := m.f.rebalance(v); err != nil {
 				m.pg.log.Warn("open a partition this replica owns; retrying at the next renewal", "err", err)
+			}
+			if v.owns(0) && time.Since(pruned) > fleetIdemPruneInterval { // one replica prunes: partition 0's
+				m.pruneIdemKeys(m.f.opts.idemRetention())
+				pruned = time.Now()
 			}
 		}
 		if !t.Stop() {
@@ -308,4 +329,32 @@ func fleetAddress(set string, ln net.Addr) (string, error) {
 		}
 	}
 	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// claimIdemKey returns the partition of idempotency key key: the one it
+// was first claimed for (within the retention), else want, now claimed.
+// A key is project-wide: a start of another workflow (whose limit's bucket
+// may name another partition) or of another input with it goes where the
+// key's first start went, and is refused there as a reuse.
+func (m *fleetMembers) claimIdemKey(ctx context.Context, key string, want int, retention time.Duration) (int, error) {
+	for range 3 {
+		var p int
+		err := m.pg.db.QueryRow(ctx, fleetIdemClaimSQL, key, want, retention.Milliseconds()).Scan(&p)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("%w: %v", errJournalUnavailable, m.pg.fault("claim an idempotency key", err))
+		}
+	}
+	return 0, fmt.Errorf("%w: the idempotency key is being claimed by another start; retry", errJournalUnavailable)
+}
+
+// pruneIdemKeys deletes the claims older than the retention.
+func (m *fleetMembers) pruneIdemKeys(retention time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), engineStorePGWriteTimeout)
+	defer cancel()
+	if _, err := m.pg.db.Exec(ctx, `DELETE FROM svc_engine.idem_keys WHERE at < now() - $1 * interval '1 millisecond'`, retention.Milliseconds()); err != nil {
+		m.pg.log.Warn("prune the idempotency keys' partitions", "err", err)
+	}
 }

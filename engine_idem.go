@@ -68,9 +68,12 @@ func idemInputHash(input json.RawMessage) string {
 }
 
 // idemRetention is how long keys are kept.
-func (e *engine) idemRetention() time.Duration {
-	if e.opts.IdemRetention > 0 {
-		return e.opts.IdemRetention
+func (e *engine) idemRetention() time.Duration { return e.opts.idemRetention() }
+
+// idemRetention is how long keys are kept under o.
+func (o engineOptions) idemRetention() time.Duration {
+	if o.IdemRetention > 0 {
+		return o.IdemRetention
 	}
 	return idemRetentionDefault
 }

@@ -325,6 +325,13 @@ func TestEngineReplicas(t *testing.T) {
 	if keyed[0] == "" || keyed[0] != keyed[1] || keyed[1] != keyed[2] {
 		t.Errorf("one idempotency key on three replicas = runs %q; want one", keyed)
 	}
+	// The key is project-wide: a start of a serial workflow with it (whose
+	// queue lives in another partition than the key's first start) is a
+	// reuse.
+	reuse := boxDo(t, "POST", b.url+"/api/workflows/lane/start", []byte(`{"i":99}`), b.secret, time.Now(), "", func(r *http.Request) { r.Header.Set("Idempotency-Key", "fleet-1") })
+	if reuse.status != 422 || !strings.Contains(string(reuse.body), "idempotency_key_reused") {
+		t.Errorf("the key of a chain run, reused for a lane run = %d %s; want 422 idempotency_key_reused", reuse.status, reuse.body)
+	}
 	eventually(t, 60*time.Second, "every lane run ended", func() bool {
 		var active int
 		db.QueryRow(context.Background(), `SELECT count(*) FROM svc.runs WHERE workflow_name = 'lane' AND status = 'completed'`).Scan(&active)
