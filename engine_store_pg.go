@@ -219,6 +219,7 @@ type engineStorePG struct {
 	poll         time.Duration // SVC_ENGINE_POLL
 	log          *slog.Logger
 	schema       *engineStorePGSchema
+	combiner     *engineStorePGCombiner // shared by the process's partitions: their appends commit together
 	part         int // the partition, in [0, partitions)
 
 	mu       sync.Mutex // guards state, epoch and replicas
@@ -242,7 +243,7 @@ func newEngineStorePG(db *pgxpool.Pool, s engineSettings, log *slog.Logger) *eng
 	host, _ := os.Hostname()
 	owner := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
 	return &engineStorePG{db: db, owner: owner, lease: s.Lease, renew: s.Renew, poll: cmp.Or(s.Poll, enginePollDefault), log: log,
-		schema: &engineStorePGSchema{}, state: engineLeaseReleased}
+		schema: &engineStorePGSchema{}, combiner: &engineStorePGCombiner{db: db}, state: engineLeaseReleased}
 }
 
 // partition returns the store of partition p (in [0, partitions)) of this
@@ -250,7 +251,7 @@ func newEngineStorePG(db *pgxpool.Pool, s engineSettings, log *slog.Logger) *eng
 // a lease of its own.
 func (s *engineStorePG) partition(p int) *engineStorePG {
 	return &engineStorePG{db: s.db, owner: s.owner, lease: s.lease, renew: s.renew, poll: s.poll, log: s.log,
-		schema: s.schema, part: p, state: engineLeaseReleased, metrics: s.metrics}
+		schema: s.schema, combiner: s.combiner, part: p, state: engineLeaseReleased, metrics: s.metrics}
 }
 
 // partitionNumber is the partition this store's log is.
@@ -698,7 +699,7 @@ func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error
 	var err error
 	if !reap && !leave {
 		after := l.delivered.Load()
-		foreign, upto, err = l.appendBatch(ctx, recs, after, commitMode)
+		foreign, upto, err = l.appendBatch(recs, after, commitMode == "on")
 		if engineStorePGOutcomeUnknown(err) {
 			foreign, upto, err = l.resolve(recs, after, err)
 		}
@@ -727,51 +728,14 @@ func (l *engineStorePGLog) write(recs [][]byte, durable, reap, leave bool) error
 }
 
 // appendBatch is write's common case, recs with no reap and no leave: the
-// whole transaction (BEGIN, its settings, the order lock, the read of what
-// others committed, the fenced insert, the notification, COMMIT) goes to
-// PostgreSQL in one pipelined batch, one round trip instead of seven. An
-// insert the fence refuses inserts nothing, so committing it is harmless;
-// it returns errEngineLeaseLost then.
-func (l *engineStorePGLog) appendBatch(ctx context.Context, recs [][]byte, after int64, commitMode string) (foreign [][]byte, upto int64, err error) {
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(engineStorePGTxSQL, commitMode, l.s.idleInTxSetting())
-	b.Queue(engineStorePGOrderSQL, l.s.part)
-	b.Queue(engineStorePGReadSQL, l.s.part, after, engineStorePGReadAll)
-	b.Queue(engineStorePGAppendSQL, l.s.part, recs, l.s.owner, l.epoch)
-	b.Queue(engineStorePGNotifySQL, l.s.channel(), l.s.owner)
-	b.Queue("COMMIT")
-	br := l.s.db.SendBatch(ctx, b)
-	defer func() {
-		if cerr := br.Close(); err == nil && cerr != nil {
-			foreign, upto, err = nil, 0, cerr
-		}
-	}()
-	for range 3 {
-		if _, err := br.Exec(); err != nil {
-			return nil, 0, err
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, 0, err
-	}
-	if foreign, _, err = engineStorePGScan(rows, after); err != nil {
-		return nil, 0, err
-	}
-	var n, last int64
-	if err := br.QueryRow().Scan(&n, &last); err != nil {
-		return nil, 0, err
-	}
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			return nil, 0, err
-		}
-	}
-	if n != int64(len(recs)) {
-		return nil, 0, errEngineLeaseLost
-	}
-	return foreign, last, nil
+// partition's part of one transaction the process's partitions share
+// (engine_store_pg_combine.go): its order lock, the read of what others
+// committed, the fenced insert and the notification. An insert the fence
+// refuses inserts nothing, so committing it is harmless; it returns
+// errEngineLeaseLost then.
+func (l *engineStorePGLog) appendBatch(recs [][]byte, after int64, durable bool) (foreign [][]byte, upto int64, err error) {
+	return l.s.combiner.append(&engineStorePGAppend{part: l.s.part, channel: l.s.channel(), owner: l.s.owner, epoch: l.epoch,
+		recs: recs, after: after, durable: durable, idleInTx: l.s.idleInTxSetting()})
 }
 
 // engineStorePGResolveTimeout bounds how long a commit whose answer was
