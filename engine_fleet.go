@@ -152,7 +152,6 @@ func (f *fleet) openPartition(p int) error {
 	if err != nil {
 		return fmt.Errorf("open partition %d: %w", p, err)
 	}
-	f.log.Info("engine partition opened here", "partition", p)
 	return nil
 }
 
@@ -170,7 +169,6 @@ func (f *fleet) closePartition(p int) {
 	if err := e.close(); err != nil {
 		f.log.Warn("close partition; its next owner takes its runs when this one's lease expires", "partition", p, "err", err)
 	}
-	f.log.Info("engine partition handed over", "partition", p)
 }
 
 // rebalance opens the partitions v gives this replica and hands over the
@@ -188,12 +186,19 @@ func (f *fleet) rebalance(v fleetView) error {
 	for _, p := range drop {
 		f.closePartition(p)
 	}
+	var opened []int
 	for p := range f.parts {
-		if v.owns(p) {
+		if v.owns(p) && f.held(p) == nil {
 			if err := f.openPartition(p); err != nil && first == nil {
 				first = err
+			} else if err == nil {
+				opened = append(opened, p)
 			}
 		}
+	}
+	if len(drop)+len(opened) > 0 {
+		slices.Sort(drop)
+		f.log.Info("engine partitions moved", "opened", fmt.Sprint(opened), "handed_over", fmt.Sprint(drop), "members", len(v.members), "held", len(f.engines()))
 	}
 	if es := f.engines(); first == nil && len(v.members) == 1 && len(es) == f.parts {
 		// Alone with every partition: the versions no local engine pins

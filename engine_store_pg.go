@@ -368,7 +368,7 @@ func (s *engineStorePG) open(h engineLogHooks) (engineLog, error) {
 		return nil, err
 	}
 	s.setState(engineLeaseHeld, epoch)
-	s.log.Info("engine replica joined: it executes the runs it starts or claims", "owner", s.owner, "partition", s.part, "epoch", epoch)
+	s.log.Debug("engine replica joined: it executes the runs it starts or claims", "owner", s.owner, "partition", s.part, "epoch", epoch)
 	go l.run()
 	go l.renewLoop()
 	go l.listen()
