@@ -366,7 +366,6 @@ func (f *fleet) start(req startRequest) (startReceipt, error) {
 	return f.startIn(p, req)
 }
 
-
 // startIn records req in partition p, here or on its holder.
 func (f *fleet) startIn(p int, req startRequest) (startReceipt, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), fleetCallTimeout)

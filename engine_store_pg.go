@@ -220,7 +220,7 @@ type engineStorePG struct {
 	log          *slog.Logger
 	schema       *engineStorePGSchema
 	combiner     *engineStorePGCombiner // shared by the process's partitions: their appends commit together
-	part         int // the partition, in [0, partitions)
+	part         int                    // the partition, in [0, partitions)
 
 	mu       sync.Mutex // guards state, epoch and replicas
 	state    string

@@ -256,7 +256,9 @@ func TestEngineReplicas(t *testing.T) {
 	sr := c.start(t, "streamer", `{"id":"s1"}`)
 	streamToken := <-counter.tokens
 	streamed := make(chan boxReply, 1)
-	go func() { streamed <- boxDo(t, "GET", a.url+"/api/runs/"+sr.RunID+"/stream", nil, a.secret, time.Now(), "", nil) }()
+	go func() {
+		streamed <- boxDo(t, "GET", a.url+"/api/runs/"+sr.RunID+"/stream", nil, a.secret, time.Now(), "", nil)
+	}()
 	time.Sleep(300 * time.Millisecond) // the reader has the first chunk and waits
 	if code := b.do(t, "POST", "/api/hooks/"+streamToken, `{}`, nil); code != 202 {
 		t.Errorf("resume the streamer = %d", code)
