@@ -994,11 +994,13 @@ func (l *engineStorePGLog) renewLoop() {
 	defer t.Stop()
 	reap := time.AfterFunc(time.Hour, func() { l.poke(true) })
 	defer reap.Stop()
-	for {
-		select {
-		case <-l.stopBg:
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first { // the first renewal is at once: a replica that just took the partition over learns when the last holder's lease expires
+			select {
+			case <-l.stopBg:
+				return
+			case <-t.C:
+			}
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), l.s.renew)
