@@ -35,13 +35,15 @@ const (
 // pgCutProxy stands between an engine and PostgreSQL on loopback, as a
 // failover looks to a client: armed, it cuts the connection that carries
 // an append (its record's bytes are in the batch's parameters), after or
-// before forwarding it; down, it refuses connections.
+// before forwarding it; down, it ends every connection and refuses new
+// ones.
 type pgCutProxy struct {
 	ln     net.Listener
 	target string
 	mode   atomic.Int32
 	marker atomic.Pointer[[]byte] // the bytes that mark the append to cut (its record's)
 	cut    chan struct{}          // a cut happened
+	live   sync.Map               // the client connections open: a server going down ends them all
 }
 
 // arm cuts, in mode, the connection that next sends marker (an append's
@@ -79,6 +81,7 @@ func newPGCutProxy(t *testing.T, target string) *pgCutProxy {
 				continue
 			}
 			var mute atomic.Bool // the server's answers stop reaching the client
+			p.live.Store(c, true)
 			wg.Add(2)
 			go func() { defer wg.Done(); p.back(c, s, &mute) }()
 			go func() { defer wg.Done(); p.forward(c, s, &mute) }()
@@ -89,6 +92,7 @@ func newPGCutProxy(t *testing.T, target string) *pgCutProxy {
 
 // back copies the server's answers to the client until muted.
 func (p *pgCutProxy) back(c, s net.Conn, mute *atomic.Bool) {
+	defer p.live.Delete(c)
 	defer c.Close()
 	buf := make([]byte, 64<<10)
 	for {
@@ -120,6 +124,12 @@ func (p *pgCutProxy) forward(c, s net.Conn, mute *atomic.Bool) {
 				mute.Store(true)
 				if mode == pgCutAfterDown {
 					p.mode.Store(pgCutDown) // before anyone reconnects
+					p.live.Range(func(k, _ any) bool { // and every other session dies with the server
+						if k != c {
+							k.(net.Conn).Close()
+						}
+						return true
+					})
 				}
 				if mode != pgCutBefore {
 					s.Write(chunk)
