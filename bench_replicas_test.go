@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -350,7 +351,24 @@ func benchFleetMemory(b *testing.B, f *benchFleet) {
 	b.ReportMetric(grew*1024/benchFleetSleepers, "sleeping-KiB/run/replica")
 	b.ReportMetric(grew, "sleepers-MiB/replica")
 	b.ReportMetric(peak, "rss-MiB/replica")
-	b.Logf("%d sleeping runs: replicas' RSS %.1f → %.1f MiB", benchFleetSleepers, before, after)
+	// What each replica holds, exactly (svc_runs_active): RSS moves with
+	// the heap's headroom and the collector's timing, this does not.
+	var held []float64
+	for _, x := range f.boxes {
+		_, body, err := f.do(x.url, "GET", "/metrics", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n float64
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, `svc_runs_active{status="waiting"} `); ok {
+				n, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		held = append(held, n)
+	}
+	b.ReportMetric(slices.Max(held)/benchFleetSleepers, "held-share-max/replica")
+	b.Logf("%d sleeping runs: replicas' RSS %.1f → %.1f MiB; sleeping runs each holds %v", benchFleetSleepers, before, after, held)
 }
 
 // benchTakeoverSamples is how many kills the takeover benchmark times.

@@ -123,7 +123,7 @@ func (p *pgCutProxy) forward(c, s net.Conn, mute *atomic.Bool) {
 			if armed && bytes.Contains(chunk, *p.marker.Load()) && p.mode.CompareAndSwap(mode, pgCutNone) {
 				mute.Store(true)
 				if mode == pgCutAfterDown {
-					p.mode.Store(pgCutDown) // before anyone reconnects
+					p.mode.Store(pgCutDown)            // before anyone reconnects
 					p.live.Range(func(k, _ any) bool { // and every other session dies with the server
 						if k != c {
 							k.(net.Conn).Close()

@@ -136,7 +136,13 @@ type metricsScrape struct {
 	Queues map[string]int
 	// Store is the engine's store; its lease is exposed on PostgreSQL.
 	Store engineStoreHealth
+	// Active is how many runs this process holds that have not ended, by
+	// status (pending, running, waiting, queued).
+	Active map[string]int
 }
+
+// metricsActiveStatuses are the series of svc_runs_active.
+var metricsActiveStatuses = []string{runPending, runRunning, runWaiting, runQueued}
 
 // Lease states of the PostgreSQL engine, each a series of
 // svc_engine_lease_state.
@@ -151,6 +157,11 @@ func (m *metrics) write(out io.Writer, sc metricsScrape) error {
 			queues = append(queues, metricsSample{labels: []string{wf}, value: float64(sc.Queues[wf])})
 		}
 		metricsWriteGauge(w, "svc_queue_depth", "Starts of a serial or concurrency-limited workflow waiting for their turn, by workflow.", []string{"workflow"}, queues)
+		active := make([]metricsSample, 0, len(metricsActiveStatuses))
+		for _, st := range metricsActiveStatuses {
+			active = append(active, metricsSample{labels: []string{st}, value: float64(sc.Active[st])})
+		}
+		metricsWriteGauge(w, "svc_runs_active", "Runs this process holds in memory that have not ended, by status (on the PostgreSQL engine: of the partitions it holds).", []string{"status"}, active)
 		if sc.Store.Kind != engineKindPostgres {
 			return
 		}

@@ -25,9 +25,10 @@ func metricsScrapeRequest(r *http.Request) bool {
 }
 
 // handleMetrics writes the exposition: the recorded families and the
-// gauges read now (serial queues, the PostgreSQL engine's lease).
+// gauges read now (serial queues, active runs, the PostgreSQL engine's
+// lease and partitions).
 func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	sc := metricsScrape{Queues: s.rt.engine.queueDepths(), Store: s.rt.engine.storeHealth()}
+	sc := metricsScrape{Queues: s.rt.engine.queueDepths(), Store: s.rt.engine.storeHealth(), Active: s.rt.engine.activeByStatus()}
 	if cat := s.rt.catalog.Load(); cat != nil {
 		for name, def := range cat.Workflows {
 			if _, ok := sc.Queues[name]; def.Concurrency.limited() && !ok {

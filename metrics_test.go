@@ -209,6 +209,7 @@ export default async function slow() { "use workflow"; await sleep("1h"); return
 		`svc_step_duration_seconds_bucket{workflow="boom",le="+Inf"}`:           defaultMaxAttempts,
 		`svc_runs_started_total{workflow="slow",trigger="http"}`:                1,
 		`svc_queue_depth{workflow="slow"}`:                                      2,
+		`svc_runs_active{status="queued"}`:                                      2,
 		`svc_chat_requests_total{wire="openai",code="200"}`:                     1,
 		`svc_chat_request_duration_seconds_count{wire="openai"}`:                1,
 		`svc_sse_streams_open`:                                                  1,
