@@ -137,10 +137,10 @@ func (e *engine) startChild(req startRequest) error {
 // another partition that ended, and schedules the parent. mu must be held.
 func (e *engine) childEndedElsewhere(ev *journalEvent, at time.Time) []func() {
 	p := e.st.Runs[ev.Run]
-	c := p.call(ev.Seq)
-	if c == nil || c.EndedAt != nil {
+	if p == nil || p.call(ev.Seq) == nil || p.call(ev.Seq).EndedAt != nil {
 		return nil
 	}
+	c := p.call(ev.Seq)
 	settleChildCall(c, at, ev.Workflow, ev.Status, ev.Result, ev.Error)
 	return []func(){func() { e.schedule(p.RunID) }}
 }
@@ -166,12 +166,12 @@ func settleChildCall(c *durableCall, at time.Time, workflow, status string, resu
 func (e *engine) watchChild(parent string, seq int) {
 	e.mu.Lock()
 	r := e.st.Runs[parent]
-	c := r.call(seq)
 	key := fmt.Sprintf("%s:%d", parent, seq)
-	if r == nil || terminal(r.Status) || c == nil || c.EndedAt != nil || e.closed || e.watching[key] || !e.owns(r) {
+	if r == nil || terminal(r.Status) || r.call(seq) == nil || r.call(seq).EndedAt != nil || e.closed || e.watching[key] || !e.owns(r) {
 		e.mu.Unlock()
 		return
 	}
+	c := r.call(seq)
 	id := c.ChildRunID
 	if id == "" {
 		id = c.QueueID
@@ -235,7 +235,11 @@ func (e *engine) watchChildrenLocked() (runs []string, seqs []int) {
 			continue
 		}
 		for _, c := range r.Steps {
-			if c.Kind == callStartAndWait && c.EndedAt == nil && (e.elsewhere(c.ChildRunID) || (c.ChildRunID == "" && c.QueueID != "" && e.elsewhere(c.QueueID))) {
+			child := c.ChildRunID
+			if child == "" {
+				child = c.QueueID
+			}
+			if c.Kind == callStartAndWait && c.EndedAt == nil && child != "" && e.elsewhere(child) {
 				runs, seqs = append(runs, id), append(seqs, c.Seq)
 			}
 		}
