@@ -197,12 +197,13 @@ func TestEngineStorePGFencing(t *testing.T) {
 	}
 	ga.mu.Unlock()
 	// A stall: a's lease runs out without a renewal (its renewer waits an
-	// hour); b's renewer sees it and reaps a.
-	if _, err := pool.Exec(context.Background(), `UPDATE svc_engine.replicas SET lease_until = now() - interval '1 second' WHERE owner = $1`, a.owner); err != nil {
-		t.Fatal(err)
-	}
+	// hour, after the one it makes when it opens, which may land after
+	// this: so again until b reaps); b's renewer sees it and reaps a.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		if _, err := pool.Exec(context.Background(), `UPDATE svc_engine.replicas SET lease_until = now() - interval '1 second' WHERE owner = $1`, a.owner); err != nil {
+			t.Fatal(err)
+		}
 		gb.mu.Lock()
 		n := len(gb.recs)
 		last := ""
