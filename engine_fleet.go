@@ -15,8 +15,10 @@ package main
 //   - a start of a workflow with a concurrency limit (serial, or a key)
 //     goes to the partition of its queue's bucket, so a key's queue lives
 //     in one partition and its limit holds fleet-wide;
-//   - a start with an idempotency key and no limit, to the key's partition,
-//     so one key starts one run fleet-wide;
+//   - a start with an idempotency key goes where the key's first start
+//     went (the key claims its partition in svc_engine.idem_keys: its
+//     queue's when limited, else the key's hash), so one key starts one run
+//     fleet-wide and is refused for another workflow or input;
 //   - any other start, to a partition this replica owns: no hop, the whole
 //     cost of an unkeyed start stays on the replica that took the request.
 //

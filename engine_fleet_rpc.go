@@ -459,7 +459,10 @@ func (f *fleet) serveAll(ctx context.Context, op string, body []byte) (any, erro
 			runs, qs := e.memoryRuns(q)
 			out.Runs, out.Queued = append(out.Runs, runs...), append(out.Queued, qs...)
 		}
-		return out, nil
+		// The page's worth, newest first: the caller merges the pages.
+		var err error
+		out.Runs, out.Queued, _, err = mergeRunPages(ctx, nil, q, out.Runs, out.Queued)
+		return out, err
 	case fleetOpStats:
 		var since time.Time
 		if err := json.Unmarshal(body, &since); err != nil {
