@@ -117,9 +117,9 @@ type engineCompaction interface{ Finish(snap []byte) error }
 // engineStoreHealth is the store as GET /api/health reports it.
 type engineStoreHealth struct {
 	Kind     string `json:"kind"`               // "file" or "postgres"
-	Lease    string `json:"lease,omitempty"`    // postgres: this replica's lease: held, lost or released
+	Lease    string `json:"lease,omitempty"`    // postgres: this replica's lease (as a member; lost when a partition's was): held, lost or released
 	Owner    string `json:"owner,omitempty"`    // postgres: this replica's name, the owner of the runs it executes
-	Epoch    int64  `json:"epoch,omitempty"`    // postgres: the fencing token of its lease
+	Epoch    int64  `json:"epoch,omitempty"`    // postgres: the fencing token of its lease (of a partition's store; the fleet's: the newest of its partitions')
 	Replicas int    `json:"replicas,omitempty"` // postgres: replicas holding a lease, as of the last renewal
 	// Partitions are, on PostgreSQL, the partitions of the log this
 	// replica holds (engine_fleet.go).
