@@ -631,8 +631,8 @@ func (f *fleet) close() error {
 	return f.closeLocal()
 }
 
-// closeLocal closes every local partition at once, returning the first
-// failure.
+// closeLocal closes every local partition at once, returning their
+// failures.
 func (f *fleet) closeLocal() error {
 	es := f.engines()
 	errs := make([]error, len(es))

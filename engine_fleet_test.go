@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -109,5 +112,26 @@ func TestFleetErrorsTravel(t *testing.T) {
 	}
 	if encodeFleetError(nil) != nil || (*fleetWireError)(nil).decode() != nil {
 		t.Error("no error did not stay none")
+	}
+}
+
+// The address a replica advertises: the one set, checked, or its
+// listener's, with this host's name for an address that binds them all.
+func TestFleetAddress(t *testing.T) {
+	ln := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 8080}
+	if got, err := fleetAddress("", ln); err != nil || got != "http://10.0.0.5:8080" {
+		t.Errorf("from the listener = %q %v", got, err)
+	}
+	host, _ := os.Hostname()
+	if got, err := fleetAddress("", &net.TCPAddr{IP: net.IPv4zero, Port: 8080}); err != nil || got != "http://"+net.JoinHostPort(host, "8080") {
+		t.Errorf("from 0.0.0.0 = %q %v", got, err)
+	}
+	if got, err := fleetAddress("https://box-a.internal:8443/", ln); err != nil || got != "https://box-a.internal:8443" {
+		t.Errorf("set = %q %v", got, err)
+	}
+	for _, bad := range []string{"box-a:8080", "ftp://box-a:21", "http://box-a", "http://box-a:8080/api", "http://u:p@box-a:8080", "http://box-a:8080?x=1"} {
+		if _, err := fleetAddress(bad, ln); err == nil || !strings.Contains(err.Error(), "SVC_FLEET_ADDRESS") {
+			t.Errorf("SVC_FLEET_ADDRESS=%q: %v; want a refusal naming the variable", bad, err)
+		}
 	}
 }

@@ -120,9 +120,6 @@ CREATE TABLE IF NOT EXISTS svc_engine.replicas (part int NOT NULL DEFAULT 0, own
     applied bigint NOT NULL DEFAULT 0, joined_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (part, owner));
 DROP TABLE IF EXISTS svc_engine.lease;`
 
-// engineStorePGPartitionsMax bounds the number of partitions.
-const engineStorePGPartitionsMax = 256
-
 // engineStorePGJoinSQL registers this replica in partition $1 under a new
 // epoch.
 const engineStorePGJoinSQL = `INSERT INTO svc_engine.replicas (part, owner, epoch, lease_until)
@@ -254,9 +251,6 @@ func (s *engineStorePG) partition(p int) *engineStorePG {
 		schema: s.schema, combiner: s.combiner, part: p, state: engineLeaseReleased, metrics: s.metrics}
 }
 
-// partitionNumber is the partition this store's log is.
-func (s *engineStorePG) partitionNumber() int { return s.part }
-
 // partitions returns the number of partitions of the log, making sure of
 // the schema first: the stored one, or want when none is stored yet, which
 // it stores. The number is fixed when the first process asks for it (a
@@ -264,8 +258,8 @@ func (s *engineStorePG) partitionNumber() int { return s.part }
 // partition 0's, which exists whatever the number); a later one asking
 // another is told the stored one.
 func (s *engineStorePG) partitions(ctx context.Context, want int) (int, error) {
-	if want < 1 || want > engineStorePGPartitionsMax {
-		return 0, fmt.Errorf("the engine's partitions: %d is not between 1 and %d", want, engineStorePGPartitionsMax)
+	if want < 1 || want > enginePartitionsMax {
+		return 0, fmt.Errorf("the engine's partitions: %d is not between 1 and %d", want, enginePartitionsMax)
 	}
 	if err := s.ensureSchema(ctx); err != nil {
 		return 0, err

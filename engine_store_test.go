@@ -348,7 +348,7 @@ func TestEngineStorePGPartitions(t *testing.T) {
 	nop := func([]byte) error { return nil }
 	a := newEngineStorePG(pool, engineTestLease, discardLogger())
 	b := newEngineStorePG(pool, engineTestLease, discardLogger())
-	for _, bad := range []int{0, -1, engineStorePGPartitionsMax + 1} {
+	for _, bad := range []int{0, -1, enginePartitionsMax + 1} {
 		if n, err := a.partitions(ctx, bad); err == nil {
 			t.Errorf("partitions(%d) = %d; want it refused", bad, n)
 		}
@@ -360,8 +360,8 @@ func TestEngineStorePGPartitions(t *testing.T) {
 		t.Fatalf("a later partitions(4) = %d %v; want the stored 8", n, err)
 	}
 	a1 := a.partition(1)
-	if a.partitionNumber() != 0 || a1.partitionNumber() != 1 || a1.replica() != a.replica() {
-		t.Fatalf("partitions %d and %d of replica %s, %s; want 0 and 1 of one replica", a.partitionNumber(), a1.partitionNumber(), a.replica(), a1.replica())
+	if a.part != 0 || a1.part != 1 || a1.replica() != a.replica() {
+		t.Fatalf("partitions %d and %d of replica %s, %s; want 0 and 1 of one replica", a.part, a1.part, a.replica(), a1.replica())
 	}
 	var g0, g1, gb1 engineTestLog
 	open := func(s *engineStorePG, g *engineTestLog) engineLog {
@@ -504,12 +504,13 @@ func TestEngineSelection(t *testing.T) {
 	if s, err := readEngineSettings(env()); err != nil || s.Kind != engineKindFile || s.Lease != engineLeaseDefault || s.Renew != engineLeaseRenewDefault {
 		t.Errorf("defaults = %+v %v; want the file journal, 8s/3s", s, err)
 	}
-	if s, err := readEngineSettings(env("SVC_ENGINE", "postgres", "SVC_ENGINE_LEASE", "20s", "SVC_ENGINE_LEASE_RENEW", "5s")); err != nil ||
-		s.Kind != engineKindPostgres || s.Lease != 20*time.Second || s.Renew != 5*time.Second {
-		t.Errorf("postgres 20s/5s = %+v %v", s, err)
+	if s, err := readEngineSettings(env("SVC_ENGINE", "postgres", "SVC_ENGINE_LEASE", "20s", "SVC_ENGINE_LEASE_RENEW", "5s", "SVC_ENGINE_PARTITIONS", "4")); err != nil ||
+		s.Kind != engineKindPostgres || s.Lease != 20*time.Second || s.Renew != 5*time.Second || s.Partitions != 4 {
+		t.Errorf("postgres 20s/5s, 4 partitions = %+v %v", s, err)
 	}
 	for _, bad := range [][]string{{"SVC_ENGINE", "Postgres"}, {"SVC_ENGINE", "sqlite"}, {"SVC_ENGINE", strings.Repeat("x", 10000)},
-		{"SVC_ENGINE_LEASE", "10"}, {"SVC_ENGINE_LEASE", "-1s"}, {"SVC_ENGINE_LEASE", "2s"}, {"SVC_ENGINE_LEASE_RENEW", "9s"}} {
+		{"SVC_ENGINE_LEASE", "10"}, {"SVC_ENGINE_LEASE", "-1s"}, {"SVC_ENGINE_LEASE", "2s"}, {"SVC_ENGINE_LEASE_RENEW", "9s"},
+		{"SVC_ENGINE_PARTITIONS", "0"}, {"SVC_ENGINE_PARTITIONS", "257"}, {"SVC_ENGINE_PARTITIONS", "4x"}} {
 		_, err := readEngineSettings(env(bad...))
 		if err == nil || !strings.Contains(err.Error(), bad[0]) || len(err.Error()) > 400 {
 			t.Errorf("%s=%.20q: %v; want a bounded refusal naming the variable", bad[0], bad[1], err)
