@@ -533,16 +533,10 @@ func (f *fleet) listRuns(ctx context.Context, q runQuery) (page []runRecord, que
 // runStats is the overview: every replica's runs in memory and the
 // history's.
 func (f *fleet) runStats(ctx context.Context, q runStatsQuery) (runStats, error) {
+	active := f.activeByStatus()
 	var mem []runRecord
-	active := map[string]int{runPending: 0, runRunning: 0, runWaiting: 0, runQueued: 0}
-	add := func(runs []runRecord, a map[string]int) {
-		mem = append(mem, runs...)
-		for k, n := range a {
-			active[k] += n
-		}
-	}
 	for _, e := range f.engines() {
-		add(e.memoryRunsSince(q.Since), e.activeByStatus())
+		mem = append(mem, e.memoryRunsSince(q.Since)...)
 	}
 	if f.m != nil {
 		outs, err := fleetFanOut[fleetStats](ctx, f.m, fleetOpStats, q.Since)
@@ -550,10 +544,18 @@ func (f *fleet) runStats(ctx context.Context, q runStatsQuery) (runStats, error)
 			return runStats{}, err
 		}
 		for _, o := range outs {
-			add(o.Runs, o.Active)
+			mem = append(mem, o.Runs...)
+			addCounts(active, o.Active)
 		}
 	}
 	return runStatsFrom(ctx, f.opts.History, q, active, mem)
+}
+
+// addCounts adds the counts of src to dst's.
+func addCounts(dst, src map[string]int) {
+	for k, n := range src {
+		dst[k] += n
+	}
 }
 
 // rerunsStarted reports whether any run may have reruns: with other
@@ -570,9 +572,7 @@ func (f *fleet) rerunsStarted() bool {
 func (f *fleet) queueDepths() map[string]int {
 	out := map[string]int{}
 	for _, e := range f.engines() {
-		for wf, n := range e.queueDepths() {
-			out[wf] += n
-		}
+		addCounts(out, e.queueDepths())
 	}
 	return out
 }
@@ -582,9 +582,7 @@ func (f *fleet) queueDepths() map[string]int {
 func (f *fleet) activeByStatus() map[string]int {
 	out := map[string]int{runPending: 0, runRunning: 0, runWaiting: 0, runQueued: 0}
 	for _, e := range f.engines() {
-		for k, n := range e.activeByStatus() {
-			out[k] += n
-		}
+		addCounts(out, e.activeByStatus())
 	}
 	return out
 }
