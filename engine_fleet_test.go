@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -132,6 +134,25 @@ func TestFleetAddress(t *testing.T) {
 	for _, bad := range []string{"box-a:8080", "ftp://box-a:21", "http://box-a", "http://box-a:8080/api", "http://u:p@box-a:8080", "http://box-a:8080?x=1"} {
 		if _, err := fleetAddress(bad, ln); err == nil || !strings.Contains(err.Error(), "SVC_FLEET_ADDRESS") {
 			t.Errorf("SVC_FLEET_ADDRESS=%q: %v; want a refusal naming the variable", bad, err)
+		}
+	}
+}
+
+// On the file journal there are no calls between replicas: the route does
+// not exist, whatever token a caller sends.
+func TestFleetRouteAbsentOnTheJournal(t *testing.T) {
+	te := newTestEngine(t)
+	srv, err := newTestServer(&runtimeCore{log: discardLogger(), engine: soloFleet(te.engine), proj: &project{Dir: te.dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{"", "anything"} {
+		req := httptest.NewRequest("POST", "http://127.0.0.1"+fleetRPCPath+fleetOpFind+"?p=0", strings.NewReader(`{"ID":"x"}`))
+		req.Header.Set(fleetTokenHeader, tok)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("the fleet's route on the file journal, token %q = %d; want 404", tok, rec.Code)
 		}
 	}
 }

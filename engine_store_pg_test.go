@@ -214,6 +214,28 @@ func TestEngineReplicas(t *testing.T) {
 		return true
 	}
 	eventually(t, 20*time.Second, "each of the log's partitions held by one replica, a fair share each", func() bool { return shared(boxes) })
+	// The route between replicas admits the fleet's token and nothing else.
+	var fleetToken string
+	if err := db.QueryRow(context.Background(), `SELECT token FROM svc_engine.fleet`).Scan(&fleetToken); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		token, query string
+		want         int
+	}{{"", "?p=0", 401}, {"not-the-token", "?p=0", 401}, {fleetToken, "?p=999", 400}, {fleetToken, "?p=x", 400}} {
+		req, _ := http.NewRequest("POST", a.url+fleetRPCPath+fleetOpFind+tc.query, strings.NewReader(`{"ID":"x"}`))
+		if tc.token != "" {
+			req.Header.Set(fleetTokenHeader, tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("a call between replicas with token %q, %s = %d; want %d", tc.token, tc.query, resp.StatusCode, tc.want)
+		}
+	}
 	ownerOf := func(x *pgBox) string {
 		_, h := x.engineHealth(t)
 		return h.Owner
