@@ -168,10 +168,18 @@ SELECT count(*), coalesce(max(seq), 0) FROM ins`
 // order.
 const engineStorePGReadSQL = `SELECT seq, data FROM svc_engine.events WHERE part = $1 AND seq > $2 ORDER BY seq LIMIT $3`
 
-// engineStorePGNotifySQL tells the other replicas of an append; the
-// payload names the writer, whose listener skips it (the writer delivers
-// its own events when the append commits).
-const engineStorePGNotifySQL = `SELECT pg_notify($1, $2)`
+// engineStorePGNotifySQL tells the other replicas of partition $3 of an
+// append; the payload names the writer, whose listener skips it (the
+// writer delivers its own events when the append commits). It notifies
+// only while another replica of the partition holds a live lease: a
+// notifying transaction holds PostgreSQL's cluster-wide notification lock
+// from before its commit until its WAL is flushed, so every notifying
+// commit of every replica waits for the one before it, one flush each,
+// where commits that do not notify share flushes. A partition has one
+// replica but during a handover, so most appends need not notify; a
+// replica that joins after the check learns of the append by its poll.
+const engineStorePGNotifySQL = `SELECT pg_notify($1, $2) WHERE EXISTS (
+    SELECT FROM svc_engine.replicas WHERE part = $3 AND owner <> $2 AND lease_until > now())`
 
 // engineStorePGReapSQL deletes the rows of partition $1's replicas whose
 // lease expired (waiting for an append of theirs in flight), naming them.
@@ -858,7 +866,7 @@ func (l *engineStorePGLog) appendTx(ctx context.Context, recs [][]byte, commitMo
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, engineStorePGNotifySQL, l.s.channel(), l.s.owner)
+		_, err = tx.Exec(ctx, engineStorePGNotifySQL, l.s.channel(), l.s.owner, l.s.part)
 		return err
 	})
 	if lost {

@@ -120,7 +120,7 @@ func (c *engineStorePGCombiner) commit(group []*engineStorePGAppend) (err error)
 		b.Queue(engineStorePGOrderSQL, a.part)
 		b.Queue(engineStorePGReadSQL, a.part, a.after, engineStorePGReadAll)
 		b.Queue(engineStorePGAppendSQL, a.part, a.recs, a.owner, a.epoch)
-		b.Queue(engineStorePGNotifySQL, a.channel, a.owner)
+		b.Queue(engineStorePGNotifySQL, a.channel, a.owner, a.part)
 	}
 	b.Queue("COMMIT")
 	br := c.db.SendBatch(ctx, b)
