@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -328,6 +329,60 @@ func TestSignCounterWindow(t *testing.T) {
 	clock = now.Add(signWindow + time.Second)
 	if err := restarted.verify(signTestRequest(newSignSender(1), "GET", "/a", "", nil, signTestSecret, clock), nil); err != nil {
 		t.Fatalf("a new sender once the others are a window idle: %v", err)
+	}
+}
+
+// TestSignCounterRace sends each of 40 signed requests of one sender 5
+// times at once, from 20 goroutines, out of order: every counter is
+// accepted exactly once and every other copy is refused as replayed, so
+// the window's one-statement decision (0011_sign_accept_update.sql) holds
+// when requests wait for each other's lock on the sender's row.
+func TestSignCounterRace(t *testing.T) {
+	_, db := signTestDB(t)
+	v, _ := newSignVerifier(signTestSecret, db, nil)
+	s := newSignSender(1)
+	const requests, copies = 40, 5
+	var reqs []*http.Request
+	for range requests {
+		reqs = append(reqs, signTestRequest(s, "GET", "/a", "", nil, signTestSecret, time.Now()))
+	}
+	work := make(chan *http.Request, requests*copies)
+	for c := range copies {
+		for i := range requests {
+			if c%2 == 1 {
+				i = requests - 1 - i
+			}
+			work <- reqs[i]
+		}
+	}
+	close(work)
+	var mu sync.Mutex
+	accepted := map[string]int{}
+	var others []error
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			for r := range work {
+				err := v.verify(r, nil)
+				mu.Lock()
+				switch {
+				case err == nil:
+					accepted[r.Header.Get(signCounterHeader)]++
+				case !errors.Is(err, errSignReplayed):
+					others = append(others, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(others) > 0 {
+		t.Fatalf("%d copies refused other than as replayed, first: %v", len(others), others[0])
+	}
+	for _, r := range reqs {
+		if n := accepted[r.Header.Get(signCounterHeader)]; n != 1 {
+			t.Errorf("counter %s accepted %d times of %d copies; want once", r.Header.Get(signCounterHeader), n, copies)
+		}
 	}
 }
 

@@ -5,7 +5,7 @@ package main
 // accepted and a bitmap of the signWindowBits counters below it. A counter
 // above the highest slides the window; one inside it is accepted once; one
 // below it is refused as stale. The state lives in the box's PostgreSQL
-// (platform_migrations/0006_sign_senders.sql), whose function
+// (platform_migrations/0006_sign_senders.sql and 0011), whose function
 // svc.sign_accept decides and records in one statement, committed before
 // the box acts on the request (without waiting for the disk flush: see the
 // function): it survives restarts and every replica on that database
