@@ -43,12 +43,21 @@ func benchChatBody(model string, stream bool) string {
 	return fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hello there, how are you today?"}],"stream":%t}`, model, stream)
 }
 
+// benchChatSessionTurns is how many turns benchChatRun sends to one durable
+// session before its client moves to a new one: the transcript each turn
+// threads to the model stays that of a short conversation.
+const benchChatSessionTurns = 10
+
 // benchChatCall sends one Chat Completions request and returns the time to
-// the first body byte (the first token when streaming) and to its end.
-func benchChatCall(tb testing.TB, client *http.Client, url, body string) (first, total time.Duration) {
+// the first body byte (the first token when streaming) and to its end. A
+// non-empty session is sent as x-svc-session: a durable session's turn.
+func benchChatCall(tb testing.TB, client *http.Client, url, body, session string) (first, total time.Duration) {
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-bench")
+	if session != "" {
+		req.Header.Set("x-svc-session", session)
+	}
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -73,8 +82,10 @@ type benchChatLoad struct {
 	elapsed time.Duration
 }
 
-// benchChatRun sends n requests to url from conc concurrent clients.
-func benchChatRun(tb testing.TB, client *http.Client, url, body string, stream bool, conc, n int) benchChatLoad {
+// benchChatRun sends n requests to url from conc concurrent clients. With a
+// sessions prefix, each client's turns go to durable sessions of its own,
+// benchChatSessionTurns to each (prefix-client-k); else they are stateless.
+func benchChatRun(tb testing.TB, client *http.Client, url, body string, stream bool, conc, n int, sessions string) benchChatLoad {
 	work := make(chan struct{}, n)
 	for range n {
 		work <- struct{}{}
@@ -84,12 +95,18 @@ func benchChatRun(tb testing.TB, client *http.Client, url, body string, stream b
 	var l benchChatLoad
 	var wg sync.WaitGroup
 	t0 := time.Now()
-	for range conc {
+	for c := range conc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			turns := 0
 			for range work {
-				first, total := benchChatCall(tb, client, url, body)
+				session := ""
+				if sessions != "" {
+					session = fmt.Sprintf("%s-%d-%d", sessions, c, turns/benchChatSessionTurns)
+				}
+				turns++
+				first, total := benchChatCall(tb, client, url, body, session)
 				mu.Lock()
 				l.lat = append(l.lat, map[bool]time.Duration{true: first, false: total}[stream])
 				mu.Unlock()
@@ -166,12 +183,15 @@ func pgServerCPU(dataDir string) (time.Duration, bool) {
 
 // BenchmarkChatConcurrency measures svc's Chat Completions wire to an agent
 // without tools against the fast fake provider on loopback, called
-// directly in the same run as the baseline: whole and streamed answers, 1
-// and 32 concurrent clients. It reports the p50/p99 svc adds (whole
-// answers; the first byte when streaming), requests/s both ways, and svc's
-// CPU per request (its process, from /proc) and its PostgreSQL's; and the
-// same of the bare proxy (bench_floor_test.go) in front of the same
-// provider, the floor of any gateway process on this machine:
+// directly in the same run as the baseline: whole and streamed answers,
+// stateless, and whole answers in durable sessions (x-svc-session, a new
+// session every benchChatSessionTurns turns of a client), at 1 and 32
+// concurrent clients. It reports the p50/p99 svc adds (whole answers; the
+// first byte when streaming), requests/s both ways, and svc's CPU per
+// request (its process, from /proc) and its PostgreSQL's; and the same of
+// the bare proxy (bench_floor_test.go) in front of the same provider, the
+// floor of any gateway process on this machine (which has no sessions: its
+// requests are the stateless ones):
 //
 //	go test -run '^$' -bench ChatConcurrency -benchtime=1x .
 func BenchmarkChatConcurrency(b *testing.B) {
@@ -181,29 +201,40 @@ func BenchmarkChatConcurrency(b *testing.B) {
 	proxy, proxyPid := startBareProxy(b, fake.URL)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	svcPid := d.cmd.Process.Pid
-	for range b.N {
-		for _, stream := range []bool{false, true} {
+	modes := []struct {
+		name            string
+		stream, session bool
+	}{{"whole", false, false}, {"stream", true, false}, {"session", false, true}}
+	for i := range b.N {
+		for _, mode := range modes {
+			stream := mode.stream
 			for _, conc := range []int{1, 32} {
 				n := 1000
 				if conc > 1 {
 					n = 3200
 				}
-				name := fmt.Sprintf("%s-c%d", map[bool]string{false: "whole", true: "stream"}[stream], conc)
+				name := fmt.Sprintf("%s-c%d", mode.name, conc)
 				// leg warms the path to url (connections, pools, the
 				// agent's VMs), then sends n requests and returns them
 				// with the CPU process pid spent meanwhile (none for 0:
-				// the direct calls, made by this process).
-				leg := func(url, model string, pid int) (benchChatLoad, time.Duration) {
-					benchChatRun(b, client, url, benchChatBody(model, stream), stream, conc, 2*conc)
+				// the direct calls, made by this process). Its turns go
+				// to durable sessions when sessions is set.
+				leg := func(url, model string, pid int, sessions bool) (benchChatLoad, time.Duration) {
+					prefix, warm := "", ""
+					if sessions {
+						prefix = fmt.Sprintf("bench-%d-%s", i, name)
+						warm = prefix + "-warm"
+					}
+					benchChatRun(b, client, url, benchChatBody(model, stream), stream, conc, 2*conc, warm)
 					cpu0 := procCPU(pid, false)
-					l := benchChatRun(b, client, url, benchChatBody(model, stream), stream, conc, n)
+					l := benchChatRun(b, client, url, benchChatBody(model, stream), stream, conc, n, prefix)
 					return l, procCPU(pid, false) - cpu0
 				}
-				base, _ := leg(fake.URL+"/v1/chat/completions", "gpt-4o-mini", 0)
+				base, _ := leg(fake.URL+"/v1/chat/completions", "gpt-4o-mini", 0, false)
 				pg0, pgOK := pgTestCPU()
-				l, cpu := leg(d.url("/openai/v1/chat/completions"), "plain", svcPid)
+				l, cpu := leg(d.url("/openai/v1/chat/completions"), "plain", svcPid, mode.session)
 				pg1, _ := pgTestCPU()
-				bare, bareCPU := leg(proxy+"/v1/chat/completions", "gpt-4o-mini", proxyPid)
+				bare, bareCPU := leg(proxy+"/v1/chat/completions", "gpt-4o-mini", proxyPid, false)
 				b.ReportMetric(percentile(l.lat, 50)-percentile(base.lat, 50), name+"-added-p50-ms")
 				b.ReportMetric(percentile(l.lat, 99)-percentile(base.lat, 99), name+"-added-p99-ms")
 				b.ReportMetric(float64(n)/base.elapsed.Seconds(), name+"-direct-req/s")
@@ -233,11 +264,11 @@ func BenchmarkChatOneClient(b *testing.B) {
 	d := startDev(b, benchChatProject(b), baseEnv("SVC_DATABASE_URL="+testPostgresURL(b), "OPENAI_API_KEY=sk-bench", "OPENAI_BASE_URL="+fake.URL+"/v1"))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	url, body, pid := d.url("/openai/v1/chat/completions"), benchChatBody("plain", false), d.cmd.Process.Pid
-	benchChatRun(b, client, url, body, false, 1, 300)
+	benchChatRun(b, client, url, body, false, 1, 300, "")
 	const n = 3000
 	for range b.N {
 		syncs0, cpu0 := devJournalSyncs(b, d), procCPU(pid, false)
-		l := benchChatRun(b, client, url, body, false, 1, n)
+		l := benchChatRun(b, client, url, body, false, 1, n, "")
 		cpu, syncs := procCPU(pid, false)-cpu0, devJournalSyncs(b, d)-syncs0
 		b.ReportMetric(percentile(l.lat, 50), "p50-ms")
 		b.ReportMetric(float64(cpu.Microseconds())/n, "svc-cpu-µs/req")
@@ -314,15 +345,15 @@ func BenchmarkChatProfile(b *testing.B) {
 	url := benchDevInProcess(b, benchChatProject(b), fake.URL+"/v1") + "/openai/v1/chat/completions"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	for _, stream := range []bool{false, true} {
-		benchChatRun(b, client, url, benchChatBody("plain", stream), stream, 32, 64)
+		benchChatRun(b, client, url, benchChatBody("plain", stream), stream, 32, 64, "")
 	}
-	base := benchChatRun(b, client, fake.URL+"/v1/chat/completions", benchChatBody("gpt-4o-mini", false), false, 1, 1000)
-	l := benchChatRun(b, client, url, benchChatBody("plain", false), false, 1, 1000)
+	base := benchChatRun(b, client, fake.URL+"/v1/chat/completions", benchChatBody("gpt-4o-mini", false), false, 1, 1000, "")
+	l := benchChatRun(b, client, url, benchChatBody("plain", false), false, 1, 1000, "")
 	added := percentile(l.lat, 50) - percentile(base.lat, 50)
 	b.ResetTimer() // which drops metrics reported so far
 	for range b.N {
 		for _, stream := range []bool{false, true} {
-			l := benchChatRun(b, client, url, benchChatBody("plain", stream), stream, 32, 3200)
+			l := benchChatRun(b, client, url, benchChatBody("plain", stream), stream, 32, 3200, "")
 			b.ReportMetric(3200/l.elapsed.Seconds(), map[bool]string{false: "whole", true: "stream"}[stream]+"-req/s")
 		}
 	}
