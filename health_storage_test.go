@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,6 +61,9 @@ func TestHealthReportsObjectStorage(t *testing.T) {
 	if err := gw.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// The signal is sent, not yet taken: on a busy machine a thread of the
+	// gateway may answer one more request before it stops.
+	eventually(t, 10*time.Second, "every thread of the gateway stopped", func() bool { return processStopped(gw.Process.Pid) })
 	st, body, raw = health() // bounded: a paused endpoint does not hold it
 	if st != http.StatusServiceUnavailable || body["ok"] != false || wiresJSONAt(body, "storage.state") != "unavailable" || wiresJSONAt(body, "postgres.state") != "ok" {
 		t.Errorf("health with object storage paused = %d %s; want 503, storage unavailable, postgres ok", st, raw)
@@ -82,4 +87,21 @@ func TestHealthReportsObjectStorage(t *testing.T) {
 	if st, body, raw := health(); st != http.StatusServiceUnavailable || wiresJSONAt(body, "storage.state") != "unavailable" {
 		t.Errorf("health with object storage gone = %d %s; want 503 storage unavailable", st, raw)
 	}
+}
+
+// processStopped reports whether every thread of process pid is stopped
+// (state T or t in /proc/pid/task/*/stat).
+func processStopped(pid int) bool {
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) == 0 || (f[0] != "T" && f[0] != "t") {
+			return false
+		}
+	}
+	return len(stats) > 0
 }
