@@ -245,13 +245,23 @@ func collectRunningTurns(rows pgx.Rows) ([]runningTurn, error) {
 // progress (save removes that record), in one statement. The caller holds
 // ref's lock (acquire), so no other turn of ref runs anywhere: every record
 // found is a dead process's.
+//
+// The statement commits without waiting for its WAL to reach the disk
+// (synchronous_commit off, set by its INSERT's condition, which runs
+// exactly once): the turn's save, a synchronous commit, flushes it with the
+// session a moment later. This spares a session's turn one of its two
+// disk flushes. What a crash of PostgreSQL itself within that moment could
+// undo: the record of a turn that died with it (which is then not reported
+// as interrupted), or the removal of records left behind, which would come
+// back and be reported twice; so when the statement removed any, a
+// synchronous commit makes the removal durable before they are returned.
 func (s *sessionStore) takeLeft(ctx context.Context, ref sessionRef, next runningTurn) ([]runningTurn, error) {
 	rows, err := s.db.Query(ctx, `WITH left_behind AS (
     DELETE FROM svc.agent_turns WHERE agent = $1 AND credential_hash = $2 AND session_key = $3
     RETURNING `+runningTurnColumns+`),
   started AS (
     INSERT INTO svc.agent_turns (turn_id, agent, credential_hash, session_key, lock_key, wire, conversation_key, input, started_at)
-    VALUES ($4, $1, $2, $3, $5, $6, $7, $8, $9))
+    SELECT $4, $1, $2, $3, $5::bigint, $6, $7, $8, $9::timestamptz WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL)
 SELECT `+runningTurnColumns+` FROM left_behind ORDER BY started_at`,
 		ref.Agent, ref.CredentialHash, ref.Key, next.ID, sessionLockID(ref.lockKey()), next.Wire, next.ConversationID, string(next.Input), next.StartedAt)
 	if err != nil {
@@ -260,6 +270,12 @@ SELECT `+runningTurnColumns+` FROM left_behind ORDER BY started_at`,
 	left, err := collectRunningTurns(rows)
 	if err != nil {
 		return nil, fmt.Errorf("turns in progress of session %q: %w", ref.Key, err)
+	}
+	if len(left) > 0 {
+		// A write committed synchronously flushes every commit before it.
+		if _, err := s.db.Exec(ctx, `UPDATE svc.agent_turns SET started_at = started_at WHERE turn_id = $1`, next.ID); err != nil {
+			return nil, fmt.Errorf("turns in progress of session %q: %w", ref.Key, err)
+		}
 	}
 	return left, nil
 }
