@@ -365,13 +365,7 @@ func benchFleetMemory(b *testing.B, f *benchFleet) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var n float64
-		for _, line := range strings.Split(string(body), "\n") {
-			if v, ok := strings.CutPrefix(line, `svc_runs_active{status="waiting"} `); ok {
-				n, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		held = append(held, n)
+		held = append(held, metricsParse(b, string(body))[`svc_runs_active{status="waiting"}`])
 	}
 	b.ReportMetric(slices.Max(held)/benchFleetSleepers, "held-share-max/replica")
 	b.Logf("%d sleeping runs: replicas' RSS %.1f → %.1f MiB; sleeping runs each holds %v", benchFleetSleepers, before, after, held)

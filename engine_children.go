@@ -137,12 +137,24 @@ func (e *engine) startChild(req startRequest) error {
 // another partition that ended, and schedules the parent. mu must be held.
 func (e *engine) childEndedElsewhere(ev *journalEvent, at time.Time) []func() {
 	p := e.st.Runs[ev.Run]
-	if p == nil || p.call(ev.Seq) == nil || p.call(ev.Seq).EndedAt != nil {
+	c := openCall(p, ev.Seq)
+	if c == nil {
 		return nil
 	}
-	c := p.call(ev.Seq)
 	settleChildCall(c, at, ev.Workflow, ev.Status, ev.Result, ev.Error)
 	return []func(){func() { e.schedule(p.RunID) }}
+}
+
+// openCall returns call seq of run r while both exist and the call has
+// not ended; else nil.
+func openCall(r *runRecord, seq int) *durableCall {
+	if r == nil {
+		return nil
+	}
+	if c := r.call(seq); c != nil && c.EndedAt == nil {
+		return c
+	}
+	return nil
 }
 
 // settleChildCall settles a startAndWait call c with the end of its child
@@ -167,11 +179,11 @@ func (e *engine) watchChild(parent string, seq int) {
 	e.mu.Lock()
 	r := e.st.Runs[parent]
 	key := fmt.Sprintf("%s:%d", parent, seq)
-	if r == nil || terminal(r.Status) || r.call(seq) == nil || r.call(seq).EndedAt != nil || e.closed || e.watching[key] || !e.owns(r) {
+	c := openCall(r, seq)
+	if c == nil || terminal(r.Status) || e.closed || e.watching[key] || !e.owns(r) {
 		e.mu.Unlock()
 		return
 	}
-	c := r.call(seq)
 	id := c.ChildRunID
 	if id == "" {
 		id = c.QueueID
@@ -202,7 +214,7 @@ func (e *engine) watchChild(parent string, seq int) {
 			child, err := e.opts.Fleet.awaitEnd(ctx, id)
 			if err == nil && terminal(child.Status) {
 				e.mu.Lock()
-				if r := e.st.Runs[parent]; r == nil || terminal(r.Status) || r.call(seq) == nil || r.call(seq).EndedAt != nil || e.closed {
+				if r := e.st.Runs[parent]; openCall(r, seq) == nil || terminal(r.Status) || e.closed {
 					e.mu.Unlock()
 					return
 				}
