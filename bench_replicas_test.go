@@ -130,6 +130,7 @@ type pgLoad struct {
 	xacts  int64 // pg_stat_database.xact_commit
 	wal    int64 // pg_current_wal_lsn() in bytes (cluster-wide)
 	tupIns int64 // sum of pg_stat_user_tables.n_tup_ins
+	syncs  int64 // pg_stat_wal.wal_sync: WAL flushes to disk (cluster-wide)
 }
 
 // readPGLoad reads the counters through conn.
@@ -138,7 +139,8 @@ func readPGLoad(b *testing.B, conn *pgx.Conn) pgLoad {
 	err := conn.QueryRow(context.Background(), `SELECT
   (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
   pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
-  (SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_stat_user_tables)`).Scan(&l.xacts, &l.wal, &l.tupIns)
+  (SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_stat_user_tables),
+  (SELECT wal_sync FROM pg_stat_wal)`).Scan(&l.xacts, &l.wal, &l.tupIns, &l.syncs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -152,6 +154,7 @@ type pgLoadMeter struct {
 	conn             *pgx.Conn
 	idleXacts        float64 // per second
 	idleWAL, idleIns float64
+	idleSyncs        float64
 	last             pgLoad
 	dataDir          string // the server's, for its CPU time
 }
@@ -165,6 +168,7 @@ func newPGLoadMeter(b *testing.B, conn *pgx.Conn) *pgLoadMeter {
 	now := readPGLoad(b, conn)
 	s := now.at.Sub(m.last.at).Seconds()
 	m.idleXacts, m.idleWAL, m.idleIns = float64(now.xacts-m.last.xacts)/s, float64(now.wal-m.last.wal)/s, float64(now.tupIns-m.last.tupIns)/s
+	m.idleSyncs = float64(now.syncs-m.last.syncs) / s
 	m.last = now
 	b.ReportMetric(m.idleXacts, "idle-xact/s")
 	return m
@@ -179,6 +183,7 @@ func (m *pgLoadMeter) report(name, unit string, units float64) {
 	m.b.ReportMetric((float64(now.xacts-m.last.xacts)-m.idleXacts*s)/units, name+"-xact/"+unit)
 	m.b.ReportMetric((float64(now.wal-m.last.wal)-m.idleWAL*s)/units, name+"-WAL-B/"+unit)
 	m.b.ReportMetric((float64(now.tupIns-m.last.tupIns)-m.idleIns*s)/units, name+"-ins/"+unit)
+	m.b.ReportMetric((float64(now.syncs-m.last.syncs)-m.idleSyncs*s)/units, name+"-WAL-flushes/"+unit)
 	m.last = now
 }
 
@@ -250,7 +255,7 @@ func startBenchFleet(b *testing.B, dir string, n int) (*benchFleet, *pgx.Conn) {
 // over the replicas: W1 100 sequential runs of a 3-step workflow, each one
 // POST start?wait=; W2 1000 runs from 32 concurrent clients; W3 one run of
 // 1000 sequential steps. Per run (W3: per step) it reports PostgreSQL's
-// committed transactions, WAL bytes and inserted rows, less the idle
+// committed transactions, WAL bytes, WAL flushes and inserted rows, less the idle
 // fleet's; then each replica's memory with 4,000 runs asleep
 // (benchFleetMemory). Then the takeover time: a replica with runs asleep SIGKILLed,
 // the time until another replica owns them (default lease settings).
