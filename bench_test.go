@@ -375,14 +375,20 @@ func benchW2(b *testing.B, startAndWait func(wf, input string) error) {
 // benchW2Of is benchW2 with the workflow and input of run i (0-999) from
 // run.
 func benchW2Of(b *testing.B, startAndWait func(wf, input string) error, run func(i int) (wf, input string)) {
-	work := make(chan int, 1000)
-	for i := range 1000 {
+	benchW2Load(b, 32, 1000, startAndWait, run)
+}
+
+// benchW2Load is W2 at another load: runs runs from clients concurrent
+// clients, run i's workflow and input from run.
+func benchW2Load(b *testing.B, clients, runs int, startAndWait func(wf, input string) error, run func(i int) (wf, input string)) {
+	work := make(chan int, runs)
+	for i := range runs {
 		work <- i
 	}
 	close(work)
 	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for range 32 {
+	errs := make(chan error, clients)
+	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
