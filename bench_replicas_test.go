@@ -256,11 +256,12 @@ func startBenchFleet(b *testing.B, dir string, n int) (*benchFleet, *pgx.Conn) {
 // POST start?wait=; W2 1000 runs from 32 concurrent clients (three times
 // over: benchFleetW2); W2scaled W2 at 32 clients and 1000 runs per
 // replica (the load grown with the fleet); W3 one run of 1000 sequential
-// steps. Per run (W3: per step) it reports PostgreSQL's
-// committed transactions, WAL bytes, WAL flushes and inserted rows, less the idle
+// steps. Per run (W3: per step) it reports PostgreSQL's committed
+// transactions, WAL bytes, WAL flushes and inserted rows, less the idle
 // fleet's; then each replica's memory with 4,000 runs asleep
-// (benchFleetMemory). Then the takeover time: a replica with runs asleep SIGKILLed,
-// the time until another replica owns them (default lease settings).
+// (benchFleetMemory). Then the takeover time: a replica with runs asleep
+// SIGKILLed, the time until another replica owns them (default lease
+// settings).
 func BenchmarkReplicas(b *testing.B) {
 	dir := benchProject(b, 4, 1)
 	writeFile(b, dir, "workflows/napper.workflow.ts", benchReplicasNapper)
