@@ -291,7 +291,7 @@ func benchFleetW2(b *testing.B, f *benchFleet, m *pgLoadMeter, name string, clie
 	cpu := f.cpu(m)
 	t0 := time.Now()
 	for range benchFleetW2Rounds {
-		benchW2Load(b, clients, runs, f.startAndWait, func(int) (string, string) { return "w00", `{"n":2}` })
+		benchW2Load(b, clients, runs, f.startAndWait, benchW2Run)
 	}
 	total := float64(benchFleetW2Rounds * runs)
 	b.ReportMetric(total/time.Since(t0).Seconds(), name+"-runs/s")

@@ -369,8 +369,11 @@ func BenchmarkEngineInProcessPostgres(b *testing.B) {
 // benchW2 runs W2 through startAndWait: 1000 runs of w00 from 32
 // concurrent clients; the caller times it.
 func benchW2(b *testing.B, startAndWait func(wf, input string) error) {
-	benchW2Of(b, startAndWait, func(int) (string, string) { return "w00", `{"n":2}` })
+	benchW2Of(b, startAndWait, benchW2Run)
 }
+
+// benchW2Run is W2's workflow and input, the same for every run.
+func benchW2Run(int) (wf, input string) { return "w00", `{"n":2}` }
 
 // benchW2Of is benchW2 with the workflow and input of run i (0-999) from
 // run.

@@ -16,10 +16,10 @@ package main
 // 2.7 to 2.2; 600 µs takes 4 replicas to 1.97-2.03 and their CPU per run
 // (replicas and PostgreSQL) from 1,370-1,460 µs to 1,180-1,350, and leaves
 // one replica's as it was (two alternated rounds each). A lone client's
-// commits never wait. A part the
-// fence refuses inserts nothing and the others commit; a failure of the
-// transaction is every part's, and each log deals with it as it did alone
-// (a commit whose outcome is unknown is looked for in that partition).
+// commits never wait. A part the fence refuses inserts nothing and the
+// others commit; a failure of the transaction is every part's, and each
+// log deals with it as it did alone (a commit whose outcome is unknown is
+// looked for in that partition).
 
 import (
 	"context"
